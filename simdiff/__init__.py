@@ -1,0 +1,71 @@
+"""simdiff: higher-order derivatives of differentiable simulators on JAX and PyTorch.
+
+One problem definition (``fn(x, ops)``), every derivative on both frameworks,
+validated against SciPy finite differences and exact references, and timed
+side by side.  Importing simdiff imports neither jax nor torch; a backend's
+framework is imported the first time it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import errors as errors
+from ._api import Derivatives as Derivatives
+from ._api import derivative as derivative
+from ._api import derivative_tensor as derivative_tensor
+from ._api import grad as grad
+from ._api import hessian as hessian
+from ._api import hvp as hvp
+from ._api import jacobian as jacobian
+from ._api import jvp as jvp
+from ._api import taylor as taylor
+from ._api import value_and_grad as value_and_grad
+from ._api import vjp as vjp
+from ._problem import Problem as Problem
+from .backends import get_backend as get_backend
+from .backends import get_ops as get_ops
+from .errors import (
+    BackendUnavailable as BackendUnavailable,
+)
+from .errors import (
+    DTypeError as DTypeError,
+)
+from .errors import (
+    NonFiniteError as NonFiniteError,
+)
+from .errors import (
+    ShapeError as ShapeError,
+)
+from .errors import (
+    SimdiffError as SimdiffError,
+)
+from .errors import (
+    SolverError as SolverError,
+)
+from .errors import (
+    UnsupportedError as UnsupportedError,
+)
+
+__version__ = "0.1.0"
+
+# Subpackages and evidence functions are imported on first access (they pull in
+# h5py/scipy.optimize/matplotlib, which a plain derivative call does not need).
+_LAZY_MODULES = ("ode", "pes", "pde", "sensitivity", "store", "report", "check", "compare")
+_LAZY_ATTRS = {
+    "check": ("check", "check"),
+    "compare": ("compare", "compare"),
+    "minimize": ("sensitivity", "minimize"),
+    "least_squares": ("sensitivity", "least_squares"),
+    "sweep": ("sensitivity", "sweep"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_ATTRS:
+        module, attr = _LAZY_ATTRS[name]
+        return getattr(importlib.import_module(f"simdiff.{module}"), attr)
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"simdiff.{name}")
+    raise AttributeError(f"module 'simdiff' has no attribute {name!r}")

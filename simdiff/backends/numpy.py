@@ -1,0 +1,87 @@
+"""The numpy context: plain evaluation, the finite-difference reference.
+
+It has no automatic differentiation: the transforms raise
+:class:`~simdiff.errors.UnsupportedError`.  ``vmap`` is a loop, ``jit`` the
+identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from ._base import Backend, LoopOps
+from ._xp import XPOps
+
+__all__ = ["NumpyBackend", "NumpyOps"]
+
+
+class NumpyOps(XPOps, LoopOps):
+    """``ops`` over numpy (float64 unless asked otherwise)."""
+
+    name = "numpy"
+
+    def __init__(self, dtype: Any = np.float64) -> None:
+        super().__init__(np, dtype)
+
+    def checkpoint(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """No derivatives here, so nothing to rematerialise: returns ``fn``."""
+        return fn
+
+    def stop_gradient(self, x: Any) -> Any:
+        """Identity (numpy has no gradients to stop)."""
+        return x
+
+
+def _no_ad(name: str) -> Callable[..., Any]:
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedError(
+            f"transform {name} is not available in the 'numpy' context: numpy evaluates, "
+            "it does not differentiate; use backend='jax' or backend='torch'"
+        )
+
+    return fail
+
+
+class NumpyBackend(Backend):
+    name = "numpy"
+    differentiable = False
+    grad = staticmethod(_no_ad("grad"))
+    jvp = staticmethod(_no_ad("jvp"))
+    vjp = staticmethod(_no_ad("vjp"))
+    jacfwd = staticmethod(_no_ad("jacfwd"))
+    jacrev = staticmethod(_no_ad("jacrev"))
+
+    def ops(self, dtype: Any = None, device: Any = None) -> NumpyOps:
+        return NumpyOps(np.float64 if dtype is None else dtype)
+
+    @staticmethod
+    def vmap(fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
+        axes = in_axes if isinstance(in_axes, tuple) else None
+
+        def mapped(*args: Any) -> Any:
+            ax = axes or (in_axes,) * len(args)
+            n = next(a.shape[0] for a, i in zip(args, ax, strict=True) if i is not None)
+            rows = [
+                fn(*(a if i is None else a[k] for a, i in zip(args, ax, strict=True)))
+                for k in range(n)
+            ]
+            return np.stack(rows)
+
+        return mapped
+
+    @staticmethod
+    def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return fn
+
+    def is_native(self, x: Any) -> bool:
+        return isinstance(x, np.ndarray)
+
+    def from_numpy(self, a: Any, dtype: Any, device: Any = None) -> Any:
+        return np.asarray(a, dtype=dtype)
+
+    def to_numpy(self, x: Any) -> Any:
+        return np.asarray(x)

@@ -1,0 +1,30 @@
+"""Test configuration: float64 everywhere, strict JAX dtype promotion, warnings are errors."""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import settings
+
+import simdiff.backends.jax  # noqa: F401  (switches on x64)
+
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+settings.register_profile("simdiff", deadline=None, max_examples=25, derandomize=True)
+settings.load_profile("simdiff")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+BACKENDS = ["jax", "torch"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each differentiating backend, as a parameter so failures name it."""
+    return request.param
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20261129)
