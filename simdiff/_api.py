@@ -41,6 +41,7 @@ HESSIAN_METHODS = ("auto", "fwd-rev", "rev-rev", "fwd-fwd")
 JACOBIAN_MODES = ("auto", "fwd", "rev")
 DERIVATIVE_METHODS = ("taylor", "nested")
 _SCALAR_ONLY = {"grad", "value_and_grad", "hvp"}
+_NO_AD_KINDS = {"value", "taylor"}  # what the numpy context can do
 
 
 def _check_order(order: Any, what: str = "order") -> int:
@@ -172,11 +173,6 @@ class Derivatives:
             raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
         self.backend = get_backend(backend)
         problem.require(self.backend.name)
-        if not self.backend.differentiable:
-            raise UnsupportedError(
-                f"backend {self.backend.name!r} evaluates but does not differentiate; "
-                "use 'jax' or 'torch'"
-            )
         if compile and self.backend.name != "torch":
             raise ValueError("compile=True means torch.compile and needs backend='torch' "
                              "(JAX always jit-compiles)")  # fmt: skip
@@ -278,6 +274,12 @@ class Derivatives:
 
     def _call(self, kind: str, params: dict[str, Any], x: Any, extras: list) -> Any:
         problem = self.problem
+        if not self.backend.differentiable and kind not in _NO_AD_KINDS:
+            raise UnsupportedError(
+                f"simdiff.{kind} is not available in the {self.backend.name!r} context: it "
+                "evaluates (values and Taylor coefficients) but does not differentiate; "
+                "use backend='jax' or backend='torch'"
+            )
         if kind in _SCALAR_ONLY and not problem.is_scalar:
             raise ShapeError(
                 f"simdiff.{kind} needs a scalar-valued problem; {problem.name!r} returns shape "
