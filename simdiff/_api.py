@@ -272,6 +272,7 @@ class Derivatives:
             raise ShapeError(
                 f"{what} for problem {self.problem.name!r} must have shape {want}; got {shape}"
             )
+        A.warn_low_precision(a, kind, self.dtype, what)
         if check:
             A.check_finite_array(a, kind, what)
         device = a.device if kind == "torch" and self.backend.name == "torch" else None

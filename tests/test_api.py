@@ -176,7 +176,10 @@ def test_native_input_is_not_copied_by_the_same_backend(cat):
 def test_float64_by_default_float32_on_request(cat, backend):
     p = cat["rosenbrock4"]
     assert simdiff.grad(p, backend=backend).dtype == np.float64
-    assert simdiff.grad(p, p.x0.astype(np.float32), backend=backend).dtype == np.float64
+    with pytest.warns(
+        simdiff.PrecisionWarning, match="x is float32 but simdiff computes in float64"
+    ):
+        assert simdiff.grad(p, p.x0.astype(np.float32), backend=backend).dtype == np.float64
     g32 = simdiff.grad(p, backend=backend, dtype="float32")
     assert g32.dtype == np.float32
     np.testing.assert_allclose(g32, p.exact["grad"](p.x0), rtol=1e-5)
