@@ -51,3 +51,10 @@ def test_readme_example_runs(capsys):
     printed = float(capsys.readouterr().out.strip())
     assert printed < 1e-10
     assert np.isfinite(printed)
+
+
+@pytest.mark.parametrize("page", ["getting-started.md", "index.md"])
+def test_docs_page_code_runs(page):
+    text = (ROOT / "docs" / page).read_text()
+    code = "\n".join(re.findall(r"```python\n(.*?)\n```", text, flags=re.S))
+    exec(compile(code, page, "exec"), {})
