@@ -276,8 +276,8 @@ class ODEProblem(Problem):
         if x.shape != (self.n,):
             raise ShapeError(f"problem {self.name!r} expects x of shape ({self.n},); got {x.shape}")
         ys, info = self._solve(be.from_numpy(x, np.float64), be.ops())
-        info = SolveInfo(*(np.asarray(be.to_numpy(v) if be.is_native(v) else v) for v in
-                           (info.status, info.t, info.y, info.n_accepted, info.n_rejected)))  # fmt: skip
+        fields = (info.status, info.t, info.y, info.n_accepted, info.n_rejected)
+        info = SolveInfo(*(np.asarray(be.to_numpy(v) if be.is_native(v) else v) for v in fields))
         if check:
             raise_on_failure(info, self.save_at[-1], self.solver)
         return np.asarray(be.to_numpy(ys) if be.is_native(ys) else ys), info

@@ -25,7 +25,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ButcherTableau:
-    """An explicit Runge–Kutta method: ``a`` strictly lower triangular, weights ``b``, nodes ``c``."""
+    """An explicit Runge–Kutta method: ``a`` strictly lower triangular, weights ``b``, nodes ``c``.
+
+    ``order`` is the classical order of the solution with weights ``b``.
+    """
 
     name: str
     a: tuple[tuple[float, ...], ...]
