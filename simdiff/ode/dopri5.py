@@ -106,12 +106,16 @@ class Dopri5(Solver):
     def __post_init__(self) -> None:
         check_tolerances(self.rtol, self.atol, self.max_steps, self.h0)
 
+    def step(self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any) -> tuple[Any, Any]:
+        """One step: ``(y_new, err)``, the 5th-order solution and its error estimate."""
+        ks = rk_stages(rhs, t, y, h, p, ops, DOPRI5)
+        return combine(y, h, DOPRI5.b, ks), combine(ops.zeros_like(y), h, _ERROR, ks)
+
     def integrate(
         self, rhs: Rhs, y0: Any, t0: float, save_at: np.ndarray, p: Any, ops: Any
     ) -> tuple[Any, SolveInfo]:
         def step(t: Any, y: Any, h: Any) -> tuple[Any, Any]:
-            ks = rk_stages(rhs, t, y, h, p, ops, DOPRI5)
-            return combine(y, h, DOPRI5.b, ks), combine(ops.zeros_like(y), h, _ERROR, ks)
+            return self.step(rhs, t, y, h, p, ops)
 
         span = float(save_at[-1]) - float(t0)
         if self.h0 is None:

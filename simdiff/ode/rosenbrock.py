@@ -145,39 +145,40 @@ class Rodas3(Solver):
         ft = ops.zeros_like(y) if self.dfdt is None else self.dfdt(t, y, p, ops)
         return self.jac(t, y, p, ops), ft
 
+    def step(self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any) -> tuple[Any, Any]:
+        """One step: ``(y_new, err)``, the 3rd-order solution and its error estimate."""
+        J, ft = self._jacobians(rhs, t, y, p, ops)
+        hg = h * _GAMMA
+        W = ops.eye(int(y.shape[0])) - hg * J
+        ks: list[Any] = []
+        f_prev = None
+        for i in range(4):
+            yi = y
+            for aij, kj in zip(_A[i], ks, strict=False):
+                if aij != 0.0:
+                    yi = yi + aij * kj
+            if i == 1:  # A_2j = 0 and alpha_2 = alpha_1: stage 2 reuses f of stage 1
+                fi = f_prev
+            else:
+                fi = rhs(t + _ALPHA[i] * h, yi, p, ops)
+            f_prev = fi
+            b = hg * fi
+            for cij, kj in zip(_C[i], ks, strict=False):
+                b = b + (_GAMMA * cij) * kj
+            if _GAMMAS[i] != 0.0:
+                b = b + (_GAMMA * _GAMMAS[i]) * (h * h) * ft
+            ks.append(ops.linalg.solve(W, b))
+        y_new = y
+        for mj, kj in zip(_M, ks, strict=True):
+            if mj != 0.0:
+                y_new = y_new + mj * kj
+        return y_new, ks[3]  # E = (0, 0, 0, 1)
+
     def integrate(
         self, rhs: Rhs, y0: Any, t0: float, save_at: np.ndarray, p: Any, ops: Any
     ) -> tuple[Any, SolveInfo]:
-        dim = int(y0.shape[0])
-        eye = ops.eye(dim)
-
         def step(t: Any, y: Any, h: Any) -> tuple[Any, Any]:
-            J, ft = self._jacobians(rhs, t, y, p, ops)
-            hg = h * _GAMMA
-            W = eye - hg * J
-            ks: list[Any] = []
-            f_prev = None
-            for i in range(4):
-                yi = y
-                for aij, kj in zip(_A[i], ks, strict=False):
-                    if aij != 0.0:
-                        yi = yi + aij * kj
-                if i == 1:  # A_2j = 0 and alpha_2 = alpha_1: stage 2 reuses f of stage 1
-                    fi = f_prev
-                else:
-                    fi = rhs(t + _ALPHA[i] * h, yi, p, ops)
-                f_prev = fi
-                b = hg * fi
-                for cij, kj in zip(_C[i], ks, strict=False):
-                    b = b + (_GAMMA * cij) * kj
-                if _GAMMAS[i] != 0.0:
-                    b = b + (_GAMMA * _GAMMAS[i]) * (h * h) * ft
-                ks.append(ops.linalg.solve(W, b))
-            y_new = y
-            for mj, kj in zip(_M, ks, strict=True):
-                if mj != 0.0:
-                    y_new = y_new + mj * kj
-            return y_new, ks[3]  # E = (0, 0, 0, 1)
+            return self.step(rhs, t, y, h, p, ops)
 
         span = float(save_at[-1]) - float(t0)
         if self.h0 is None:
