@@ -25,7 +25,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ButcherTableau:
-    """An explicit Runge–Kutta method: ``a`` strictly lower triangular, weights ``b``, nodes ``c``.
+    """An explicit Runge–Kutta method: lower-triangular ``a``, weights ``b``, nodes ``c``.
 
     ``order`` is the classical order of the solution with weights ``b``.
     """
