@@ -181,6 +181,8 @@ def adaptive_integrate(
     status = ops.where(bad > 0.5, 2.0, ops.where(idx >= m, 0.0, 1.0))
     ok = status == 0.0
     # NaN-poisoning: under jit a failure cannot raise, so the output says it.
-    # A constant NaN (not ``saved * nan``), so derivatives of a success stay finite.
-    ys = ops.where(ok, saved, ops.full_like(saved, float("nan")))
+    # NaN-poisoning: under jit a failure cannot raise, so the output (and, through
+    # the factor, every derivative of it) says it; on success the factor is exactly 1.
+    # (``0 * sum(y)`` ties the poison to the inputs even when no row was saved.)
+    ys = (saved + 0.0 * ops.sum(y)) * ops.where(ok, 1.0, float("nan"))
     return ys, SolveInfo(status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej)

@@ -197,7 +197,7 @@ class Diffrax(Solver):
         ok = sol.result == diffrax.RESULTS.successful
         exhausted = sol.result == diffrax.RESULTS.max_steps_reached
         status = jnp.where(ok, 0.0, jnp.where(exhausted, 1.0, 2.0))
-        ys = jnp.where(ok, sol.ys, jnp.full_like(sol.ys, jnp.nan))
+        ys = sol.ys * jnp.where(ok, 1.0, jnp.nan)  # NaN-poisoning, as simdiff's solvers
         stats = sol.stats
         info = SolveInfo(
             status=status,
