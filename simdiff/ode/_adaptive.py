@@ -23,9 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from ._base import SolveInfo
+from ._base import Rhs, SolveInfo, Solver
 
-__all__ = ["adaptive_integrate", "initial_step", "loop", "rms_norm"]
+__all__ = [
+    "EmbeddedPair",
+    "adaptive_integrate",
+    "check_tolerances",
+    "initial_step",
+    "loop",
+    "rms_norm",
+]
 
 Step = Callable[[Any, Any, Any], tuple[Any, Any]]
 
@@ -36,9 +43,7 @@ def rms_norm(e: Any, y: Any, y_new: Any, rtol: float, atol: float, ops: Any) -> 
     return ops.sqrt(ops.mean((e / scale) ** 2))
 
 
-def initial_step(
-    f0: Any, y0: Any, span: float, rtol: float, atol: float, order: int, ops: Any
-) -> Any:
+def initial_step(f0: Any, y0: Any, span: float, rtol: float, atol: float, ops: Any) -> Any:
     """Starting step ``0.01 ||y0|| / ||f(t0, y0)||`` (Hairer, Nørsett & Wanner, II.4), capped.
 
     Computed on stop-gradient values; at most ``span`` and at least
@@ -186,3 +191,49 @@ def adaptive_integrate(
     # (``0 * sum(y)`` ties the poison to the inputs even when no row was saved.)
     ys = (saved + 0.0 * ops.sum(y)) * ops.where(ok, 1.0, float("nan"))
     return ys, SolveInfo(status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej)
+
+
+def check_tolerances(rtol: float, atol: float, max_steps: int, h0: float | None) -> None:
+    """Validate an adaptive solver's settings; messages name what was expected."""
+    for what, v in (("rtol", rtol), ("atol", atol)):
+        if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
+            raise ValueError(f"{what} must be a positive finite float; got {v!r}")
+    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}")
+    if h0 is not None and not (np.isfinite(h0) and h0 > 0):
+        raise ValueError(f"h0 must be a positive finite float or None; got {h0!r}")
+
+
+class EmbeddedPair(Solver):
+    """An adaptive solver from an embedded pair: subclasses define ``step`` and ``error_order``.
+
+    Subclasses are dataclasses with fields ``rtol``, ``atol``, ``max_steps``
+    and ``h0``; ``step(rhs, t, y, h, p, ops)`` returns ``(y_new, err)``.
+    """
+
+    rtol: float
+    atol: float
+    max_steps: int
+    h0: float | None
+    #: Order of the embedded (lower-order) solution: the controller uses ``err^(-1/(q+1))``.
+    error_order: int = 1
+
+    def step(self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def integrate(
+        self, rhs: Rhs, y0: Any, t0: float, save_at: np.ndarray, p: Any, ops: Any
+    ) -> tuple[Any, SolveInfo]:
+        def step(t: Any, y: Any, h: Any) -> tuple[Any, Any]:
+            return self.step(rhs, t, y, h, p, ops)
+
+        span = float(save_at[-1]) - float(t0)
+        if self.h0 is None:
+            f0 = rhs(ops.asarray(float(t0)), y0, p, ops)
+            h0 = initial_step(f0, y0, span, self.rtol, self.atol, ops)
+        else:
+            h0 = ops.asarray(float(self.h0))
+        return adaptive_integrate(
+            step, y0, t0, save_at, ops, h0=h0, rtol=self.rtol, atol=self.atol,
+            max_steps=self.max_steps, error_order=self.error_order,
+        )  # fmt: skip

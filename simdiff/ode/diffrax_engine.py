@@ -35,8 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import UnsupportedError
+from ._adaptive import check_tolerances
 from ._base import Rhs, SolveInfo, Solver
-from .dopri5 import check_tolerances
 from .problem import ODEProblem
 
 __all__ = ["ADJOINTS", "DERIVATIVES", "Diffrax", "choose_adjoint", "diffrax_problem"]

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from ._adaptive import adaptive_integrate, initial_step
-from ._base import Rhs, SolveInfo, Solver
+from ._adaptive import EmbeddedPair, check_tolerances
+from ._base import Rhs
 from .rk import ButcherTableau, combine, rk_stages
 
 __all__ = ["DOPRI5", "Dopri5"]
@@ -36,7 +34,7 @@ _ERROR = (
 
 
 @dataclass(frozen=True)
-class Dopri5(Solver):
+class Dopri5(EmbeddedPair):
     """Adaptive Dormand–Prince 5(4) (Dormand & Prince 1980), order 5.
 
     Parameters
@@ -102,6 +100,7 @@ class Dopri5(Solver):
     h0: float | None = None
     name = "dopri5"
     order = 5
+    error_order = 4
 
     def __post_init__(self) -> None:
         check_tolerances(self.rtol, self.atol, self.max_steps, self.h0)
@@ -110,31 +109,3 @@ class Dopri5(Solver):
         """One step: ``(y_new, err)``, the 5th-order solution and its error estimate."""
         ks = rk_stages(rhs, t, y, h, p, ops, DOPRI5)
         return combine(y, h, DOPRI5.b, ks), combine(ops.zeros_like(y), h, _ERROR, ks)
-
-    def integrate(
-        self, rhs: Rhs, y0: Any, t0: float, save_at: np.ndarray, p: Any, ops: Any
-    ) -> tuple[Any, SolveInfo]:
-        def step(t: Any, y: Any, h: Any) -> tuple[Any, Any]:
-            return self.step(rhs, t, y, h, p, ops)
-
-        span = float(save_at[-1]) - float(t0)
-        if self.h0 is None:
-            f0 = rhs(ops.asarray(float(t0)), y0, p, ops)
-            h0 = initial_step(f0, y0, span, self.rtol, self.atol, self.order, ops)
-        else:
-            h0 = ops.asarray(float(self.h0))
-        return adaptive_integrate(
-            step, y0, t0, save_at, ops, h0=h0, rtol=self.rtol, atol=self.atol,
-            max_steps=self.max_steps, error_order=4,
-        )  # fmt: skip
-
-
-def check_tolerances(rtol: float, atol: float, max_steps: int, h0: float | None) -> None:
-    """Validate an adaptive solver's settings (shared by Dopri5 and Rodas3)."""
-    for what, v in (("rtol", rtol), ("atol", atol)):
-        if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
-            raise ValueError(f"{what} must be a positive finite float; got {v!r}")
-    if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}")
-    if h0 is not None and not (np.isfinite(h0) and h0 > 0):
-        raise ValueError(f"h0 must be a positive finite float or None; got {h0!r}")

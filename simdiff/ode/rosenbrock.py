@@ -19,9 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError
-from ._adaptive import adaptive_integrate, initial_step
-from ._base import Rhs, SolveInfo, Solver
-from .dopri5 import check_tolerances
+from ._adaptive import EmbeddedPair, check_tolerances
+from ._base import Rhs
 
 __all__ = ["Rodas3", "rhs_jacobian"]
 
@@ -80,7 +79,7 @@ def _central_jacobian(g: Callable[[Any], Any], z: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Rodas3(Solver):
+class Rodas3(EmbeddedPair):
     """Adaptive Rodas3 (Rosenbrock, stiffly accurate, L-stable), order 3, for stiff systems.
 
     Parameters
@@ -131,6 +130,7 @@ class Rodas3(Solver):
     dfdt: Jac | None = None
     name = "rodas3"
     order = 3
+    error_order = 2
     stiff = True
 
     def __post_init__(self) -> None:
@@ -173,20 +173,3 @@ class Rodas3(Solver):
             if mj != 0.0:
                 y_new = y_new + mj * kj
         return y_new, ks[3]  # E = (0, 0, 0, 1)
-
-    def integrate(
-        self, rhs: Rhs, y0: Any, t0: float, save_at: np.ndarray, p: Any, ops: Any
-    ) -> tuple[Any, SolveInfo]:
-        def step(t: Any, y: Any, h: Any) -> tuple[Any, Any]:
-            return self.step(rhs, t, y, h, p, ops)
-
-        span = float(save_at[-1]) - float(t0)
-        if self.h0 is None:
-            f0 = rhs(ops.asarray(float(t0)), y0, p, ops)
-            h0 = initial_step(f0, y0, span, self.rtol, self.atol, self.order, ops)
-        else:
-            h0 = ops.asarray(float(self.h0))
-        return adaptive_integrate(
-            step, y0, t0, save_at, ops, h0=h0, rtol=self.rtol, atol=self.atol,
-            max_steps=self.max_steps, error_order=2,
-        )  # fmt: skip
