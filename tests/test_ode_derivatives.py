@@ -203,3 +203,43 @@ def test_trust_region_newton_recovers_lotka_volterra_parameters() -> None:
     # Noise-free data from DOP853 at rtol 1e-12; the model solves at rtol 1e-7.
     np.testing.assert_allclose(res.x, p.meta["true_params"], rtol=1e-4)
     assert res.nit < 30
+
+
+# --------------------------------------------------------------------------- whole catalogue
+
+
+def _fd_jacobians(rhs, p: np.ndarray):
+    """J_y and J_p of the right-hand side by central differences (no AD anywhere)."""
+
+    def central(f, z: np.ndarray) -> np.ndarray:
+        cols = []
+        for i in range(z.size):
+            dz = np.zeros_like(z)
+            dz[i] = 1e-6 * max(1.0, abs(z[i]))
+            cols.append((f(z + dz) - f(z - dz)) / (2 * dz[i]))
+        return np.stack(cols, axis=1)
+
+    def jy(y, _):
+        return central(lambda yy: np.asarray(rhs(0.0, yy, p, np)), np.asarray(y))
+
+    def jp(y, _):
+        return central(lambda pp: np.asarray(rhs(0.0, y, pp, np)), np.asarray(p))
+
+    return jy, jp
+
+
+TRAJECTORY_ENTRIES = ["ode_linear", "lotka_volterra", "van_der_pol", "van_der_pol_stiff",
+                      "lorenz63", "robertson"]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TRAJECTORY_ENTRIES)
+def test_catalogue_trajectory_jacobians_match_sensitivity_equations(name: str) -> None:
+    p = problems.get(name)
+    assert p.observable is None and p.wrt == "params"  # the value is the trajectory
+    jy, jp = _fd_jacobians(p.rhs, p.x0)  # all catalogue right-hand sides are autonomous
+    method = "Radau" if "stiff" in p.meta["tags"] else "DOP853"
+    ref = forward_sensitivities(p.rhs, jy, jp, p.y0, p.x0, p.save_at, method)
+    J = simdiff.jacobian(p, backend="jax")
+    scale = np.maximum(np.max(np.abs(ref), axis=1, keepdims=True), 1e-300)
+    assert np.max(np.abs(J - ref) / scale) < 100 * p.solver.rtol
