@@ -169,7 +169,7 @@ def oscillator() -> ODEProblem:
 LV_PARAMS = np.array([1.5, 1.0, 1.0, 3.0])
 LV_Y0 = np.array([1.0, 1.0])
 LV_TIMES = np.linspace(0.5, 3.0, 6)
-LV_SOLVER = Dopri5(rtol=1e-7, atol=1e-9, max_steps=200)
+LV_SOLVER = Dopri5(rtol=1e-7, atol=1e-9, max_steps=100)  # needs <= 51 near p_true
 _LV_CITE = (
     "A. J. Lotka, Elements of Physical Biology (1925); V. Volterra, Nature 118 (1926) 558; "
     "parameters from E. Hairer, S. P. Nørsett, G. Wanner, Solving ODEs I, I.16"

@@ -34,7 +34,7 @@ import torch
 import problems
 import problems.ode as po
 import simdiff
-from simdiff.ode import diffrax_problem
+from simdiff.ode import Dopri5, ODEProblem, diffrax_problem
 
 jax.config.update("jax_enable_x64", True)
 
@@ -108,8 +108,17 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--max-steps-sweep",
+        type=int,
+        nargs="*",
+        metavar="N",
+        help="instead: simdiff-jax solve and gradient times for these max_steps",
+    )
     args = parser.parse_args(argv)
     p = problems.get("lotka_volterra_fit")
+    if args.max_steps_sweep:
+        return max_steps_sweep(p, args.max_steps_sweep, args.repeats)
     configs = configurations(p)
     first: dict[str, dict[str, float]] = {}
     results: dict[str, dict[str, object]] = {}
@@ -154,6 +163,28 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     for what, why in failures.items():
         print(f"- {what} failed: {why}")
     return medians
+
+
+def max_steps_sweep(p, budgets: list[int], repeats: int) -> dict[str, dict[str, float]]:
+    """On JAX the masked loop always runs max_steps iterations: time solve and gradient."""
+    print(f"simdiff-jax, Lotka–Volterra misfit, median of {repeats}; ms")
+    print("| max_steps | solve | grad | grad/solve |")
+    print("|---|---|---|---|")
+    out = {}
+    for n in budgets:
+        solver = Dopri5(rtol=p.solver.rtol, atol=p.solver.atol, max_steps=n)
+        q = ODEProblem(p.rhs, p.y0, p.t_span, p.x0, save_at=p.save_at, observable=p.observable,
+                       solver=solver)  # fmt: skip
+        d = simdiff.Derivatives(q, backend="jax")
+        d.value(), d.grad()
+        tv, tg = [], []
+        for _ in range(repeats):
+            tv.append(timed(d.value)[0])
+            tg.append(timed(d.grad)[0])
+        v, g = statistics.median(tv), statistics.median(tg)
+        out[str(n)] = {"value": v, "grad": g}
+        print(f"| {n} | {1e3 * v:.2f} | {1e3 * g:.2f} | {g / v:.1f} |")
+    return out
 
 
 def _np(a: object) -> np.ndarray:
