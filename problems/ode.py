@@ -9,6 +9,7 @@ sensitivity equations integrated by ``scipy.integrate.solve_ivp``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 import scipy.integrate
@@ -328,7 +329,34 @@ def rk4_decay() -> ODEProblem:
     )  # fmt: skip
 
 
-ENTRIES = {
+#: Relative tolerance at which each entry's derivatives are checked (simdiff.check reads
+#: meta["check_rtol"]): about 100 times the solver's rtol (derivatives of the discrete
+#: solution are as accurate as the solution), and rounding level for the exact RK4 polynomial.
+CHECK_RTOL = {
+    "ode_linear": 1e-7,
+    "ode_linear_energy": 1e-6,
+    "ode_oscillator": 1e-6,
+    "ode_rk4_decay": 1e-10,
+    "lotka_volterra": 1e-5,
+    "lotka_volterra_fit": 1e-5,
+    "van_der_pol": 1e-6,
+    "van_der_pol_stiff": 1e-3,
+    "lorenz63": 1e-5,
+    "robertson": 1e-2,
+}
+
+
+def _checked(name: str, factory: Callable[[], ODEProblem]) -> Callable[[], ODEProblem]:
+    def make() -> ODEProblem:
+        problem = factory()
+        problem.meta.setdefault("check_rtol", CHECK_RTOL[name])
+        return problem
+
+    make.__doc__ = factory.__doc__
+    return make
+
+
+_FACTORIES = {
     "ode_linear": linear,
     "ode_linear_energy": linear_energy,
     "ode_oscillator": oscillator,
@@ -340,3 +368,4 @@ ENTRIES = {
     "lorenz63": lorenz63,
     "robertson": robertson,
 }
+ENTRIES = {name: _checked(name, factory) for name, factory in _FACTORIES.items()}

@@ -223,3 +223,19 @@ def test_wrong_x_shape_is_rejected() -> None:
     p = problems.get("ode_rk4_decay")
     with pytest.raises(ShapeError, match=r"expects x of shape \(1,\); got \(2,\)"):
         p.trajectory(np.ones(2))
+
+
+# --------------------------------------------------------------------------- catalogue
+
+
+@pytest.mark.parametrize("name", problems.names("ode"))
+def test_catalogue_entry_trajectory_matches_solve_ivp(name: str) -> None:
+    p = problems.get(name)
+    assert p.meta.get("citation") or p.meta.get("reference"), "every entry names its reference"
+    assert p.meta["check_rtol"] >= 10 * getattr(p.solver, "rtol", 1e-12)  # not below accuracy
+    method = "Radau" if "stiff" in p.meta["tags"] else "DOP853"
+    ref = reference(p.rhs, p.y0, p.t_span, p.params, p.save_at, method)
+    scale = np.max(np.abs(ref), axis=0)  # per component: Robertson's span 1e-6..1
+    err = np.max(np.abs(p.trajectory() - ref) / scale)
+    # Adaptive: about the tolerance; fixed-step RK4 (20 steps of 0.05): C h^4 ~ 2e-6.
+    assert err < (100 * p.solver.rtol if hasattr(p.solver, "rtol") else 1e-5), err
