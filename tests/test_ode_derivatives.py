@@ -35,6 +35,15 @@ def test_linear_trajectory_jacobian_matches_expm_frechet(backend: str, mode: str
     np.testing.assert_allclose(J, p.exact["jacobian"](p.x0), rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.slow
+def test_linear_trajectory_jvp_and_vjp_match_expm_frechet(backend: str) -> None:
+    p = problems.get("ode_linear")
+    J = p.exact["jacobian"](p.x0)  # (6, 4)
+    v, u = np.array([0.5, -1.0, 0.25, 1.0]), np.linspace(-1.0, 1.0, 6)
+    np.testing.assert_allclose(simdiff.jvp(p, v, backend=backend), J @ v, rtol=1e-8)
+    np.testing.assert_allclose(simdiff.vjp(p, u, backend=backend), u @ J, rtol=1e-8)
+
+
 @pytest.mark.parametrize("wrt", ["y0", pytest.param("both", marks=pytest.mark.slow)])
 def test_initial_state_sensitivity_is_the_propagator(backend: str, wrt: str) -> None:
     p = ODEProblem(po.linear_rhs, po.LINEAR_Y0, (0.0, 1.5), po.LINEAR_A.ravel(),
