@@ -245,8 +245,8 @@ def diffrax_problem(
     >>> from simdiff.ode import ODEProblem, diffrax_problem
     >>> p = ODEProblem(lambda t, y, p, ops: -p[0] * y, [1.0], (0.0, 1.0), [2.0],
     ...                observable=lambda ys, ops: ys[-1, 0], rtol=1e-10, atol=1e-12)
-    >>> h = simdiff.hessian(diffrax_problem(p, "hessian"))   # d2/dk2 exp(-k) = exp(-k)
-    >>> bool(abs(h[0, 0] - np.exp(-2.0)) < 1e-7)
+    >>> g = simdiff.grad(diffrax_problem(p, "grad"))   # d/dk exp(-k) = -exp(-k)
+    >>> bool(abs(g[0] + np.exp(-2.0)) < 1e-8)
     True
     """
     if not isinstance(problem, ODEProblem):
