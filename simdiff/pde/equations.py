@@ -182,7 +182,10 @@ def _gray_scott(u: Any, p: Mapping[str, Any], D: Discretization, ops: Any) -> An
 
 
 def gray_scott_equation() -> Equation:
-    """Gray–Scott: ``u_t = D_u Lap u - u v^2 + F (1 - u)``, ``v_t = D_v Lap v + u v^2 - (F + k) v``."""
+    """Gray–Scott: ``u_t = D_u Lap u - u v^2 + F (1 - u)``, ``v_t = D_v Lap v + u v^2 - (F + k) v``.
+
+    Parameters ``diffusivity_u``, ``diffusivity_v``, ``feed`` (F), ``kill`` (k).
+    """
     return Equation(
         "gray_scott",
         {"diffusivity_u": 2e-5, "diffusivity_v": 1e-5, "feed": 0.04, "kill": 0.06},
@@ -234,7 +237,7 @@ def gray_scott(
 
 
 def kuramoto_sivashinsky_equation() -> Equation:
-    """``u_t = -u u_x - u_xx - nu4 u_xxxx``; parameter ``hyperdiffusivity`` (nu4 > 0, 1 classically)."""
+    """``u_t = -u u_x - u_xx - nu4 u_xxxx``; parameter ``hyperdiffusivity`` (nu4, 1 classically)."""
     return Equation(
         "kuramoto_sivashinsky",
         {"hyperdiffusivity": 1.0},

@@ -80,7 +80,8 @@ class Grid:
         bv = tuple(float(v) for v in self.boundary_values)
         if len(bv) != 2 or not all(np.isfinite(bv)):
             raise ValueError(
-                f"boundary_values must be two finite numbers (low, high); got {self.boundary_values!r}"
+                "boundary_values must be two finite numbers (low, high); "
+                f"got {self.boundary_values!r}"
             )
         object.__setattr__(self, "shape", tuple(int(n) for n in shape))
         object.__setattr__(self, "lengths", tuple(float(L) for L in lengths))

@@ -403,4 +403,3 @@ def pde_problem(
         exact=exact,
         meta={"tags": ("pde",), "setup": setup, **(meta or {})},
     )
-

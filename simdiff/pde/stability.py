@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -16,7 +16,7 @@ class StabilityError(SimdiffError, ValueError):
     """An explicit time step exceeds the stability limit; the message names the limit."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def real_stability_interval(tableau: ButcherTableau) -> float:
     """Largest ``s`` with ``|R(-t)| <= 1`` for all ``t`` in ``[0, s]``.
 
@@ -62,7 +62,9 @@ def check_explicit_step(
     >>> check_explicit_step(1.0, 10, 4.0 / 0.1**2, EULER, "diffusion")
     Traceback (most recent call last):
     ...
-    simdiff.pde.stability.StabilityError: time step dt=0.1 is beyond the explicit stability limit of euler: dt <= 2/|lambda_max| = 0.005 with |lambda_max| = 400 (diffusion); use n_steps >= 200 (got 10), a coarser grid, or stepper='etdrk4' (periodic, spectral)
+    simdiff.pde.stability.StabilityError: time step dt=0.1 is beyond the explicit stability
+    limit of euler: dt <= 2/|lambda_max| = 0.005 with |lambda_max| = 400 (diffusion); use
+    n_steps >= 200 (got 10), a coarser grid, or stepper='etdrk4' (periodic, spectral)
     """
     limit = real_stability_interval(tableau)
     dt = float(t_final) / int(n_steps)
