@@ -111,6 +111,7 @@ def spectral_derivative(u: Any, ops: Any, grid: Grid, deriv: int = 1, axis: int 
     """
     if not 0 <= axis < grid.ndim:
         raise ValueError(f"axis must be in [0, {grid.ndim}) for a {grid.ndim}-D grid; got {axis}")
+    _check_grid(grid, u)
     orders = tuple(int(deriv) if a == axis else 0 for a in range(grid.ndim))
     sym = ops.asarray(spectral_multiplier(grid, orders))
     return from_fourier(to_fourier(u, ops, grid) * sym, ops, grid)
@@ -129,6 +130,7 @@ def spectral_laplacian(u: Any, ops: Any, grid: Grid, power: int = 1) -> Any:
     >>> bool(np.allclose(lap, -5 * np.sin(2 * X) * np.cos(Y)))
     True
     """
+    _check_grid(grid, u)
     sym = ops.asarray(laplacian_symbol(grid) ** int(power) + 0j)
     return from_fourier(to_fourier(u, ops, grid) * sym, ops, grid)
 
