@@ -6,10 +6,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["march"]
+__all__ = ["block_size", "march"]
 
 
-def _block_size(checkpoint: bool | int, n_steps: int) -> int:
+def block_size(checkpoint: bool | int, n_steps: int) -> int:
+    """Steps per checkpointed block: ``ceil(sqrt(n_steps))`` for ``True``, else ``checkpoint``."""
     if checkpoint is True:
         return max(1, math.isqrt(n_steps - 1) + 1)  # ceil(sqrt(n_steps))
     if isinstance(checkpoint, bool) or not isinstance(checkpoint, int) or checkpoint < 1:
@@ -64,7 +65,7 @@ def march(
 
     if checkpoint is False:
         return ops.scan(body, state, None, length=n_steps)[0]
-    size = _block_size(checkpoint, n_steps)
+    size = block_size(checkpoint, n_steps)
     n_blocks, rest = divmod(n_steps, size)
 
     def block(s: Any, _: Any) -> tuple[Any, None]:

@@ -22,7 +22,7 @@ from ..errors import UnsupportedError
 from ..ode.rk import EULER, HEUN, RK4, ButcherTableau, rk_step
 from .etdrk import etdrk4_integrate
 from .grid import Grid
-from .marching import march
+from .marching import block_size, march
 from .spectral import (
     from_fourier,
     laplacian_symbol,
@@ -362,11 +362,16 @@ def pde_problem(
         raise ValueError(f"output must be 'functional' or 'field'; got {output!r}")
     if output == "field" and observable is not None:
         raise ValueError("observable applies to output='functional' only")
-    if kind != "etdrk4":
-        radius = sum(
-            max(abs(float(c)) for c in cs) * D.spectral_radius(t)
-            for t, cs in equation.linear(values)
+    if checkpoint is not False:
+        block_size(checkpoint, int(n_steps))
+    terms = equation.linear(values)
+    if any(t == "biharmonic" for t, _ in terms) and not grid.periodic:
+        raise UnsupportedError(
+            "the biharmonic operator needs two boundary conditions per side; only "
+            f"periodic grids support it, got boundary {grid.boundary!r}"
         )
+    if kind != "etdrk4":
+        radius = sum(max(abs(float(c)) for c in cs) * D.spectral_radius(t) for t, cs in terms)
         what = f"{equation.name}, {method}" + (f" order {order}" if method == "fd" else "")
         check_explicit_step(t_final, n_steps, radius, kind, what)
     if wrt == "field":
