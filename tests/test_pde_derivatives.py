@@ -160,3 +160,12 @@ def test_jax_and_torch_agree_on_field_and_parameter_gradients(ks_pair):
                     wrt="params")  # fmt: skip
     np.testing.assert_allclose(simdiff.grad(gs, backend="jax"), simdiff.grad(gs, backend="torch"),
                                rtol=1e-10)  # fmt: skip
+
+
+def test_catalogue_entries_are_tagged_and_cited():
+    names = problems.names("pde")
+    assert {"heat_modes", "heat_diffusivity", "burgers_colehopf", "ks_field"} <= set(names)
+    for name in names:
+        p = problems.get(name)
+        assert p.meta["citation"] and "pde" in p.meta["tags"]
+    assert problems.get("ks_field").meta["setup"]["L"] == pytest.approx(32 * np.pi)
