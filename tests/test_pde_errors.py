@@ -116,3 +116,9 @@ def test_low_level_step_counts():
         march(lambda s: s, ops.asarray(1.0), 0, ops)
     with pytest.raises(ValueError, match=r"n_steps must be a positive integer; got 2\.5"):
         etdrk4_integrate(np.zeros(1), lambda v: v, np.ones(1, complex), 1.0, 2.5, ops)
+
+
+def test_solve_checks_the_field_shape():
+    ops = simdiff.get_ops("numpy")
+    with pytest.raises(simdiff.ShapeError, match=r"u0 must have shape \(32,\)"):
+        simdiff.pde.solve(diffusion_equation(), G1, np.zeros(16), ops, t_final=1.0, n_steps=2)

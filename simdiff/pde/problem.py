@@ -236,6 +236,7 @@ def solve(
     kind = _stepper(stepper)
     D = Discretization(grid, method, order)
     p = {**equation.params, **(params or {})}
+    grid.check_field(u0, "u0", equation.n_fields)
     u = ops.reshape(ops.asarray(u0), _field_shape(equation, grid))
     if kind == "etdrk4":
         if method != "spectral":
