@@ -3,7 +3,7 @@
 Usage::
 
     python validation/bench_fft.py                 # N = 4096, 8192, 16384, 32768
-    python validation/bench_fft.py --sizes 16384 --repeats 50
+    python validation/bench_fft.py --sizes 16384 --repeats 50 --torch-threads 1
 """
 
 from __future__ import annotations
@@ -54,8 +54,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 16384, 32768])
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--torch-threads", type=int, default=0, help="0: torch's default")
     args = ap.parse_args(argv)
-    print(f"torch {torch.__version__} (MKL: {torch.backends.mkl.is_available()}), "
+    if args.torch_threads > 0:
+        torch.set_num_threads(args.torch_threads)
+    print(f"torch {torch.__version__} (MKL: {torch.backends.mkl.is_available()}, "
+          f"{torch.get_num_threads()} threads), "
           f"jax {jax.__version__}, numpy {np.__version__}; "
           f"median of {args.repeats} calls, ms\n")  # fmt: skip
     print("| N | numpy rfft | numpy irfft | jax rfft | jax irfft | torch rfft | torch irfft "
