@@ -160,6 +160,16 @@ def test_checkpointing_does_not_change_the_gradient(ks_pair, backend):
     np.testing.assert_allclose(ckpt, plain, rtol=1e-12, atol=1e-15)
 
 
+def test_checkpoint_blocks_with_a_remainder(backend):
+    """40 steps in blocks of 7: five checkpointed blocks and a 5-step remainder."""
+    g = Grid((24,), (2 * np.pi,))
+    kw = {"diffusivity": 0.1, "t_final": 1.0, "n_steps": 40, "method": "fd", "order": 2,
+          "observable": lambda u, ops: ops.sum(ops.sin(u))}  # fmt: skip
+    plain = simdiff.grad(diffusion(g, **kw), backend=backend)
+    blocked = simdiff.grad(diffusion(g, checkpoint=7, **kw), backend=backend)
+    np.testing.assert_allclose(blocked, plain, rtol=1e-13)
+
+
 @pytest.mark.slow
 def test_jax_and_torch_agree_on_field_and_parameter_gradients(ks_pair):
     np.testing.assert_allclose(

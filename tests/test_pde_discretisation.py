@@ -267,3 +267,19 @@ def test_periodic_diffusion_conserves_mass_2d():
                   stepper=stepper, params={"diffusivity": 0.05})  # fmt: skip
         assert float(g.integrate(u, NP)) == pytest.approx(mass0, rel=1e-13)
         assert np.ptp(u) < np.ptp(u0)  # and it does diffuse
+
+
+def test_heat_2d_dirichlet_exact_solution():
+    """u = sin(pi x) sin(2 pi y) exp(-5 kappa pi^2 t) on the unit square, fd order 2 and 4."""
+    errs = {}
+    for order in (2, 4):
+        for n in (15, 31):
+            g = Grid((n, n), (1.0, 1.0), boundary="dirichlet")
+            X, Y = g.mesh()
+            mode = np.sin(np.pi * X) * np.sin(2 * np.pi * Y)
+            u = solve(diffusion_equation(), g, mode, NP, t_final=0.01, n_steps=100, method="fd",
+                      order=order, params={"diffusivity": 0.5})  # fmt: skip
+            errs[order, n] = np.abs(u - mode * np.exp(-5 * 0.5 * np.pi**2 * 0.01)).max()
+    assert errs[2, 31] < 1e-3 and errs[4, 31] < 1e-5
+    assert np.log2(errs[2, 15] / errs[2, 31]) == pytest.approx(2, abs=0.2)
+    assert np.log2(errs[4, 15] / errs[4, 31]) > 3.8

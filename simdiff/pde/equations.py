@@ -163,7 +163,7 @@ def fisher_kpp(
     >>> import numpy as np, simdiff
     >>> from simdiff.pde import Grid, fisher_kpp
     >>> p = fisher_kpp(Grid((32,), (20.0,)), t_final=1.0, n_steps=20, wrt="params")
-    >>> simdiff.hessian(p).shape   # d^2/d(D, r)^2 of 0.5*mean(u(T)^2)
+    >>> simdiff.hessian(p, backend="torch").shape   # d^2/d(D, r)^2 of 0.5*mean(u(T)^2)
     (2, 2)
     """
     return pde_problem(
@@ -221,7 +221,7 @@ def gray_scott(
     >>> import numpy as np, simdiff
     >>> from simdiff.pde import Grid, gray_scott
     >>> p = gray_scott(Grid((32,), (0.5,)), t_final=10.0, n_steps=10, wrt=("feed", "kill"))
-    >>> simdiff.grad(p).shape
+    >>> simdiff.grad(p, backend="torch").shape
     (2,)
     """
     bump = _bump(grid)
