@@ -128,6 +128,16 @@ def test_field_hvp_vs_finite_differences_of_gradient(burgers_field, backend, rng
     np.testing.assert_allclose(hv, fd, rtol=1e-6, atol=1e-9 * np.abs(hv).max())
 
 
+def test_two_field_gradient_vs_finite_differences(backend, rng):
+    """Gray–Scott (two coupled fields, fd order 4): gradient w.r.t. the stacked (u0, v0)."""
+    p = gray_scott(Grid((24,), (0.5,)), t_final=20.0, n_steps=20, method="fd", order=4,
+                   observable=lambda u, ops: ops.mean(u[1] ** 2))  # fmt: skip
+    assert p.n == 48
+    g = simdiff.grad(p, backend=backend)
+    v = rng.standard_normal(p.n)
+    assert g @ v == pytest.approx(directional_fd(p, p.x0, v, h=1e-4), rel=1e-9)
+
+
 def test_mass_gradient_is_exact_for_periodic_diffusion(backend):
     g = Grid((12, 10), (1.0, 2.0))
     p = diffusion(g, diffusivity=0.05, t_final=0.2, n_steps=20, method="fd", order=2,
