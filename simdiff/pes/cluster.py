@@ -169,10 +169,10 @@ def check_positions(
     Examples
     --------
     >>> import numpy as np
-    >>> check_positions(np.zeros(6), 2)
+    >>> check_positions(np.zeros(6), 2)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: particles 0 and 1 coincide (distance 0): the energy is +inf and its derivatives are undefined
+    ValueError: particles 0 and 1 coincide (distance 0): the energy is +inf and its ...
     """
     a = np.asarray(x, dtype=np.float64)
     if a.shape not in ((n_particles * dim,), (n_particles, dim)):

@@ -94,7 +94,8 @@ def cubic_force_constants(
     modes : array_like, shape (n, m) or (n,)
         Columns ``L[:, i]``.  With ``NormalModes.displacements`` the result is
         the cubic force constants in mass-weighted normal coordinates
-        (:math:`E = E_0 + \frac12\sum_i \omega_i^2 Q_i^2 + \frac16\sum \phi_{ijk} Q_i Q_j Q_k + \dots`).
+        (:math:`E = E_0 + \frac12\sum_i \omega_i^2 Q_i^2
+        + \frac16\sum \phi_{ijk} Q_i Q_j Q_k + \dots`).
     backend : {"jax", "torch"}
     chunk : int
         Modes per vectorised batch (bounds memory at ``chunk * n * n`` numbers).

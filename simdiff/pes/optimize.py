@@ -35,6 +35,7 @@ MINIMIZE_METHODS: dict[str, str] = {
     "L-BFGS-B": "grad",
     "BFGS": "grad",
 }
+_RUNAWAY = 1e100  # |energy| beyond this: the saddle search has left the surface's region
 
 
 @dataclass
@@ -283,20 +284,34 @@ def find_saddle(
     for step_no in range(max_steps):
         q = _search_basis(problem, x)
         gq = q.T @ g
-        if np.linalg.norm(g) < gtol:
-            return _result(problem, x, backend, True, "gradient below gtol", step_no, "P-RFO")
         hq = q.T @ np.asarray(_hessian(problem, x, backend=backend)) @ q
         b, V = np.linalg.eigh(hq)
         k = mode if followed is None else int(np.argmax(np.abs(V.T @ (q.T @ followed))))
         followed = q @ V[:, k]
         F = V.T @ gq
-        s = _prfo_step(b, F, k)
+        if np.linalg.norm(g) < gtol:
+            if b[k] < 0 and np.all(np.delete(b, k) > 0):
+                return _result(problem, x, backend, True, "gradient below gtol", step_no, "P-RFO")
+            s = np.zeros_like(F)  # stationary but not a saddle along mode k: step out along it
+            s[k] = trust
+        else:
+            s = _prfo_step(b, F, k)
         length = float(np.linalg.norm(s))
         if length > trust:
             s *= trust / length
         predicted = float(F @ s + 0.5 * s @ (b * s))
         x_new = x + q @ (V @ s)
         e_new, g_new = _value_and_grad(problem, x_new, backend=backend)
+        if not abs(float(e_new)) < _RUNAWAY:
+            return _result(
+                problem,
+                x,
+                backend,
+                False,
+                "energy diverged: the followed mode leaves the region (try another mode or start)",
+                step_no,
+                "P-RFO",
+            )
         ratio = (float(e_new) - e) / predicted if predicted != 0.0 else 1.0
         if 0.75 < ratio < 1.33 and length >= 0.99 * trust:
             trust = min(2.0 * trust, max_trust)

@@ -10,8 +10,8 @@ from .._problem import Problem
 
 __all__ = ["MULLER_BROWN_PARAMS", "muller_brown", "muller_brown_energy"]
 
-#: Standard parameters of Müller & Brown (1979): ``V = sum_k A_k exp(a_k dx^2 + b_k dx dy + c_k dy^2)``
-#: with ``dx = x - x0_k``, ``dy = y - y0_k``.
+#: Standard parameters of Müller & Brown (1979):
+#: ``V = sum_k A_k exp(a_k dx^2 + b_k dx dy + c_k dy^2)`` with ``dx = x - x0_k``, ``dy = y - y0_k``.
 MULLER_BROWN_PARAMS: dict[str, tuple[float, ...]] = {
     "A": (-200.0, -100.0, -170.0, 15.0),
     "a": (-1.0, -1.0, -6.5, 0.7),
@@ -23,7 +23,10 @@ MULLER_BROWN_PARAMS: dict[str, tuple[float, ...]] = {
 
 
 def muller_brown_energy(x: Any, ops: Any) -> Any:
-    r"""Müller–Brown potential :math:`V(x, y) = \sum_{k=1}^4 A_k e^{a_k \Delta x^2 + b_k \Delta x \Delta y + c_k \Delta y^2}`.
+    r"""Müller–Brown potential energy at the point ``x = (x, y)``.
+
+    .. math:: V(x, y) = \sum_{k=1}^4 A_k
+              e^{a_k \Delta x^2 + b_k \Delta x \Delta y + c_k \Delta y^2}
 
     Parameters
     ----------
