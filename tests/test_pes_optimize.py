@@ -10,10 +10,20 @@ import problems
 from simdiff.pes import MINIMIZE_METHODS, find_minimum, find_saddle, stationary_index
 
 
+_PROBLEMS: dict[str, object] = {}
+
+
+def _shared(name):
+    """One Problem per catalogue name for this module, so compiled derivatives are reused."""
+    if name not in _PROBLEMS:
+        _PROBLEMS[name] = problems.get(name)
+    return _PROBLEMS[name]
+
+
 @pytest.mark.parametrize("name", ["lj7", "lj13"])
 @pytest.mark.parametrize("method", ["trust-exact", "trust-krylov", "Newton-CG", "L-BFGS-B"])
 def test_lj_minima_match_literature(name, method):
-    p = problems.get(name)
+    p = _shared(name)
     res = find_minimum(p, method=method)
     e_lit = p.meta["global_minimum_energy"]
     assert abs(res.energy - e_lit) <= p.meta["rtol"] * abs(e_lit)
@@ -23,7 +33,7 @@ def test_lj_minima_match_literature(name, method):
 
 @pytest.mark.parametrize("name", ["lj7", "lj13"])
 def test_lj_minimum_torch(name):
-    p = problems.get(name)
+    p = _shared(name)
     res = find_minimum(p, method="trust-exact", backend="torch")
     assert res.energy == pytest.approx(p.meta["global_minimum_energy"], rel=1e-6)
     assert res.index == 0 and res.converged
@@ -75,7 +85,7 @@ def test_muller_brown_saddle_from_minimum(mb, minimum, mode, saddle):
 
 
 def test_lj7_saddle_from_minimum_has_index_one(backend):
-    p = problems.get("lj7")
+    p = _shared("lj7")
     m = find_minimum(p)
     s = find_saddle(p, m.x, mode=0, backend=backend)
     assert s.converged and s.index == 1
@@ -86,7 +96,7 @@ def test_lj7_saddle_from_minimum_has_index_one(backend):
 
 
 def test_stationary_index_counts_without_rigid_modes(mb):
-    p = problems.get("lj13")
+    p = _shared("lj13")
     m = find_minimum(p)
     idx, lam = stationary_index(p, m.x)
     assert idx == 0 and lam.shape == (33,)
