@@ -57,7 +57,8 @@ def main() -> None:
     print("distinct frequencies (degeneracy):")
     print(", ".join(f"{g.mean():.4f} ({g.size})" for g in groups))
     full = np.linalg.eigvalsh(simdiff.hessian(p, x))
-    print("six smallest |eigenvalues| of the unprojected Hessian:", np.sort(np.abs(full))[:6])
+    small = ", ".join(f"{v:.1e}" for v in np.sort(np.abs(full))[:7])
+    print("seven smallest |eigenvalues| of the unprojected Hessian:", small)
 
     # 3. compare with finite differences
     h = simdiff.hessian(p, x)
