@@ -147,6 +147,23 @@ def fcc_cluster(n: int, spacing: float = 1.1) -> np.ndarray:
     return rel[order[:n]] * (spacing / np.sqrt(2.0))
 
 
+def lj_energy_numpy(n_atoms: int):
+    """LJ cluster energy in plain numpy, independent of simdiff.pes.
+
+    ``f(x)`` takes ``x`` of shape ``(3 n_atoms, ...)``: trailing axes are
+    independent points, as ``scipy.differentiate`` requires.
+    """
+    i, j = np.triu_indices(n_atoms, 1)
+
+    def f(x):
+        pos = x.reshape(n_atoms, 3, *x.shape[1:])
+        d = pos[i] - pos[j]
+        s6 = 1.0 / np.sum(d * d, axis=1) ** 3
+        return np.sum(4 * (s6 * s6 - s6), axis=0)
+
+    return f
+
+
 def lj_cluster(n: int, positions: np.ndarray, tags: tuple[str, ...]) -> simdiff.Problem:
     meta = {"tags": ("pes", *tags), "units": "reduced (epsilon = sigma = m = 1)", "citation": CCD}
     if n in LJ_GLOBAL_MINIMA:
@@ -154,7 +171,8 @@ def lj_cluster(n: int, positions: np.ndarray, tags: tuple[str, ...]) -> simdiff.
         meta["rtol"] = 1e-6
     else:
         meta["note"] = "compact fcc fragment for benchmarks; not the global minimum"
-    return cluster_problem(lennard_jones, positions, name=f"lj{n}", meta=meta)
+    exact = {"value": lj_energy_numpy(n)}
+    return cluster_problem(lennard_jones, positions, name=f"lj{n}", exact=exact, meta=meta)
 
 
 # --------------------------------------------------------------------------- Müller–Brown

@@ -11,6 +11,7 @@ import scipy.differentiate
 
 import problems
 import simdiff
+from problems.pes import lj_energy_numpy
 from simdiff.pes import (
     check_positions,
     cluster_energy,
@@ -43,23 +44,10 @@ def test_muller_brown_matches_analytic(backend):
                                    rtol=1e-12, atol=1e-9)  # fmt: skip
 
 
-def _lj_numpy(n):
-    """LJ cluster energy in plain numpy, vectorised over trailing axes (scipy.differentiate)."""
-    i, j = np.triu_indices(n, 1)
-
-    def f(x):
-        pos = x.reshape(n, 3, *x.shape[1:])
-        d = pos[i] - pos[j]
-        s6 = 1.0 / np.sum(d * d, axis=1) ** 3
-        return np.sum(4 * (s6 * s6 - s6), axis=0)
-
-    return f
-
-
 @pytest.fixture(scope="module")
 def lj7_scipy_hessian():
     p = problems.get("lj7")
-    f = _lj_numpy(7)
+    f = lj_energy_numpy(7)
     assert f(p.x0) == pytest.approx(float(p.evaluate()), rel=1e-13)
     res = scipy.differentiate.hessian(f, p.x0, initial_step=0.05, order=8,
                                       tolerances={"atol": 1e-9, "rtol": 1e-12})  # fmt: skip
@@ -244,3 +232,10 @@ def test_cluster_energy_docstring_dimer():
     x = np.array([0, 0, 0, 0, r, 0.0])
     assert float(cluster_energy(x, ops, pair=lennard_jones, n_particles=2)) == pytest.approx(
         4 * (r**-12 - r**-6), rel=1e-14)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["lj7", "lj13", "lj38"])
+def test_catalogue_energy_matches_independent_numpy(name):
+    p = problems.get(name)
+    x = p.x0 + np.random.default_rng(3).normal(0, 0.01, p.n)
+    assert float(p.evaluate(x)) == pytest.approx(float(p.exact["value"](x)), rel=1e-13)

@@ -9,7 +9,6 @@ import pytest
 import problems
 from simdiff.pes import MINIMIZE_METHODS, find_minimum, find_saddle, stationary_index
 
-
 _PROBLEMS: dict[str, object] = {}
 
 

@@ -46,18 +46,6 @@ def _problem(n_atoms: int):
     return cluster_problem(lennard_jones, fcc_cluster(n_atoms), name=f"lj{n_atoms}")
 
 
-def _lj_numpy(n_atoms: int):
-    i, j = np.triu_indices(n_atoms, 1)
-
-    def f(x):
-        pos = x.reshape(n_atoms, 3, *x.shape[1:])
-        d = pos[i] - pos[j]
-        s6 = 1.0 / np.sum(d * d, axis=1) ** 3
-        return np.sum(4 * (s6 * s6 - s6), axis=0)
-
-    return f
-
-
 def _runner(method: str, n_atoms: int):
     import simdiff
 
@@ -82,7 +70,9 @@ def _runner(method: str, n_atoms: int):
     if method == "scipy-fd":
         import scipy.differentiate
 
-        f = _lj_numpy(n_atoms)
+        from problems.pes import lj_energy_numpy
+
+        f = lj_energy_numpy(n_atoms)
         opts = {"initial_step": 0.05, "order": 8, "tolerances": {"atol": 1e-9, "rtol": 1e-12}}
         return lambda: scipy.differentiate.hessian(f, x, **opts).ddf
     raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")

@@ -12,25 +12,13 @@ import scipy.differentiate
 
 import problems
 import simdiff
+from problems.pes import lj_energy_numpy
 from simdiff.pes import (
     cubic_force_constants,
     find_minimum,
     find_saddle,
     normal_modes,
 )
-
-
-def lj_numpy(n_atoms: int):
-    """Plain numpy LJ energy, vectorised over trailing axes (for scipy.differentiate)."""
-    i, j = np.triu_indices(n_atoms, 1)
-
-    def f(x):
-        pos = x.reshape(n_atoms, 3, *x.shape[1:])
-        d = pos[i] - pos[j]
-        s6 = 1.0 / np.sum(d * d, axis=1) ** 3
-        return np.sum(4 * (s6 * s6 - s6), axis=0)
-
-    return f
 
 
 def main() -> None:
@@ -63,7 +51,7 @@ def main() -> None:
     # 3. compare with finite differences
     h = simdiff.hessian(p, x)
     ht = simdiff.hessian(p, x, backend="torch")
-    res = scipy.differentiate.hessian(lj_numpy(13), x, initial_step=0.05, order=8,
+    res = scipy.differentiate.hessian(lj_energy_numpy(13), x, initial_step=0.05, order=8,
                                       tolerances={"atol": 1e-9, "rtol": 1e-12})  # fmt: skip
     step = 1e-5
     g = simdiff.grad(p, np.vstack([x + step * np.eye(39), x - step * np.eye(39)]))
