@@ -122,7 +122,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--scipy-max", type=int, default=13, help="largest N for scipy-fd")
     parser.add_argument("--worker", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--report", metavar="LOG", help="reprint tables from a run's stderr log")
     args = parser.parse_args(argv)
+    if args.report:
+        report(args.report)
+        return []
     if args.worker:
         worker(args.worker[0], int(args.worker[1]), args.repeats, args.out)
         return []
@@ -148,9 +152,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
 def _print_tables(records: list[dict]) -> None:
     by = {(r["method"], r["n_atoms"]): r for r in records}
     sizes = sorted({r["n_atoms"] for r in records})
-    print("| N | n = 3N | method | first call (s) | median (s) | peak RSS added (MB) | "
+    print("| N | n = 3N | method | first call (s) | median (s) | min (s) | peak RSS added (MB) | "
           "max error / max abs H |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for n_atoms in sizes:
         for m in METHODS:
             r = by.get((m, n_atoms))
@@ -158,21 +162,31 @@ def _print_tables(records: list[dict]) -> None:
                 continue
             err = f"{r['rel_err']:.1e}" if "rel_err" in r else "-"
             print(f"| {n_atoms} | {3 * n_atoms} | {m} | {r['first_s']:.3g} | {r['median_s']:.3g} "
-                  f"| {r['peak_mb']:.0f} | {err} |")  # fmt: skip
+                  f"| {r['min_s']:.3g} | {r['peak_mb']:.0f} | {err} |")  # fmt: skip
     print()
-    print("| method | fitted exponent: median time ~ N^k |")
-    print("|---|---|")
+    print("| method | exponent k, median time ~ N^k | exponent k, min time ~ N^k |")
+    print("|---|---|---|")
     for m in METHODS:
         ns = [n for n in sizes if (m, n) in by]
-        print(f"| {m} | {_slope(ns, [by[(m, n)]['median_s'] for n in ns]):.2f} |")
+        k_med = _slope(ns, [by[(m, n)]["median_s"] for n in ns])
+        k_min = _slope(ns, [by[(m, n)]["min_s"] for n in ns])
+        print(f"| {m} | {k_med:.2f} | {k_min:.2f} |")
     print()
-    print("| N | backend | Hessian / gradient time | 3N | ratio / 3N |")
-    print("|---|---|---|---|---|")
+    print("| N | backend | Hessian / gradient (medians) | (mins) | 3N | min ratio / 3N |")
+    print("|---|---|---|---|---|---|")
     for n_atoms in sizes:
         for b in ("jax", "torch"):
             if (b, n_atoms) in by and (f"{b}-grad", n_atoms) in by:
-                q = by[(b, n_atoms)]["median_s"] / by[(f"{b}-grad", n_atoms)]["median_s"]
-                print(f"| {n_atoms} | {b} | {q:.3g} | {3 * n_atoms} | {q / (3 * n_atoms):.3g} |")
+                h, g = by[(b, n_atoms)], by[(f"{b}-grad", n_atoms)]
+                q_med, q_min = h["median_s"] / g["median_s"], h["min_s"] / g["min_s"]
+                print(f"| {n_atoms} | {b} | {q_med:.3g} | {q_min:.3g} | {3 * n_atoms} "
+                      f"| {q_min / (3 * n_atoms):.3g} |")  # fmt: skip
+
+
+def report(log: str) -> None:
+    """Print the tables again from the JSON lines a run wrote to stderr."""
+    with open(log) as fh:
+        _print_tables([json.loads(line) for line in fh if line.startswith("{")])
 
 
 if __name__ == "__main__":
