@@ -19,7 +19,10 @@ its largest entry.  The scaling exponent is the slope of log(time) against
 log(N).  The Hessian/gradient time ratio is compared with ``3N``, the number
 of gradient-sized (HVP) passes a forward-over-reverse Hessian needs.
 
-    python -m validation.bench_pes --sizes 13 38 75 150 --repeats 5
+    python -m validation.bench_pes --sizes 13 38 75 150 --repeats 7 [--threads 1]
+
+``--threads N`` sets torch's intra-op threads and XLA's CPU threading in the
+workers (default: each framework's own default).
 """
 
 from __future__ import annotations
@@ -78,8 +81,12 @@ def _runner(method: str, n_atoms: int):
     raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
 
 
-def worker(method: str, n_atoms: int, repeats: int, out: str) -> None:
+def worker(method: str, n_atoms: int, repeats: int, out: str, threads: int | None) -> None:
     """Measure one (method, N) in this process; write JSON (and the result as .npy)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     fn = _runner(method, n_atoms)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
@@ -98,11 +105,17 @@ def worker(method: str, n_atoms: int, repeats: int, out: str) -> None:
                    "max_s": max(times), "peak_mb": peak / 1024.0}, fh)  # fmt: skip
 
 
-def _measure(method: str, n_atoms: int, repeats: int, tmp: str) -> dict:
+def _measure(method: str, n_atoms: int, repeats: int, tmp: str, threads: int | None) -> dict:
     out = os.path.join(tmp, f"{method}-{n_atoms}.json")
     cmd = [sys.executable, "-m", "validation.bench_pes", "--worker", method, str(n_atoms),
            "--repeats", str(repeats), "--out", out]  # fmt: skip
-    subprocess.run(cmd, check=True)
+    env = dict(os.environ)
+    if threads:
+        cmd += ["--threads", str(threads)]
+        env["XLA_FLAGS"] = (f"--xla_cpu_multi_thread_eigen=false "
+                            f"intra_op_parallelism_threads={threads}")  # fmt: skip
+        env["OMP_NUM_THREADS"] = str(threads)
+    subprocess.run(cmd, check=True, env=env)
     with open(out) as fh:
         rec = json.load(fh)
     rec["result"] = np.load(out + ".npy")
@@ -122,13 +135,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--scipy-max", type=int, default=13, help="largest N for scipy-fd")
     parser.add_argument("--worker", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, help="intra-op threads for torch and XLA")
     parser.add_argument("--report", metavar="LOG", help="reprint tables from a run's stderr log")
     args = parser.parse_args(argv)
     if args.report:
         report(args.report)
         return []
     if args.worker:
-        worker(args.worker[0], int(args.worker[1]), args.repeats, args.out)
+        worker(args.worker[0], int(args.worker[1]), args.repeats, args.out, args.threads)
         return []
     records: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -137,7 +151,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             for method in METHODS:
                 if method == "scipy-fd" and n_atoms > args.scipy_max:
                     continue
-                rec = _measure(method, n_atoms, args.repeats, tmp)
+                rec = _measure(method, n_atoms, args.repeats, tmp, args.threads)
                 if method == "jax":
                     ref = rec["result"]
                 if ref is not None and method not in ("jax-grad", "torch-grad"):
