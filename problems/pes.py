@@ -106,6 +106,30 @@ def morse_dimer() -> simdiff.Problem:
     )
 
 
+#: H2 Morse parameters in eV and Angstrom (De, a, re), masses in amu.
+H2 = {"D": 4.7446, "a": 1.9426, "r0": 0.74144}
+H2_CITATION = ("K. P. Huber and G. Herzberg, Molecular Spectra and Molecular Structure IV: "
+               "Constants of Diatomic Molecules (1979): De = 4.7446 eV, re = 0.74144 A, "
+               "we = 4401.21 cm^-1; Morse a = 1.9426 A^-1")  # fmt: skip
+
+
+def morse_h2() -> simdiff.Problem:
+    """H2 as a Morse dimer (eV, Angstrom, amu): a real-units check of the cm^-1 conversion."""
+    return cluster_problem(
+        functools.partial(morse, **H2),
+        [[0.0, 0.0, 0.0], [0.0, 0.0, H2["r0"]]],
+        masses=[1.00782503, 1.00782503],
+        name="morse-h2",
+        meta={
+            "tags": ("pes", "small"),
+            "units": {"energy": "eV", "length": "angstrom", "mass": "amu"},
+            "harmonic_wavenumber_cm": 4401.21,
+            "rtol_wavenumber": 2e-3,
+            "citation": H2_CITATION,
+        },
+    )
+
+
 # --------------------------------------------------------------------------- LJ clusters
 
 R_NN = 2 ** (1 / 6)  # LJ pair-minimum distance
@@ -223,6 +247,7 @@ def muller_brown_entry() -> simdiff.Problem:
 ENTRIES = {
     "lj-dimer": lj_dimer,
     "morse-dimer": morse_dimer,
+    "morse-h2": morse_h2,
     "lj7": lambda: lj_cluster(7, pentagonal_bipyramid() * 1.02, ("small",)),
     "lj13": lambda: lj_cluster(13, icosahedron(), ("small",)),
     "lj38": lambda: lj_cluster(38, fcc_cluster(38), ("large",)),

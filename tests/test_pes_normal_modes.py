@@ -163,3 +163,16 @@ def test_cubic_bad_modes():
         cubic_force_constants(p, p.x0, np.ones((5, 2)))
     with pytest.raises(ValueError, match="chunk must be a positive integer"):
         cubic_force_constants(p, p.x0, np.ones(6), chunk=0)
+
+
+def test_h2_harmonic_wavenumber_in_real_units(backend):
+    """Morse H2 in eV / Angstrom / amu reproduces the spectroscopic we = 4401.21 cm^-1."""
+    p = problems.get("morse-h2")
+    nm = normal_modes(p, backend=backend)
+    assert nm.n_rigid == 5
+    (nu,) = nm.wavenumbers(energy="eV", length="angstrom")
+    assert nu == pytest.approx(p.meta["harmonic_wavenumber_cm"], rel=p.meta["rtol_wavenumber"])
+    # same number from the analytic Morse curvature 2 D a^2 and the reduced mass
+    D, a = 4.7446, 1.9426
+    mu = 1.00782503 / 2
+    assert nu == pytest.approx(np.sqrt(2 * D * a * a / mu) * wavenumber_factor(), rel=1e-12)
