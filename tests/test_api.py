@@ -257,3 +257,14 @@ def test_torch_compile_failure_is_reported_not_hidden(cat, monkeypatch):
         match="torch.compile failed on hessian: RuntimeError: Dynamo does not support",
     ):
         d.hessian()
+
+
+def test_problem_pickles_without_compiled_cache(cat):
+    import pickle
+
+    p = problems.get("rosenbrock4")
+    simdiff.grad(p)
+    assert p._cache
+    q = pickle.loads(pickle.dumps(p))
+    assert q._cache == {} and q.name == p.name
+    np.testing.assert_allclose(simdiff.grad(q), simdiff.grad(p), rtol=0)
