@@ -239,3 +239,16 @@ def test_catalogue_energy_matches_independent_numpy(name):
     p = problems.get(name)
     x = p.x0 + np.random.default_rng(3).normal(0, 0.01, p.n)
     assert float(p.evaluate(x)) == pytest.approx(float(p.exact["value"](x)), rel=1e-13)
+
+
+def test_cluster_problems_pickle(backend):
+    """Problems built by cluster_problem (also with a cutoff and a box) pickle for workers."""
+    import pickle
+
+    pair = smooth_cutoff(functools.partial(morse, a=1.4), r_on=1.8, r_cut=2.2)
+    p = cluster_problem(pair, _fcc_crystal(3, 1.55), box=3 * 1.55, masses=2.0)
+    simdiff.grad(p, backend=backend)  # fills the compiled-function cache
+    q = pickle.loads(pickle.dumps(p))
+    assert float(q.evaluate()) == float(p.evaluate())
+    np.testing.assert_allclose(simdiff.grad(q, backend=backend), simdiff.grad(p, backend=backend))
+    np.testing.assert_array_equal(q.meta["pes"].masses, np.full(108, 2.0))

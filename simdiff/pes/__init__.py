@@ -27,6 +27,7 @@ from .optimize import find_minimum as find_minimum
 from .optimize import find_saddle as find_saddle
 from .optimize import stationary_index as stationary_index
 from .potentials import PairPotential as PairPotential
+from .potentials import SmoothCutoff as SmoothCutoff
 from .potentials import lennard_jones as lennard_jones
 from .potentials import morse as morse
 from .potentials import smooth_cutoff as smooth_cutoff

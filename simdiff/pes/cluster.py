@@ -8,6 +8,7 @@ problem's input is the flat coordinate vector ``x`` of shape ``(N * dim,)``
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -298,11 +299,7 @@ def cluster_problem(
     pos = check_positions(a, n_particles, dim, b)
     m = _check_masses(masses, n_particles)
     info = ClusterInfo(n_particles, dim, m, b)
-
-    def energy(x: Any, ops: Any) -> Any:
-        return cluster_energy(x, ops, pair=pair, n_particles=n_particles, dim=dim, box=b)
-
-    energy.__name__ = f"{getattr(pair, '__name__', 'pair')}_cluster"
+    energy = functools.partial(cluster_energy, pair=pair, n_particles=n_particles, dim=dim, box=b)
     meta = {"tags": ("pes",), **(meta or {}), "pes": info}
     return Problem(energy, pos.reshape(-1), name=name or f"cluster{n_particles}", exact=exact,
                    meta=meta)  # fmt: skip

@@ -9,11 +9,10 @@ function runs in every context and is lifted to a system energy by
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PairPotential", "lennard_jones", "morse", "smooth_cutoff", "switch_c2"]
+__all__ = ["PairPotential", "SmoothCutoff", "lennard_jones", "morse", "smooth_cutoff", "switch_c2"]
 
 #: A pair potential: ``pair(r, ops)`` elementwise over distances ``r``.
 PairPotential = Callable[[Any, Any], Any]
@@ -144,17 +143,30 @@ def smooth_cutoff(pair: PairPotential, *, r_on: float, r_cut: float) -> PairPote
     >>> lj(np.array([1.5, 2.5, 3.0]), ops)
     array([-0.32033659,  0.        ,  0.        ])
     """
-    _check_cutoffs(r_on, r_cut)
+    return SmoothCutoff(pair, r_on=r_on, r_cut=r_cut)
 
-    @functools.wraps(pair)
-    def switched(r: Any, ops: Any) -> Any:
-        inside = r < r_cut
-        r_safe = ops.where(inside, r, r_on)
-        e = pair(r_safe, ops) * switch_c2(r_safe, ops, r_on=r_on, r_cut=r_cut)
+
+class SmoothCutoff:
+    """``pair(r) * switch_c2(r)`` inside ``r_cut``, 0 beyond: see :func:`smooth_cutoff`.
+
+    A class rather than a closure so that problems built on it pickle (dask workers).
+    """
+
+    def __init__(self, pair: PairPotential, *, r_on: float, r_cut: float) -> None:
+        _check_cutoffs(r_on, r_cut)
+        self.pair = pair
+        self.r_on = float(r_on)
+        self.r_cut = float(r_cut)
+        self.__name__ = f"{getattr(pair, '__name__', 'pair')}_switched"
+
+    def __call__(self, r: Any, ops: Any) -> Any:
+        inside = r < self.r_cut
+        r_safe = ops.where(inside, r, self.r_on)  # double where: see smooth_cutoff
+        e = self.pair(r_safe, ops) * switch_c2(r_safe, ops, r_on=self.r_on, r_cut=self.r_cut)
         return ops.where(inside, e, 0.0)
 
-    switched.r_cut = r_cut  # type: ignore[attr-defined]
-    return switched
+    def __repr__(self) -> str:
+        return f"SmoothCutoff({self.pair!r}, r_on={self.r_on}, r_cut={self.r_cut})"
 
 
 def _check_cutoffs(r_on: float, r_cut: float) -> None:
