@@ -27,28 +27,41 @@ LJ_GLOBAL_MINIMA = {7: -16.505384, 13: -44.326801, 38: -173.928427}
 # --------------------------------------------------------------------------- dimers
 
 
-def _dimer_exact(e, de, d2e):
-    """value / grad / Hessian of E(|r1 - r0|) for x = (r0, r1) flat (6,), from E, E', E''."""
+def _dimer_parts(x):
+    d = x[3:] - x[:3]
+    r = float(np.linalg.norm(d))
+    return d / r, r
 
-    def parts(x):
-        d = x[3:] - x[:3]
-        r = float(np.linalg.norm(d))
-        return d / r, r
 
-    def value(x):
-        return e(parts(x)[1])
+def _dimer_value(x, radial):
+    return radial(_dimer_parts(x)[1], 0)
 
-    def grad(x):
-        u, r = parts(x)
-        return np.concatenate([-de(r) * u, de(r) * u])
 
-    def hessian(x):
-        u, r = parts(x)
-        uu = np.outer(u, u)
-        k = d2e(r) * uu + de(r) / r * (np.eye(3) - uu)
-        return np.block([[k, -k], [-k, k]])
+def _dimer_grad(x, radial):
+    u, r = _dimer_parts(x)
+    return np.concatenate([-radial(r, 1) * u, radial(r, 1) * u])
 
-    return {"value": value, "grad": grad, "hessian": hessian}
+
+def _dimer_hessian(x, radial):
+    u, r = _dimer_parts(x)
+    uu = np.outer(u, u)
+    k = radial(r, 2) * uu + radial(r, 1) / r * (np.eye(3) - uu)
+    return np.block([[k, -k], [-k, k]])
+
+
+def _dimer_exact(radial):
+    """value / grad / Hessian of E(|r1 - r0|), x = (r0, r1) flat (6,); ``radial(r, k)`` = E^(k)(r).
+
+    Module-level functions bound with ``functools.partial``, so the problems pickle.
+    """
+    return {"value": functools.partial(_dimer_value, radial=radial),
+            "grad": functools.partial(_dimer_grad, radial=radial),
+            "hessian": functools.partial(_dimer_hessian, radial=radial)}  # fmt: skip
+
+
+def _lj_radial(r, k):
+    return [4.0 * (r**-12 - r**-6), 4.0 * (-12.0 * r**-13 + 6.0 * r**-7),
+            4.0 * (156.0 * r**-14 - 42.0 * r**-8)][k]  # fmt: skip
 
 
 def lj_dimer() -> simdiff.Problem:
@@ -57,11 +70,7 @@ def lj_dimer() -> simdiff.Problem:
         lennard_jones,
         [[0.0, 0.0, 0.0], [0.6, 0.7, -0.5]],
         name="lj-dimer",
-        exact=_dimer_exact(
-            lambda r: 4.0 * (r**-12 - r**-6),
-            lambda r: 4.0 * (-12.0 * r**-13 + 6.0 * r**-7),
-            lambda r: 4.0 * (156.0 * r**-14 - 42.0 * r**-8),
-        ),
+        exact=_dimer_exact(_lj_radial),
         meta={
             "tags": ("pes", "small", "closed-form"),
             "minimum_distance": 2 ** (1 / 6),
@@ -74,14 +83,10 @@ def lj_dimer() -> simdiff.Problem:
 MORSE = {"D": 0.75, "a": 1.8, "r0": 1.2}
 
 
-def _morse_derivs(k: int):
+def _morse_radial(r, k):
     D, a, r0 = MORSE["D"], MORSE["a"], MORSE["r0"]
-
-    def f(r):
-        u = np.exp(-a * (r - r0))
-        return [D * (u * u - 2 * u), 2 * a * D * (u - u * u), 2 * a * a * D * (2 * u * u - u)][k]
-
-    return f
+    u = np.exp(-a * (r - r0))
+    return [D * (u * u - 2 * u), 2 * a * D * (u - u * u), 2 * a * a * D * (2 * u * u - u)][k]
 
 
 def morse_dimer() -> simdiff.Problem:
@@ -93,7 +98,7 @@ def morse_dimer() -> simdiff.Problem:
         [[0.1, -0.2, 0.0], [0.9, 0.5, 0.6]],
         masses=[1.0, 2.0],
         name="morse-dimer",
-        exact=_dimer_exact(_morse_derivs(0), _morse_derivs(1), _morse_derivs(2)),
+        exact=_dimer_exact(_morse_radial),
         meta={
             "tags": ("pes", "small", "closed-form"),
             "params": dict(MORSE),
@@ -171,21 +176,22 @@ def fcc_cluster(n: int, spacing: float = 1.1) -> np.ndarray:
     return rel[order[:n]] * (spacing / np.sqrt(2.0))
 
 
-def lj_energy_numpy(n_atoms: int):
+class LJEnergyNumpy:
     """LJ cluster energy in plain numpy, independent of simdiff.pes.
 
-    ``f(x)`` takes ``x`` of shape ``(3 n_atoms, ...)``: trailing axes are
-    independent points, as ``scipy.differentiate`` requires.
+    ``LJEnergyNumpy(n_atoms)(x)`` takes ``x`` of shape ``(3 n_atoms, ...)``:
+    trailing axes are independent points, as ``scipy.differentiate`` requires.
     """
-    i, j = np.triu_indices(n_atoms, 1)
 
-    def f(x):
-        pos = x.reshape(n_atoms, 3, *x.shape[1:])
+    def __init__(self, n_atoms: int) -> None:
+        self.n_atoms = n_atoms
+
+    def __call__(self, x):
+        i, j = np.triu_indices(self.n_atoms, 1)
+        pos = x.reshape(self.n_atoms, 3, *x.shape[1:])
         d = pos[i] - pos[j]
         s6 = 1.0 / np.sum(d * d, axis=1) ** 3
         return np.sum(4 * (s6 * s6 - s6), axis=0)
-
-    return f
 
 
 def lj_cluster(n: int, positions: np.ndarray, tags: tuple[str, ...]) -> simdiff.Problem:
@@ -195,7 +201,7 @@ def lj_cluster(n: int, positions: np.ndarray, tags: tuple[str, ...]) -> simdiff.
         meta["rtol"] = 1e-6
     else:
         meta["note"] = "compact fcc fragment for benchmarks; not the global minimum"
-    exact = {"value": lj_energy_numpy(n)}
+    exact = {"value": LJEnergyNumpy(n)}
     return cluster_problem(lennard_jones, positions, name=f"lj{n}", exact=exact, meta=meta)
 
 
@@ -208,6 +214,15 @@ def _mb_terms(x):
     w = p["A"] * np.exp(p["a"] * dx**2 + p["b"] * dx * dy + p["c"] * dy**2)
     gu = np.stack([2 * p["a"] * dx + p["b"] * dy, p["b"] * dx + 2 * p["c"] * dy])  # (2, 4)
     return p, w, gu
+
+
+def _mb_value(x):
+    return float(np.sum(_mb_terms(x)[1]))
+
+
+def _mb_grad(x):
+    _, w, gu = _mb_terms(x)
+    return gu @ w
 
 
 def _mb_hessian(x):
@@ -224,8 +239,8 @@ def muller_brown_entry() -> simdiff.Problem:
     return muller_brown(
         (-0.5, 1.5),
         exact={
-            "value": lambda x: float(np.sum(_mb_terms(x)[1])),
-            "grad": lambda x: _mb_terms(x)[2] @ _mb_terms(x)[1],
+            "value": _mb_value,
+            "grad": _mb_grad,
             "hessian": _mb_hessian,
         },
         meta={

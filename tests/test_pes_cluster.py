@@ -11,7 +11,7 @@ import scipy.differentiate
 
 import problems
 import simdiff
-from problems.pes import lj_energy_numpy
+from problems.pes import LJEnergyNumpy
 from simdiff.pes import (
     check_positions,
     cluster_energy,
@@ -47,7 +47,7 @@ def test_muller_brown_matches_analytic(backend):
 @pytest.fixture(scope="module")
 def lj7_scipy_hessian():
     p = problems.get("lj7")
-    f = lj_energy_numpy(7)
+    f = LJEnergyNumpy(7)
     assert f(p.x0) == pytest.approx(float(p.evaluate()), rel=1e-13)
     res = scipy.differentiate.hessian(f, p.x0, initial_step=0.05, order=8,
                                       tolerances={"atol": 1e-9, "rtol": 1e-12})  # fmt: skip

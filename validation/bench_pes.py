@@ -73,9 +73,9 @@ def _runner(method: str, n_atoms: int):
     if method == "scipy-fd":
         import scipy.differentiate
 
-        from problems.pes import lj_energy_numpy
+        from problems.pes import LJEnergyNumpy
 
-        f = lj_energy_numpy(n_atoms)
+        f = LJEnergyNumpy(n_atoms)
         opts = {"initial_step": 0.05, "order": 8, "tolerances": {"atol": 1e-9, "rtol": 1e-12}}
         return lambda: scipy.differentiate.hessian(f, x, **opts).ddf
     raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")

@@ -12,7 +12,7 @@ import scipy.differentiate
 
 import problems
 import simdiff
-from problems.pes import lj_energy_numpy
+from problems.pes import LJEnergyNumpy
 from simdiff.pes import (
     cubic_force_constants,
     find_minimum,
@@ -51,7 +51,7 @@ def main() -> None:
     # 3. compare with finite differences
     h = simdiff.hessian(p, x)
     ht = simdiff.hessian(p, x, backend="torch")
-    res = scipy.differentiate.hessian(lj_energy_numpy(13), x, initial_step=0.05, order=8,
+    res = scipy.differentiate.hessian(LJEnergyNumpy(13), x, initial_step=0.05, order=8,
                                       tolerances={"atol": 1e-9, "rtol": 1e-12})  # fmt: skip
     step = 1e-5
     g = simdiff.grad(p, np.vstack([x + step * np.eye(39), x - step * np.eye(39)]))
