@@ -252,3 +252,15 @@ def test_cluster_problems_pickle(backend):
     assert float(q.evaluate()) == float(p.evaluate())
     np.testing.assert_allclose(simdiff.grad(q, backend=backend), simdiff.grad(p, backend=backend))
     np.testing.assert_array_equal(q.meta["pes"].masses, np.full(108, 2.0))
+
+
+@pytest.mark.parametrize("name", ["lj-dimer", "morse-dimer", "morse-h2", "lj13", "muller-brown"])
+def test_catalogue_entries_pickle(name):
+    import pickle
+
+    p = problems.get(name)
+    q = pickle.loads(pickle.dumps(p))
+    x = p.x0 + 0.01
+    assert float(q.evaluate(x)) == float(p.evaluate(x))
+    for key, ref in p.exact.items():
+        np.testing.assert_array_equal(q.exact[key](x), ref(x))
