@@ -280,14 +280,39 @@ def fisher_information(
     if spec.identifiable:
         v, lam = spec.eigenvectors, spec.eigenvalues
         cov = (v / lam) @ v.T
-        msg = (f"identifiable: rank {spec.rank} of {problem.n}, condition number "
-               f"{spec.condition:.3g}")  # fmt: skip
-        return FisherInformation(matrix, lam, v, spec.rank, spec.condition, True,
-                                 spec.null_space, cov, np.sqrt(np.diag(cov)), jac, msg)  # fmt: skip
-    msg = (f"not identifiable: rank {spec.rank} of {problem.n}; {problem.n - spec.rank} "
-           "direction(s) in null_space cannot be determined from these outputs")  # fmt: skip
-    return FisherInformation(matrix, spec.eigenvalues, spec.eigenvectors, spec.rank,
-                             spec.condition, False, spec.null_space, None, None, jac, msg)  # fmt: skip
+        msg = (
+            f"identifiable: rank {spec.rank} of {problem.n}, condition number {spec.condition:.3g}"
+        )
+        return FisherInformation(
+            matrix,
+            lam,
+            v,
+            spec.rank,
+            spec.condition,
+            True,
+            spec.null_space,
+            cov,
+            np.sqrt(np.diag(cov)),
+            jac,
+            msg,
+        )
+    msg = (
+        f"not identifiable: rank {spec.rank} of {problem.n}; {problem.n - spec.rank} "
+        "direction(s) in null_space cannot be determined from these outputs"
+    )
+    return FisherInformation(
+        matrix,
+        spec.eigenvalues,
+        spec.eigenvectors,
+        spec.rank,
+        spec.condition,
+        False,
+        spec.null_space,
+        None,
+        None,
+        jac,
+        msg,
+    )
 
 
 # --------------------------------------------------------------------------- Laplace
@@ -415,8 +440,22 @@ def laplace(
         if flat.any():
             parts.append(f"{int(flat.sum())} flat (unidentifiable) direction(s) in null_space")
         if negative.any():
-            parts.append(f"{int(negative.sum())} direction(s) of negative curvature: x is not a "
-                         "minimum")  # fmt: skip
+            parts.append(
+                f"{int(negative.sum())} direction(s) of negative curvature: x is not a minimum"
+            )
         msg = "Hessian not positive definite: " + "; ".join(parts or ["zero Hessian"])
-    return LaplaceResult(x, h, lam, vec, pd, condition, vec[:, flat], vec[:, negative], cov, se,
-                         ci, float(level), msg)  # fmt: skip
+    return LaplaceResult(
+        x,
+        h,
+        lam,
+        vec,
+        pd,
+        condition,
+        vec[:, flat],
+        vec[:, negative],
+        cov,
+        se,
+        ci,
+        float(level),
+        msg,
+    )

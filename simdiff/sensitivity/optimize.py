@@ -29,8 +29,16 @@ HVP_METHODS = ("newton-cg", "trust-ncg", "trust-krylov")
 GRADIENT_METHODS = ("bfgs", "l-bfgs-b", "cg", "slsqp", "tnc")
 #: Derivative-free methods (accepted for comparison; no derivative is passed).
 FREE_METHODS = ("nelder-mead", "powell", "cobyla", "cobyqa")
-BOUNDED_METHODS = ("l-bfgs-b", "tnc", "slsqp", "powell", "trust-constr", "nelder-mead", "cobyla",
-                   "cobyqa")  # fmt: skip
+BOUNDED_METHODS = (
+    "l-bfgs-b",
+    "tnc",
+    "slsqp",
+    "powell",
+    "trust-constr",
+    "nelder-mead",
+    "cobyla",
+    "cobyqa",
+)
 _ALL = HESSIAN_METHODS + HVP_METHODS + GRADIENT_METHODS + FREE_METHODS
 
 
@@ -39,8 +47,10 @@ def _start(problem: Any, x0: Any, what: str) -> np.ndarray:
         raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
     x0 = problem.x0 if x0 is None else np.asarray(x0, dtype=np.float64)
     if x0.shape != (problem.n,):
-        raise ShapeError(f"{what}: x0 for problem {problem.name!r} must have shape "
-                         f"({problem.n},); got {x0.shape}")  # fmt: skip
+        raise ShapeError(
+            f"{what}: x0 for problem {problem.name!r} must have shape "
+            f"({problem.n},); got {x0.shape}"
+        )
     if not np.all(np.isfinite(x0)):
         i = int(np.flatnonzero(~np.isfinite(x0))[0])
         raise ValueError(f"{what}: x0 must be finite; x0[{i}] = {x0[i]}")
@@ -54,8 +64,10 @@ def _bounds(bounds: Any, x0: np.ndarray, what: str) -> np.ndarray | None:
     if isinstance(bounds, scipy.optimize.Bounds):
         b = np.stack(np.broadcast_arrays(bounds.lb, bounds.ub), axis=-1).astype(np.float64)
     else:
-        b = np.array([[-np.inf if lo is None else lo, np.inf if hi is None else hi]
-                      for lo, hi in bounds], dtype=np.float64)  # fmt: skip
+        b = np.array(
+            [[-np.inf if lo is None else lo, np.inf if hi is None else hi] for lo, hi in bounds],
+            dtype=np.float64,
+        )
     n = x0.shape[0]
     if b.shape != (n, 2):
         raise ShapeError(f"{what}: bounds must be {n} (low, high) pairs; got shape {b.shape}")
@@ -68,8 +80,9 @@ def _bounds(bounds: Any, x0: np.ndarray, what: str) -> np.ndarray | None:
     out = np.flatnonzero((x0 < b[:, 0]) | (x0 > b[:, 1]))
     if out.size:
         i = int(out[0])
-        raise ValueError(f"{what}: x0[{i}] = {x0[i]} lies outside bounds[{i}] = "
-                         f"({b[i, 0]}, {b[i, 1]})")  # fmt: skip
+        raise ValueError(
+            f"{what}: x0[{i}] = {x0[i]} lies outside bounds[{i}] = ({b[i, 0]}, {b[i, 1]})"
+        )
     return b
 
 
@@ -167,15 +180,19 @@ def minimize(
         )
     b = _bounds(bounds, x0, "minimize")
     if method is None:
-        method = "L-BFGS-B" if b is not None else ("trust-exact" if problem.n <= 500 else
-                                                  "trust-krylov")  # fmt: skip
+        method = (
+            "L-BFGS-B" if b is not None else ("trust-exact" if problem.n <= 500 else "trust-krylov")
+        )
     if not isinstance(method, str) or method.lower() not in _ALL:
-        raise ValueError(f"unknown method {method!r}; expected one of scipy.optimize.minimize's "
-                         f"methods {[m for m in _ALL]}")  # fmt: skip
+        raise ValueError(
+            f"unknown method {method!r}; expected one of scipy.optimize.minimize's "
+            f"methods {[m for m in _ALL]}"
+        )
     key = method.lower()
     if b is not None and key not in BOUNDED_METHODS:
-        raise ValueError(f"method {method!r} does not accept bounds; use one of "
-                         f"{list(BOUNDED_METHODS)}")  # fmt: skip
+        raise ValueError(
+            f"method {method!r} does not accept bounds; use one of {list(BOUNDED_METHODS)}"
+        )
     c = _Counted(Derivatives(problem, backend, dtype=dtype))
     kwargs: dict[str, Any] = dict(options)
     if b is not None:
@@ -235,8 +252,10 @@ def least_squares(
     """
     x0 = _start(problem, x0, "least_squares")
     if problem.is_scalar:
-        raise ShapeError(f"least_squares needs a vector of residuals; {problem.name!r} returns "
-                         "a scalar (use simdiff.minimize)")  # fmt: skip
+        raise ShapeError(
+            f"least_squares needs a vector of residuals; {problem.name!r} returns "
+            "a scalar (use simdiff.minimize)"
+        )
     b = _bounds(bounds, x0, "least_squares")
     if method not in ("trf", "dogbox", "lm"):
         raise ValueError(f"unknown method {method!r}; expected one of ['trf', 'dogbox', 'lm']")

@@ -105,8 +105,10 @@ def resolve_problem(spec: Any) -> Problem:
     if isinstance(spec, Problem):
         return spec
     if not isinstance(spec, str):
-        raise TypeError("problem must be a simdiff.Problem, a catalogue name or a "
-                        f"'module:attribute' string; got {type(spec).__name__}")  # fmt: skip
+        raise TypeError(
+            "problem must be a simdiff.Problem, a catalogue name or a "
+            f"'module:attribute' string; got {type(spec).__name__}"
+        )
     if ":" in spec:
         module, attr = spec.split(":", 1)
         obj = getattr(importlib.import_module(module), attr)
@@ -182,7 +184,7 @@ def _compute_chunk(
     try:
         results = {name: a[:k] for name, a in _evaluate(d, derivatives, padded).items()}
         status = np.where(_row_finite(results, k), OK, NONFINITE).astype(np.int8)
-    except Exception:  # noqa: BLE001 - any batched failure: locate it point by point below
+    except Exception:  # any batched failure: locate it point by point below
         results = {name: np.full((k, *shapes[name]), np.nan) for name in derivatives}
         status = np.zeros(k, dtype=np.int8)
         for i in range(k):
@@ -224,15 +226,19 @@ class _Store:
             return
         if attrs["format"] != _FORMAT:
             self.close()
-            raise ValueError(f"{self.path} is not a simdiff sweep store (format "
-                             f"{attrs['format']!r}, expected {_FORMAT!r})")  # fmt: skip
+            raise ValueError(
+                f"{self.path} is not a simdiff sweep store (format "
+                f"{attrs['format']!r}, expected {_FORMAT!r})"
+            )
         stored = {key: json.loads(attrs[key]) for key in meta if key in attrs}
         differ = {k: (stored.get(k), v) for k, v in meta.items() if stored.get(k) != v}
         if differ:
             self.close()
             detail = "; ".join(f"{k}: stored {a!r}, asked {b!r}" for k, (a, b) in differ.items())
-            raise ValueError(f"store {self.path} holds a different sweep ({detail}); "
-                             "use another file or delete this one")  # fmt: skip
+            raise ValueError(
+                f"store {self.path} holds a different sweep ({detail}); "
+                "use another file or delete this one"
+            )
 
     def done(self, i: int) -> bool:
         name = f"chunks/{i:06d}"
@@ -270,8 +276,10 @@ def _validate(problem: Problem, points: Any, derivatives: Any, chunk_size: Any):
         raise TypeError(f"points must be a real array; got dtype {pts.dtype}")
     pts = pts.astype(np.float64)
     if pts.ndim != 2 or pts.shape[1] != problem.n or pts.shape[0] == 0:
-        raise ShapeError(f"points for problem {problem.name!r} must have shape (N, {problem.n}) "
-                         f"with N >= 1; got {pts.shape}")  # fmt: skip
+        raise ShapeError(
+            f"points for problem {problem.name!r} must have shape (N, {problem.n}) "
+            f"with N >= 1; got {pts.shape}"
+        )
     if not np.all(np.isfinite(pts)):
         i, j = (int(v) for v in np.argwhere(~np.isfinite(pts))[0])
         raise ValueError(f"points must be finite; points[{i}, {j}] = {pts[i, j]}")
@@ -280,11 +288,14 @@ def _validate(problem: Problem, points: Any, derivatives: Any, chunk_size: Any):
     derivatives = tuple(derivatives)
     unknown = [d for d in derivatives if d not in SWEEP_DERIVATIVES]
     if unknown or not derivatives or len(set(derivatives)) != len(derivatives):
-        raise ValueError(f"derivatives must be distinct names from {SWEEP_DERIVATIVES}; "
-                         f"got {derivatives}")  # fmt: skip
+        raise ValueError(
+            f"derivatives must be distinct names from {SWEEP_DERIVATIVES}; got {derivatives}"
+        )
     if not problem.is_scalar and "grad" in derivatives:
-        raise ShapeError(f"'grad' needs a scalar problem; {problem.name!r} returns shape "
-                         f"{problem.output_shape} (ask for 'jacobian')")  # fmt: skip
+        raise ShapeError(
+            f"'grad' needs a scalar problem; {problem.name!r} returns shape "
+            f"{problem.output_shape} (ask for 'jacobian')"
+        )
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
         raise TypeError(f"chunk_size must be a positive integer; got {chunk_size!r}")
     if chunk_size < 1:
@@ -371,9 +382,14 @@ def sweep(
     results = {name: np.full((pts.shape[0], *shape), np.nan) for name, shape in shapes.items()}
     status = np.zeros(pts.shape[0], dtype=np.int8)
     messages: dict[int, str] = {}
-    meta = {"problem": prob.name, "backend": backend, "derivatives": list(derivatives),
-            "chunk_size": size, "n_points": int(pts.shape[0]),
-            "points_sha256": hashlib.sha256(np.ascontiguousarray(pts).tobytes()).hexdigest()}  # fmt: skip
+    meta = {
+        "problem": prob.name,
+        "backend": backend,
+        "derivatives": list(derivatives),
+        "chunk_size": size,
+        "n_points": int(pts.shape[0]),
+        "points_sha256": hashlib.sha256(np.ascontiguousarray(pts).tobytes()).hexdigest(),
+    }
     db = _Store(store, meta, pts) if store is not None else None
     counts = {"computed": 0, "resumed": 0}
 
@@ -406,8 +422,16 @@ def sweep(
     finally:
         if db is not None:
             db.close()
-    return SweepResult(pts, results, status, messages, n_chunks, counts["computed"],
-                       counts["resumed"], None if store is None else str(store))  # fmt: skip
+    return SweepResult(
+        pts,
+        results,
+        status,
+        messages,
+        n_chunks,
+        counts["computed"],
+        counts["resumed"],
+        None if store is None else str(store),
+    )
 
 
 def _run_dask(client, spec, args, pts, size, todo, accept, retries) -> None:
@@ -419,8 +443,16 @@ def _run_dask(client, spec, args, pts, size, todo, accept, retries) -> None:
     run = uuid.uuid4().hex[:8]
     futures = {}
     for i in todo:
-        fut = client.submit(_compute_chunk, remote_spec, *args, pts[i * size : (i + 1) * size],
-                            size, key=f"simdiff-sweep-{run}-{i}", retries=retries, pure=False)  # fmt: skip
+        fut = client.submit(
+            _compute_chunk,
+            remote_spec,
+            *args,
+            pts[i * size : (i + 1) * size],
+            size,
+            key=f"simdiff-sweep-{run}-{i}",
+            retries=retries,
+            pure=False,
+        )
         futures[fut] = i
     try:
         for fut in as_completed(futures):
