@@ -21,7 +21,7 @@ import numpy as np
 from .._api import Derivatives
 from .._problem import Problem
 from ..errors import NonFiniteError, ShapeError
-from .distributions import Distribution, LogUniform, as_distributions, sample
+from ._distributions import Distribution, LogUniform, as_distributions, sample
 
 __all__ = ["DGSMResult", "batched_value_and_grad", "dgsm"]
 
