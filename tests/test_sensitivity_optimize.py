@@ -19,9 +19,9 @@ METHODS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def rosen() -> simdiff.Problem:
-    return problems.get("rosenbrock4")
+    return problems.get("rosenbrock4")  # a fresh problem: nothing compiled yet
 
 
 @pytest.mark.parametrize("method", list(METHODS))
@@ -35,6 +35,8 @@ def test_minimize_reaches_rosenbrock_minimum(rosen, method, backend):
     assert res.backend == backend and res.method == method
     if backend == "jax":
         assert res.compilations == len(used)  # one per derivative kind, whatever the iterations
+        again = simdiff.minimize(rosen, rosen.x0 + 0.1, method=method, backend=backend, **opts)
+        assert again.compilations == 0  # the problem's cached Derivatives is reused
 
 
 def test_bounded_minimum_matches_scipy_with_exact_derivatives(rosen, backend):

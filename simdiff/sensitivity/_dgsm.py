@@ -21,6 +21,8 @@ import numpy as np
 from .._api import Derivatives
 from .._problem import Problem
 from ..errors import NonFiniteError, ShapeError
+from ._common import check_problem
+from ._common import derivatives as _derivatives
 from ._distributions import Distribution, LogUniform, as_distributions, sample
 
 __all__ = ["DGSMResult", "batched_value_and_grad", "dgsm"]
@@ -107,7 +109,7 @@ def batched_value_and_grad(
     d = (
         derivatives
         if derivatives is not None
-        else Derivatives(problem, backend, check_finite=False)
+        else _derivatives(problem, backend, check_finite=False)
     )
     n_points = points.shape[0]
     size = int(min(chunk_size, n_points))
@@ -205,8 +207,7 @@ def dgsm(
     >>> r.nu
     array([1., 4.])
     """
-    if not isinstance(problem, Problem):
-        raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
+    problem = check_problem(problem)
     if not problem.is_scalar:
         raise ShapeError(
             f"dgsm needs a scalar-valued problem; {problem.name!r} returns shape "

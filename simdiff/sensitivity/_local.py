@@ -17,9 +17,9 @@ import numpy as np
 import scipy.linalg
 import scipy.stats
 
-from .._api import Derivatives
 from .._problem import Problem
 from ..errors import ShapeError
+from ._common import check_problem, derivatives, point
 
 __all__ = [
     "FisherInformation",
@@ -29,21 +29,6 @@ __all__ = [
     "laplace",
     "local_sensitivity",
 ]
-
-
-def _check_problem(problem: Any) -> Problem:
-    if not isinstance(problem, Problem):
-        raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
-    return problem
-
-
-def _point(problem: Problem, x: Any) -> np.ndarray:
-    x = problem.x0 if x is None else np.asarray(x, dtype=np.float64)
-    if x.shape != (problem.n,):
-        raise ShapeError(
-            f"x for problem {problem.name!r} must have shape ({problem.n},); got {x.shape}"
-        )
-    return x
 
 
 # --------------------------------------------------------------------------- sensitivity matrix
@@ -111,9 +96,9 @@ def local_sensitivity(
     >>> s.importance, s.ranking
     (array([1.        , 1.41421356]), array([1, 0]))
     """
-    problem = _check_problem(problem)
-    x = _point(problem, x)
-    d = Derivatives(problem, backend)
+    problem = check_problem(problem)
+    x = point(problem, x)
+    d = derivatives(problem, backend)
     y = np.atleast_1d(np.asarray(d.value(x), dtype=np.float64))
     jac = np.asarray(d.jacobian(x, mode=mode), dtype=np.float64).reshape(y.shape[0], problem.n)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -270,9 +255,9 @@ def fisher_information(
     >>> np.round(np.abs(fim.null_space[:, 0]), 6)
     array([0.707107, 0.707107])
     """
-    problem = _check_problem(problem)
-    x = _point(problem, x)
-    jac = np.asarray(Derivatives(problem, backend).jacobian(x), dtype=np.float64)
+    problem = check_problem(problem)
+    x = point(problem, x)
+    jac = np.asarray(derivatives(problem, backend).jacobian(x), dtype=np.float64)
     jac = jac.reshape(-1, problem.n)
     jw = _whitener(sigma, jac.shape[0])(jac)
     spec = _spectrum_from_svd(jw, rtol)
@@ -407,8 +392,8 @@ def laplace(
     array([[0.25, 0.  ],
            [0.  , 1.  ]])
     """
-    problem = _check_problem(problem)
-    x = _point(problem, x)
+    problem = check_problem(problem)
+    x = point(problem, x)
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"level must lie in (0, 1); got {level}")
     if not (np.isfinite(scale) and scale > 0):
@@ -418,7 +403,7 @@ def laplace(
             f"laplace needs a scalar negative log-likelihood; {problem.name!r} returns shape "
             f"{problem.output_shape} (for a model y(x) use fisher_information)"
         )
-    h = np.asarray(Derivatives(problem, backend).hessian(x), dtype=np.float64)
+    h = np.asarray(derivatives(problem, backend).hessian(x), dtype=np.float64)
     h = 0.5 * (h + h.T)
     lam, vec = np.linalg.eigh(h)
     lam, vec = lam[::-1], vec[:, ::-1]

@@ -4,8 +4,8 @@ Each method gets the derivatives it can use: gradients for quasi-Newton and
 bound-constrained methods, the exact Hessian for ``trust-exact``, ``dogleg``
 and ``trust-constr``, Hessian-vector products (forward over reverse, the
 Hessian never formed) for ``Newton-CG``, ``trust-ncg`` and ``trust-krylov``.
-One :class:`simdiff.Derivatives` object serves the whole run, so each
-derivative is compiled once; the result carries the evaluation counts.
+One :class:`simdiff.Derivatives` object (cached on the problem) serves the
+whole run, so each derivative is compiled once; the result carries the evaluation counts.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import scipy.optimize
 from .._api import Derivatives
 from .._problem import Problem
 from ..errors import ShapeError
+from ._common import check_problem, derivatives, point
 
 __all__ = ["HESSIAN_METHODS", "HVP_METHODS", "least_squares", "minimize"]
 
@@ -43,14 +44,7 @@ _ALL = HESSIAN_METHODS + HVP_METHODS + GRADIENT_METHODS + FREE_METHODS
 
 
 def _start(problem: Any, x0: Any, what: str) -> np.ndarray:
-    if not isinstance(problem, Problem):
-        raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
-    x0 = problem.x0 if x0 is None else np.asarray(x0, dtype=np.float64)
-    if x0.shape != (problem.n,):
-        raise ShapeError(
-            f"{what}: x0 for problem {problem.name!r} must have shape "
-            f"({problem.n},); got {x0.shape}"
-        )
+    x0 = point(check_problem(problem), x0, f"{what}: x0")
     if not np.all(np.isfinite(x0)):
         i = int(np.flatnonzero(~np.isfinite(x0))[0])
         raise ValueError(f"{what}: x0 must be finite; x0[{i}] = {x0[i]}")
@@ -91,6 +85,7 @@ class _Counted:
 
     def __init__(self, d: Derivatives) -> None:
         self.d = d
+        self.compilations0 = d.compilations
         self.counts = {"nfun": 0, "ngrad": 0, "nhess": 0, "nhvp": 0, "njac": 0}
 
     def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
@@ -121,7 +116,7 @@ def _annotate(res: scipy.optimize.OptimizeResult, c: _Counted, method: str):
     res.update(c.counts)
     res["method"] = method
     res["backend"] = c.d.backend.name
-    res["compilations"] = c.d.compilations
+    res["compilations"] = c.d.compilations - c.compilations0
     return res
 
 
@@ -163,7 +158,7 @@ def minimize(
     scipy.optimize.OptimizeResult
         SciPy's result plus ``nfun``, ``ngrad``, ``nhess``, ``nhvp`` (calls
         of the exact derivatives), ``method``, ``backend`` and
-        ``compilations``.
+        ``compilations`` (derivative compilations during this call).
 
     Examples
     --------
@@ -193,7 +188,7 @@ def minimize(
         raise ValueError(
             f"method {method!r} does not accept bounds; use one of {list(BOUNDED_METHODS)}"
         )
-    c = _Counted(Derivatives(problem, backend, dtype=dtype))
+    c = _Counted(derivatives(problem, backend, dtype=dtype))
     kwargs: dict[str, Any] = dict(options)
     if b is not None:
         kwargs["bounds"] = scipy.optimize.Bounds(b[:, 0], b[:, 1])
@@ -261,7 +256,7 @@ def least_squares(
         raise ValueError(f"unknown method {method!r}; expected one of ['trf', 'dogbox', 'lm']")
     if b is not None and method == "lm":
         raise ValueError("method 'lm' does not accept bounds; use 'trf' or 'dogbox'")
-    c = _Counted(Derivatives(problem, backend, dtype=dtype))
+    c = _Counted(derivatives(problem, backend, dtype=dtype))
     kwargs: dict[str, Any] = dict(options)
     if b is not None:
         kwargs["bounds"] = (b[:, 0], b[:, 1])
