@@ -27,6 +27,9 @@ from ._distributions import Distribution, LogUniform, as_distributions, sample
 
 __all__ = ["DGSMResult", "batched_value_and_grad", "dgsm"]
 
+#: Default points per vmapped call, by backend (measured on lv4_mean_prey, 2 CPU cores).
+DEFAULT_CHUNK = {"jax": 256, "torch": 2048}
+
 
 @dataclass
 class DGSMResult:
@@ -78,14 +81,16 @@ def batched_value_and_grad(
     points: np.ndarray,
     *,
     backend: str = "jax",
-    chunk_size: int = 1024,
+    chunk_size: int | None = None,
     derivatives: Derivatives | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Values ``(N,)`` and exact gradients ``(N, n)`` of a scalar problem over many points.
 
     The points are processed in chunks of ``chunk_size`` (memory bounded by
     one chunk); each chunk is one vmapped call.  The last chunk is padded to
-    ``chunk_size`` so that JAX compiles once.
+    ``chunk_size`` so that JAX compiles once.  Default chunk size: 256 on
+    JAX, 2048 on torch (eager torch pays a per-operation cost, so it
+    prefers bigger batches; see docs/sensitivity.md for the measurement).
 
     Examples
     --------
@@ -102,6 +107,8 @@ def batched_value_and_grad(
             f"points for problem {problem.name!r} must have shape (N, {problem.n}); "
             f"got {points.shape}"
         )
+    if chunk_size is None:
+        chunk_size = DEFAULT_CHUNK.get(derivatives.backend.name if derivatives else backend, 256)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
         raise TypeError(f"chunk_size must be a positive integer; got {chunk_size!r}")
     if chunk_size < 1:
@@ -143,7 +150,7 @@ def dgsm(
     method: str = "sobol",
     seed: int | None = 0,
     backend: str = "jax",
-    chunk_size: int = 1024,
+    chunk_size: int | None = None,
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
 ) -> DGSMResult:
@@ -163,8 +170,9 @@ def dgsm(
         Scrambled Sobol (quasi-Monte Carlo) or plain Monte Carlo sampling.
     seed : int, optional
     backend : {"jax", "torch"}
-    chunk_size : int
-        Points per vmapped call; memory is bounded by one chunk.
+    chunk_size : int, optional
+        Points per vmapped call; memory is bounded by one chunk (default
+        256 on JAX, 2048 on torch).
     n_bootstrap : int
         Bootstrap resamples of the sample rows for the intervals (0: none; the
         intervals are then NaN).

@@ -61,6 +61,7 @@ class Uniform(Distribution):
 
     Examples
     --------
+    >>> import numpy as np
     >>> from simdiff.sensitivity import Uniform
     >>> Uniform(0.0, 2.0).ppf(np.array([0.25]))
     array([0.5])
@@ -96,6 +97,7 @@ class Normal(Distribution):
 
     Examples
     --------
+    >>> import numpy as np
     >>> from simdiff.sensitivity import Normal
     >>> float(Normal(1.0, 2.0).ppf(np.array([0.5]))[0])
     1.0
@@ -136,6 +138,7 @@ class LogUniform(Distribution):
 
     Examples
     --------
+    >>> import numpy as np
     >>> from simdiff.sensitivity import LogUniform
     >>> LogUniform(1.0, 100.0).ppf(np.array([0.5]))
     array([10.])
