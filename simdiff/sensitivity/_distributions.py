@@ -42,6 +42,16 @@ def _finite(value: Any, what: str) -> float:
     return value
 
 
+def _set_interval(dist: Any, kind: str, floor: float) -> None:
+    """Validate and store ``floor < a < b`` (both finite) on a frozen dataclass."""
+    a, b = _finite(dist.a, f"{kind} lower bound a"), _finite(dist.b, f"{kind} upper bound b")
+    if not floor < a < b:
+        need = "a < b" if floor == -math.inf else f"{floor:g} < a < b"
+        raise ValueError(f"{kind}(a, b) needs {need}; got a={a}, b={b}")
+    object.__setattr__(dist, "a", a)
+    object.__setattr__(dist, "b", b)
+
+
 class Distribution:
     """Base class: a one-dimensional distribution with an inverse CDF."""
 
@@ -72,11 +82,7 @@ class Uniform(Distribution):
     kind = "uniform"
 
     def __post_init__(self) -> None:
-        a, b = _finite(self.a, "uniform lower bound a"), _finite(self.b, "uniform upper bound b")
-        if not a < b:
-            raise ValueError(f"uniform(a, b) needs a < b; got a={a}, b={b}")
-        object.__setattr__(self, "a", a)
-        object.__setattr__(self, "b", b)
+        _set_interval(self, "uniform", -math.inf)
 
     def ppf(self, u: np.ndarray) -> np.ndarray:
         return self.a + (self.b - self.a) * np.asarray(u, dtype=np.float64)
@@ -149,11 +155,7 @@ class LogUniform(Distribution):
     kind = "log-uniform"
 
     def __post_init__(self) -> None:
-        a, b = _finite(self.a, "log-uniform lower bound a"), _finite(self.b, "log-uniform upper b")
-        if not 0 < a < b:
-            raise ValueError(f"log-uniform(a, b) needs 0 < a < b; got a={a}, b={b}")
-        object.__setattr__(self, "a", a)
-        object.__setattr__(self, "b", b)
+        _set_interval(self, "log-uniform", 0.0)
 
     def ppf(self, u: np.ndarray) -> np.ndarray:
         la, lb = math.log(self.a), math.log(self.b)
