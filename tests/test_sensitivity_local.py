@@ -35,6 +35,13 @@ def test_local_sensitivity_closed_form(decay, backend):
     np.testing.assert_array_equal(s.ranking, [0, 1])
 
 
+def test_scalar_problem_gives_one_row(backend):
+    p = simdiff.Problem(lambda x, ops: x[0] ** 2 * ops.exp(x[1]), x0=np.array([2.0, 0.5]))
+    s = local_sensitivity(p, backend=backend)
+    assert s.jacobian.shape == (1, 2) and s.values.shape == (1,)
+    np.testing.assert_allclose(s.relative, [[2.0, 0.5]], rtol=1e-14)  # x0 * 2 / x0, x1
+
+
 def test_relative_sensitivity_is_nan_where_output_vanishes(backend):
     p = simdiff.Problem(lambda x, ops: ops.stack([x[0] * x[1], x[0] - 1.0]), x0=np.ones(2))
     s = local_sensitivity(p, backend=backend)
