@@ -155,7 +155,7 @@ def adaptive_integrate(
         )  # fmt: skip
         finite = ops.isfinite(err)
         accept = (err <= 1.0) & ~done
-        factor = safety * ops.clip(ops.where(finite, err, 1.0), 1e-10, 1e300) ** exponent
+        factor = safety * ops.clip(ops.where(finite, err, 1.0), 1e-10) ** exponent
         factor = ops.where(finite, ops.clip(factor, factor_min, factor_max), factor_min)
         hits = accept & (h >= remaining)
         t_new = ops.where(accept, ops.where(hits, t_next, t + h_try), t)

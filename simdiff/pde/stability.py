@@ -6,14 +6,10 @@ from functools import cache
 
 import numpy as np
 
-from ..errors import SimdiffError
+from ..errors import StabilityError
 from ..ode.rk import ButcherTableau
 
 __all__ = ["StabilityError", "check_explicit_step", "real_stability_interval"]
-
-
-class StabilityError(SimdiffError, ValueError):
-    """An explicit time step exceeds the stability limit; the message names the limit."""
 
 
 @cache
@@ -62,7 +58,7 @@ def check_explicit_step(
     >>> check_explicit_step(1.0, 10, 4.0 / 0.1**2, EULER, "diffusion")
     Traceback (most recent call last):
     ...
-    simdiff.pde.stability.StabilityError: time step dt=0.1 is beyond the explicit stability
+    simdiff.errors.StabilityError: time step dt=0.1 is beyond the explicit stability
     limit of euler: dt <= 2/|lambda_max| = 0.005 with |lambda_max| = 400 (diffusion); use
     n_steps >= 200 (got 10), a coarser grid, or stepper='etdrk4' (periodic, spectral)
     """
