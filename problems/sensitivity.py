@@ -198,7 +198,7 @@ def lotka_volterra_observations() -> simdiff.Problem:
         lv_observations_fn,
         x0=LV_PARAMS.copy(),
         name="lv4_observations",
-        meta={"tags": ("sensitivity", "ode", "vector"), **_LV_META},
+        meta={"tags": ("sensitivity", "rk4-model", "vector"), **_LV_META},
     )
 
 
@@ -208,7 +208,7 @@ def lotka_volterra_mean_prey() -> simdiff.Problem:
         lv_mean_prey_fn,
         x0=LV_PARAMS.copy(),
         name="lv4_mean_prey",
-        meta={"tags": ("sensitivity", "ode"), **_LV_META},
+        meta={"tags": ("sensitivity", "rk4-model"), **_LV_META},
     )
 
 
