@@ -36,6 +36,9 @@ from .errors import (
     NonFiniteError as NonFiniteError,
 )
 from .errors import (
+    PrecisionWarning as PrecisionWarning,
+)
+from .errors import (
     ShapeError as ShapeError,
 )
 from .errors import (

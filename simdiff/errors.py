@@ -12,6 +12,7 @@ __all__ = [
     "BackendUnavailable",
     "DTypeError",
     "NonFiniteError",
+    "PrecisionWarning",
     "ShapeError",
     "SimdiffError",
     "SolverError",
@@ -48,3 +49,12 @@ class BackendUnavailable(SimdiffError, ImportError):
 
 class SolverError(SimdiffError, RuntimeError):
     """A numerical solver failed (step budget exhausted, step size underflow, ...)."""
+
+
+class PrecisionWarning(UserWarning):
+    """An input carries less precision than the computation (e.g. float32 data, float64 maths).
+
+    A common cause: a ``jax.Array`` created before JAX's 64-bit mode was on is
+    float32; simdiff switches x64 on when its jax backend loads, which may be
+    after the array was made.
+    """

@@ -9,7 +9,7 @@ from ._base import BINARY, REDUCTIONS, UNARY, Namespace, Ops
 _DIRECT = (
     *UNARY, *BINARY, *REDUCTIONS,
     "reshape", "stack", "concat", "roll", "permute_dims", "expand_dims", "squeeze",
-    "broadcast_to", "flip", "take", "where", "clip", "matmul", "vecdot", "einsum",
+    "broadcast_to", "flip", "where", "clip", "matmul", "vecdot", "einsum",
 )  # fmt: skip
 
 
@@ -22,7 +22,8 @@ class XPOps(Ops):
         for name in _DIRECT:
             self.__dict__[name] = getattr(xp, name)
         self.linalg = Namespace(solve=xp.linalg.solve)
-        real, cplx = self.dtype, xp.result_type(self.dtype, xp.complex64)
+        real = self.dtype
+        cplx = xp.dtype(xp.complex128 if self.dtype == xp.dtype(xp.float64) else xp.complex64)
         self._complex = cplx
         self.fft = Namespace(
             rfft=xp.fft.rfft,
@@ -32,6 +33,10 @@ class XPOps(Ops):
             rfftfreq=lambda n, d=1.0: xp.asarray(xp.fft.rfftfreq(n, d), dtype=real),
             fftfreq=lambda n, d=1.0: xp.asarray(xp.fft.fftfreq(n, d), dtype=real),
         )
+
+    def take(self, x: Any, indices: Any, axis: int | None = None) -> Any:
+        """Elements of ``x`` at integer ``indices`` (a list or an integer array) along ``axis``."""
+        return self.xp.take(x, self.xp.asarray(indices), axis=axis)
 
     # --- creation: floating results get the context's dtype -----------------
     def asarray(self, x: Any, dtype: Any = None) -> Any:

@@ -16,7 +16,7 @@ __all__ = ["EULER", "HEUN", "RK4", "ButcherTableau", "rk_integrate", "rk_step"]
 
 @dataclass(frozen=True)
 class ButcherTableau:
-    """An explicit Runge–Kutta method: ``a`` strictly lower triangular, weights ``b``, nodes ``c``."""
+    """An explicit Runge–Kutta method: lower-triangular ``a``, weights ``b``, nodes ``c``."""
 
     name: str
     a: tuple[tuple[float, ...], ...]

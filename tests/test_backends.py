@@ -1,0 +1,204 @@
+"""The ops namespace: every op in every context, against numpy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import simdiff
+from simdiff.backends import CONSTANTS, OP_NAMES, get_backend, get_ops
+
+A = [0.3, 0.5, 0.7]
+B = [1.2, 0.4, 2.0]
+M = [[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]]
+
+
+def _abm(ops):
+    return ops.asarray(A), ops.asarray(B), ops.asarray(M)
+
+
+def _case(fn):
+    return lambda ops: fn(ops, *_abm(ops))
+
+
+# One case per op in OP_NAMES; test_every_op_has_a_case fails when one is missing.
+CASES = {
+    "abs": _case(lambda o, a, b, m: o.abs(a - 0.5)),
+    "negative": _case(lambda o, a, b, m: o.negative(a)),
+    "sign": _case(lambda o, a, b, m: o.sign(a - 0.5)),
+    "sqrt": _case(lambda o, a, b, m: o.sqrt(b)),
+    "square": _case(lambda o, a, b, m: o.square(a)),
+    "exp": _case(lambda o, a, b, m: o.exp(a)),
+    "expm1": _case(lambda o, a, b, m: o.expm1(a)),
+    "log": _case(lambda o, a, b, m: o.log(b)),
+    "log1p": _case(lambda o, a, b, m: o.log1p(a)),
+    "sin": _case(lambda o, a, b, m: o.sin(b)),
+    "cos": _case(lambda o, a, b, m: o.cos(b)),
+    "tan": _case(lambda o, a, b, m: o.tan(a)),
+    "asin": _case(lambda o, a, b, m: o.asin(a)),
+    "acos": _case(lambda o, a, b, m: o.acos(a)),
+    "atan": _case(lambda o, a, b, m: o.atan(b)),
+    "sinh": _case(lambda o, a, b, m: o.sinh(b)),
+    "cosh": _case(lambda o, a, b, m: o.cosh(b)),
+    "tanh": _case(lambda o, a, b, m: o.tanh(b)),
+    "asinh": _case(lambda o, a, b, m: o.asinh(b)),
+    "acosh": _case(lambda o, a, b, m: o.acosh(b + 1.0)),
+    "atanh": _case(lambda o, a, b, m: o.atanh(a)),
+    "isfinite": _case(lambda o, a, b, m: o.isfinite(o.where(a > 0.4, a, o.inf))),
+    "add": _case(lambda o, a, b, m: o.add(a, b)),
+    "subtract": _case(lambda o, a, b, m: o.subtract(a, b)),
+    "multiply": _case(lambda o, a, b, m: o.multiply(a, b)),
+    "divide": _case(lambda o, a, b, m: o.divide(a, b)),
+    "pow": _case(lambda o, a, b, m: o.pow(b, a)),
+    "atan2": _case(lambda o, a, b, m: o.atan2(a, b - 1.0)),
+    "maximum": _case(lambda o, a, b, m: o.maximum(a, b - 0.5)),
+    "minimum": _case(lambda o, a, b, m: o.minimum(a, b - 0.5)),
+    "sum": _case(lambda o, a, b, m: (o.sum(m, axis=0), o.sum(m), o.sum(m, axis=(0, 1)))),
+    "prod": _case(lambda o, a, b, m: (o.prod(b), o.prod(m, axis=1, keepdims=True))),
+    "mean": _case(lambda o, a, b, m: (o.mean(m, axis=1, keepdims=True), o.mean(a))),
+    "max": _case(lambda o, a, b, m: (o.max(m, axis=1), o.max(m))),
+    "min": _case(lambda o, a, b, m: (o.min(m, axis=0), o.min(m))),
+    "cumsum": _case(lambda o, a, b, m: o.cumsum(m, axis=1)),
+    "reshape": _case(lambda o, a, b, m: o.reshape(m, (9,))),
+    "stack": _case(lambda o, a, b, m: o.stack([a, b], axis=1)),
+    "concat": _case(lambda o, a, b, m: o.concat([a, b])),
+    "roll": _case(lambda o, a, b, m: (o.roll(a, 1), o.roll(m, -1, axis=1))),
+    "permute_dims": _case(lambda o, a, b, m: o.permute_dims(m, (1, 0))),
+    "expand_dims": _case(lambda o, a, b, m: o.expand_dims(a, 0)),
+    "squeeze": _case(lambda o, a, b, m: o.squeeze(o.expand_dims(a, 1), 1)),
+    "broadcast_to": _case(lambda o, a, b, m: o.broadcast_to(a, (2, 3))),
+    "flip": _case(lambda o, a, b, m: (o.flip(a), o.flip(m, axis=1))),
+    "take": _case(lambda o, a, b, m: (o.take(a, [2, 0]), o.take(m, [1, 1], axis=1))),
+    "where": _case(lambda o, a, b, m: o.where(a > 0.4, a, b)),
+    "clip": _case(lambda o, a, b, m: o.clip(b, 0.5, 1.5)),
+    "matmul": _case(lambda o, a, b, m: (o.matmul(m, a), m @ m)),
+    "vecdot": _case(lambda o, a, b, m: o.vecdot(a, b)),
+    "einsum": _case(lambda o, a, b, m: o.einsum("ij,j->i", m, a)),
+    "linalg.solve": _case(lambda o, a, b, m: o.linalg.solve(m, a)),
+    "fft.rfft": _case(lambda o, a, b, m: o.fft.rfft(m, axis=0)),
+    "fft.irfft": _case(lambda o, a, b, m: o.fft.irfft(o.fft.rfft(b), n=3)),
+    "fft.fft": _case(lambda o, a, b, m: o.fft.fft(a)),
+    "fft.ifft": _case(lambda o, a, b, m: o.fft.ifft(o.fft.fft(m, axis=1), axis=1)),
+    "asarray": lambda o: (o.asarray([1.0, 2.0]), o.asarray([1, 2])),
+    "zeros": lambda o: o.zeros((2, 3)),
+    "ones": lambda o: o.ones(3),
+    "full": lambda o: o.full((2,), 1.5),
+    "zeros_like": _case(lambda o, a, b, m: o.zeros_like(m)),
+    "ones_like": _case(lambda o, a, b, m: o.ones_like(a)),
+    "full_like": _case(lambda o, a, b, m: o.full_like(a, 2.0)),
+    "arange": lambda o: (o.arange(4), o.arange(0.0, 1.0, 0.25), o.arange(1, 7, 2)),
+    "linspace": lambda o: (o.linspace(0.0, 1.0, 5), o.linspace(0.0, 1.0, 4, endpoint=False)),
+    "eye": lambda o: (o.eye(3), o.eye(2, 3, k=1)),
+    "fft.rfftfreq": lambda o: o.fft.rfftfreq(8, 0.1),
+    "fft.fftfreq": lambda o: o.fft.fftfreq(8),
+    "scan": _case(lambda o, a, b, m: o.scan(lambda c, x: (c + x, c * x), o.asarray(1.0), a)),
+    "checkpoint": _case(lambda o, a, b, m: o.checkpoint(lambda x: o.sin(x) * x)(a)),
+    "stop_gradient": _case(lambda o, a, b, m: o.stop_gradient(a)),
+}
+
+
+def _leaves(out):
+    if isinstance(out, tuple):
+        return [leaf for item in out for leaf in _leaves(item)]
+    return [out]
+
+
+def _np(x, context):
+    return get_backend(context).to_numpy(x)
+
+
+def test_every_op_has_a_case():
+    assert sorted(CASES) == sorted(OP_NAMES)
+
+
+@pytest.mark.parametrize("context", ["numpy", "jax", "torch"])
+def test_every_op_exists(context):
+    ops = get_ops(context)
+    for dotted in OP_NAMES + CONSTANTS:
+        obj = ops
+        for part in dotted.split("."):
+            obj = getattr(obj, part)
+        assert obj is not None, dotted
+
+
+@pytest.mark.parametrize("context", ["jax", "torch"])
+@pytest.mark.parametrize("op", OP_NAMES)
+def test_op_matches_numpy(context, op):
+    want = _leaves(CASES[op](get_ops("numpy")))
+    got = _leaves(CASES[op](get_ops(context)))
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        g = _np(g, context)
+        assert g.shape == w.shape, (op, g.shape, w.shape)
+        if w.dtype.kind == "f":
+            assert g.dtype == np.float64, (op, g.dtype)
+        elif w.dtype.kind == "c":
+            assert g.dtype == np.complex128, (op, g.dtype)
+        else:
+            assert g.dtype.kind == w.dtype.kind, (op, g.dtype, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=1e-14, atol=1e-15, err_msg=op)
+
+
+@pytest.mark.parametrize("context", ["numpy", "jax", "torch"])
+def test_float32_on_request(context):
+    ops = get_ops(context, dtype="float32")
+    assert _np(ops.asarray([1.0]), context).dtype == np.float32
+    assert _np(ops.zeros(2), context).dtype == np.float32
+
+
+@pytest.mark.parametrize("context", ["numpy", "jax", "torch"])
+def test_missing_op_names_op_and_context(context):
+    with pytest.raises(simdiff.UnsupportedError, match=rf"ops.hypot .* {context!r} context"):
+        get_ops(context).hypot  # noqa: B018  (the access itself must raise)
+
+
+def test_unknown_backend_lists_valid_ones():
+    with pytest.raises(ValueError, match=r"unknown backend 'jaxx'; expected one of \['jax'"):
+        get_backend("jaxx")
+
+
+def test_taylor_is_a_context_not_a_backend():
+    with pytest.raises(simdiff.UnsupportedError, match="evaluation context"):
+        get_backend("taylor")
+
+
+def test_import_is_lazy():
+    code = "import sys, simdiff; print('jax' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_scan_needs_xs_or_length():
+    with pytest.raises(ValueError, match="needs xs or length"):
+        get_ops("numpy").scan(lambda c, x: (c, None), 0.0)
+
+
+@pytest.mark.parametrize("context", ["numpy", "torch"])
+def test_scan_length_and_pytree_carry(context):
+    ops = get_ops(context)
+    carry, ys = ops.scan(
+        lambda c, _: ({"a": c["a"] + 1.0, "b": (c["b"][0] * 2.0,)}, None),
+        {"a": ops.asarray(0.0), "b": (ops.asarray(1.0),)},
+        length=3,
+    )
+    assert float(carry["a"]) == 3.0 and float(carry["b"][0]) == 8.0 and ys is None
+
+
+def test_checkpoint_composes_with_derivatives(backend):
+    def f(x, ops):
+        step = ops.checkpoint(lambda y: ops.sin(y) * y)
+        return ops.sum(step(step(x)))
+
+    p = simdiff.Problem(f, x0=np.array([0.3, 0.9]))
+    y = np.sin(p.x0) * p.x0
+    dy = np.cos(p.x0) * p.x0 + np.sin(p.x0)
+    want = (np.cos(y) * y + np.sin(y)) * dy
+    np.testing.assert_allclose(simdiff.grad(p, backend=backend), want, rtol=1e-13)
+
+
+def test_stop_gradient_stops(backend):
+    p = simdiff.Problem(lambda x, ops: ops.sum(x * ops.stop_gradient(x)), x0=np.array([2.0, 3.0]))
+    np.testing.assert_allclose(simdiff.grad(p, backend=backend), [2.0, 3.0])

@@ -1,0 +1,1 @@
+"""Scripts that run the catalogue through check and compare and reproduce the claims."""
