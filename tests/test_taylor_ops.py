@@ -81,8 +81,8 @@ CASES = {
     "divide": lambda x, ops: ops.divide(ops.sin(x), 2.0 + x) + ops.divide(1.0, 2.0 + x),
     "pow": lambda x, ops: ops.pow(x * x + 1.0, x) + ops.pow(x + 2.0, 1.7) + ops.pow(2.0, x),
     "atan2": lambda x, ops: ops.atan2(x, x * x + 1.0),
-    "maximum": lambda x, ops: ops.maximum(x, 0.1 * x * x) + ops.maximum(x, 0.0),
-    "minimum": lambda x, ops: ops.minimum(x, 0.1 * x * x) + ops.minimum(0.0, x),
+    "maximum": lambda x, ops: ops.maximum(x, 0.1 * x * x) + ops.maximum(x, ops.zeros(3)),
+    "minimum": lambda x, ops: ops.minimum(x, 0.1 * x * x) + ops.minimum(ops.zeros(3), x),
     # reductions
     "sum": lambda x, ops: ops.sum(x**3),
     "prod": lambda x, ops: ops.prod(x + 2.0) + ops.sum(ops.prod(_outer(x, ops), axis=0)),

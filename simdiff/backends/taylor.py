@@ -162,7 +162,7 @@ class TaylorOps(LoopOps):
         if not (_is(x) or _is(y)):
             return self.base.pow(x, y)
         if _is(y):  # x ** y = exp(y log x)
-            return self.exp(self.multiply(y, self.log(x)))
+            return self.exp(self.multiply(y, self.log(x if _is(x) else self.base.asarray(x))))
         if isinstance(y, (int, float, np.integer, np.floating)) and not isinstance(y, bool):
             r = float(y)
             if r.is_integer() and abs(r) <= 1024:
