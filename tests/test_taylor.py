@@ -75,7 +75,13 @@ def test_vector_output_shape(backend):
 
 def test_results_follow_input_array_type():
     p = problems.get("seed")
-    out_t = simdiff.taylor(p, torch.tensor([0.5], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64), 3, backend="torch")
+    out_t = simdiff.taylor(
+        p,
+        torch.tensor([0.5], dtype=torch.float64),
+        torch.tensor([1.0], dtype=torch.float64),
+        3,
+        backend="torch",
+    )
     out_j = simdiff.taylor(p, jnp.array([0.5]), jnp.array([1.0]), 3, backend="jax")
     assert isinstance(out_t, torch.Tensor) and isinstance(out_j, jax.Array)
     _close(out_t.numpy(), np.asarray(out_j), rtol=1e-14)

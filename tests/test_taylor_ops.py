@@ -151,7 +151,7 @@ def test_every_op_has_a_taylor_case_and_rule():
 def test_missing_rule_names_op_and_context():
     ops = TaylorOps(NumpyOps(), 2)
     with pytest.raises(UnsupportedError, match=r"ops\.erf .*'taylor' context"):
-        ops.erf
+        _ = ops.erf
 
 
 @functools.cache
