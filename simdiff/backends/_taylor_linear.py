@@ -1,8 +1,8 @@
 """Taylor rules for the linear and bilinear operations, and ``scan`` on JAX.
 
 * ``matmul`` and ``einsum`` are bilinear: the product of two series is their
-  Cauchy product, ``C_k = sum_{j=0}^k A_j B_{k-j}``, done in one batched call
-  of the base operation; with one plain operand they act on each coefficient.
+  Cauchy product, ``C_k = sum_{j=0}^k A_j B_{k-j}`` (base calls on single
+  coefficients); with one plain operand they act on each coefficient.
 * ``linalg.solve(A, B)`` uses ``A_0 X_k = B_k - sum_{j=1}^k A_j X_{k-j}``.
 * the FFTs are linear: they act on each coefficient.
 * ``scan`` on a jax base is ``lax.scan`` with Taylor arrays as pytrees.
@@ -77,7 +77,7 @@ def einsum(T: Any, subscripts: str, *operands: Any) -> Any:
     if len(ins) != len(operands):
         raise ValueError(f"einsum: {len(ins)} subscripts for {len(operands)} operands")
     used = set("".join(ins) + out)
-    k, j = [ch for ch in "ZYXWVUTSRQPONMLKJIHGFEDCBA" if ch not in used][:2]
+    k = next(ch for ch in "ZYXWVUTSRQPONMLKJIHGFEDCBA" if ch not in used)  # the order axis
     cur_sub, cur = ins[0], operands[0]
     for i in range(1, len(operands)):
         later = set("".join(ins[i + 1 :]) + out)
@@ -85,7 +85,7 @@ def einsum(T: Any, subscripts: str, *operands: Any) -> Any:
         ell = "..." if "..." in cur_sub + nxt_sub else ""
         letters = dict.fromkeys((cur_sub + nxt_sub).replace("...", ""))
         keep = ell + "".join(ch for ch in letters if ch in later)
-        cur = _einsum2(T, cur_sub, cur, nxt_sub, nxt, keep, k, j)
+        cur = _einsum2(T, cur_sub, cur, nxt_sub, nxt, keep, k)
         cur_sub = keep
     if cur_sub != out:
         cur = _einsum1(T, cur_sub, cur, out, k)
@@ -98,24 +98,16 @@ def _einsum1(T: Any, sub: str, x: Any, out: str, k: str) -> Any:
     return T.wrap(T.base.einsum(f"{k}{sub}->{k}{out}", x.coeffs))
 
 
-def _einsum2(T: Any, sa: str, a: Any, sb: str, c: Any, out: str, k: str, j: str) -> Any:
+def _einsum2(T: Any, sa: str, a: Any, sb: str, c: Any, out: str, k: str) -> Any:
     b = T.base
     if not (_is(a) or _is(c)):
         return b.einsum(f"{sa},{sb}->{out}", a, c)
     if _is(a) and _is(c):
-        spec = f"{j}{k}{sa},{j}{k}{sb}->{j}{k}{out}"
-        return T.wrap(T.s.bilinear(a.coeffs, c.coeffs, lambda u, v: _bcast_einsum(b, spec, u, v)))
+        spec = f"{sa},{sb}->{out}"
+        return T.wrap(T.s.bilinear(a.coeffs, c.coeffs, lambda u, v: b.einsum(spec, u, v)))
     if _is(a):
         return T.wrap(b.einsum(f"{k}{sa},{sb}->{k}{out}", a.coeffs, c))
     return T.wrap(b.einsum(f"{sa},{k}{sb}->{k}{out}", a, c.coeffs))
-
-
-def _bcast_einsum(b: Any, spec: str, u: Any, v: Any) -> Any:
-    """einsum over two leading axes where ``u`` has a unit first axis (the Cauchy gather)."""
-    lead = (max(u.shape[0], v.shape[0]), max(u.shape[1], v.shape[1]))
-    u = b.broadcast_to(u, (*lead, *u.shape[2:]))
-    v = b.broadcast_to(v, (*lead, *v.shape[2:]))
-    return b.einsum(spec, u, v)
 
 
 # --------------------------------------------------------------------------- solve

