@@ -48,6 +48,9 @@ from .errors import (
     SolverError as SolverError,
 )
 from .errors import (
+    StabilityError as StabilityError,
+)
+from .errors import (
     UnsupportedError as UnsupportedError,
 )
 

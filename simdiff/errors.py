@@ -16,6 +16,7 @@ __all__ = [
     "ShapeError",
     "SimdiffError",
     "SolverError",
+    "StabilityError",
     "UnsupportedError",
 ]
 
@@ -49,6 +50,10 @@ class BackendUnavailable(SimdiffError, ImportError):
 
 class SolverError(SimdiffError, RuntimeError):
     """A numerical solver failed (step budget exhausted, step size underflow, ...)."""
+
+
+class StabilityError(SimdiffError, ValueError):
+    """An explicit time step exceeds the method's stability limit; the message names the limit."""
 
 
 class PrecisionWarning(UserWarning):

@@ -230,3 +230,41 @@ def test_hypothesis_seed_orders(x, v):
         want = problems.basic._g(np.array([x]), k)[0] * v**k
         got = simdiff.derivative(p, k, np.array([v]), np.array([x]), method="nested")
         assert math.isclose(float(got), want, rel_tol=1e-10, abs_tol=1e-10 * (1 + abs(v)) ** k)
+
+
+@pytest.mark.slow
+def test_torch_compile_matches_eager(cat):
+    p = cat["rosenbrock4"]
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    np.testing.assert_allclose(d.grad(), p.exact["grad"](p.x0), rtol=RTOL)
+    d.grad(p.x0 + 1.0)
+    assert d.compilations == 1
+
+
+def test_torch_compile_failure_is_reported_not_hidden(cat, monkeypatch):
+    p = cat["rosenbrock4"]
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+
+    def broken(fn):
+        def call(*args):
+            raise RuntimeError("Dynamo does not support this transform")
+
+        return call
+
+    monkeypatch.setattr(d.backend, "compile", broken)
+    with pytest.raises(
+        simdiff.UnsupportedError,
+        match="torch.compile failed on hessian: RuntimeError: Dynamo does not support",
+    ):
+        d.hessian()
+
+
+def test_problem_pickles_without_compiled_cache(cat):
+    import pickle
+
+    p = problems.get("rosenbrock4")
+    simdiff.grad(p)
+    assert p._cache
+    q = pickle.loads(pickle.dumps(p))
+    assert q._cache == {} and q.name == p.name
+    np.testing.assert_allclose(simdiff.grad(q), simdiff.grad(p), rtol=0)
