@@ -140,7 +140,7 @@ class TaylorOps(LoopOps):
     def subtract(self, x: Any, y: Any) -> Any:
         if not (_is(x) or _is(y)):
             return self.base.subtract(x, y)
-        return self.add(x, self.negative(y))
+        return self.add(x, self.negative(y) if _is(y) else -y)
 
     def multiply(self, x: Any, y: Any) -> Any:
         if not (_is(x) or _is(y)):
