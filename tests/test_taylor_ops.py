@@ -76,7 +76,9 @@ CASES = {
     "isfinite": lambda x, ops: ops.where(ops.isfinite(x), x**2, 0.0),
     # binary
     "add": lambda x, ops: ops.add(x, ops.sin(x)) + ops.add(1.0, x),
-    "subtract": lambda x, ops: ops.subtract(x, ops.sin(x)) - ops.subtract(1.0, x) + ops.subtract(x, 2.0),
+    "subtract": lambda x, ops: (
+        ops.subtract(x, ops.sin(x)) - ops.subtract(1.0, x) + ops.subtract(x, 2.0)
+    ),
     "multiply": lambda x, ops: ops.multiply(x, ops.sin(x)),
     "divide": lambda x, ops: ops.divide(ops.sin(x), 2.0 + x) + ops.divide(1.0, 2.0 + x),
     "pow": lambda x, ops: ops.pow(x * x + 1.0, x) + ops.pow(x + 2.0, 1.7) + ops.pow(2.0, x),
