@@ -63,7 +63,8 @@ def loop(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, n: int, ops: A
     ``done(carry)`` returns a boolean array; on eager contexts the loop ends
     when it is all true and can be read as a Python bool (not under vmap).
     """
-    if ops.name == "jax":
+    # the taylor context over jax traces like jax: no Python-level early exit there
+    if ops.name == "jax" or (ops.name == "taylor" and ops.base.name == "jax"):
         return ops.scan(body, carry, None, length=n)[0]
     for _ in range(n):
         carry = body(carry, None)[0]
