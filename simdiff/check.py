@@ -318,8 +318,8 @@ def check(
 
     for b in backends:
         if b not in runnable:
-            result.entries.append(CheckEntry("*", b, "-", message=f"{problem.name} does not run "
-                                             f"on {b} (backends={list(problem.backends)})"))  # fmt: skip
+            why = f"{problem.name} does not run on {b} (backends={list(problem.backends)})"
+            result.entries.append(CheckEntry("*", b, "-", message=why))
 
     def add(label: str, b: str, ref: str, got: Callable[[], Any], refv: Callable[[], Any],
             err: Callable[[], Any] | None, rtol: float) -> None:  # fmt: skip
@@ -466,7 +466,10 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, ds)
             refs = [("scipy-fd(ad k-1)", ref, err, True)]
             if "derivative" in ex and k <= problem.meta.get("max_exact_order", k):
                 refs.append(("exact", lambda k=k: ex["derivative"](x, k, v), None, False))
-            nested = lambda k=k: d.derivative(x, k, v, method="nested")
+
+            def nested(k: int = k) -> Any:
+                return d.derivative(x, k, v, method="nested")
+
             yield f"derivative{k}", nested, refs
             yield (f"derivative{k}.taylor", (lambda k=k: d.derivative(x, k, v, method="taylor")),
                    [("nested", nested, None, False)])  # fmt: skip
