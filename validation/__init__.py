@@ -1,0 +1,1 @@
+"""Validation: the catalogue through check and compare, and the claims experiments (claims.py)."""
