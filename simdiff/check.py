@@ -120,15 +120,27 @@ class CheckResult:
 
     def __str__(self) -> str:
         head = f"check {self.problem!r} (n={self.x.size}): {self.verdict.upper()}"
-        rows = [("derivative", "backend", "reference", "max abs", "max rel", "fd err", "tol",
-                 "verdict")]  # fmt: skip
+        rows = [
+            ("derivative", "backend", "reference", "max abs", "max rel", "fd err", "tol", "verdict")
+        ]
         for e in self.entries:
-            rows.append((e.derivative, e.backend, e.reference, f"{e.max_abs_err:.2e}",
-                         f"{e.max_rel_err:.2e}", f"{e.err_estimate:.1e}", f"{e.tol:.1e}",
-                         e.verdict + (f" ({e.message})" if e.message else "")))  # fmt: skip
+            rows.append(
+                (
+                    e.derivative,
+                    e.backend,
+                    e.reference,
+                    f"{e.max_abs_err:.2e}",
+                    f"{e.max_rel_err:.2e}",
+                    f"{e.err_estimate:.1e}",
+                    f"{e.tol:.1e}",
+                    e.verdict + (f" ({e.message})" if e.message else ""),
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(7)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r[:7], widths, strict=True)) + "  " + r[7]
-                 for r in rows]  # fmt: skip
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(r[:7], widths, strict=True)) + "  " + r[7]
+            for r in rows
+        ]
         return "\n".join([head, *lines])
 
 
@@ -206,8 +218,9 @@ def _compare(entry: CheckEntry, got: Any, ref: Any, err: Any, rtol: float, c: fl
 # --------------------------------------------------------------------------- validation
 
 
-def _validate(problem: Any, x: Any, derivatives: Sequence[str], backends: Sequence[str],
-              orders: Sequence[int]) -> tuple[np.ndarray, list[str]]:  # fmt: skip
+def _validate(
+    problem: Any, x: Any, derivatives: Sequence[str], backends: Sequence[str], orders: Sequence[int]
+) -> tuple[np.ndarray, list[str]]:
     if not isinstance(problem, Problem):
         raise TypeError(f"check expects a simdiff.Problem; got {type(problem).__name__}")
     unknown = [d for d in derivatives if d not in DERIVATIVES]
@@ -321,8 +334,15 @@ def check(
             why = f"{problem.name} does not run on {b} (backends={list(problem.backends)})"
             result.entries.append(CheckEntry("*", b, "-", message=why))
 
-    def add(label: str, b: str, ref: str, got: Callable[[], Any], refv: Callable[[], Any],
-            err: Callable[[], Any] | None, rtol: float) -> None:  # fmt: skip
+    def add(
+        label: str,
+        b: str,
+        ref: str,
+        got: Callable[[], Any],
+        refv: Callable[[], Any],
+        err: Callable[[], Any] | None,
+        rtol: float,
+    ) -> None:
         entry = CheckEntry(label, b, ref)
         result.entries.append(entry)
         try:
@@ -335,13 +355,20 @@ def check(
 
     for kind in derivatives:
         if kind in _SCALAR_ONLY and out_shape != ():
-            result.entries.append(CheckEntry(kind, "*", "-", message="scalar-only derivative; "
-                                             f"problem output shape {out_shape}"))  # fmt: skip
+            result.entries.append(
+                CheckEntry(
+                    kind,
+                    "*",
+                    "-",
+                    message=f"scalar-only derivative; problem output shape {out_shape}",
+                )
+            )
             continue
         for b in runnable:
             d = ds[b]
-            for label, got, refs in _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders,
-                                           fd_full_max_n, fd_max_n, ds):  # fmt: skip
+            for label, got, refs in _plans(
+                kind, d, problem, x, v, u, dirs, f_np, ex, orders, fd_full_max_n, fd_max_n, ds
+            ):
                 cache: dict[str, Any] = {}
 
                 def value(got=got, cache=cache):
@@ -352,8 +379,15 @@ def check(
                 for ref_name, refv, err, fd in refs:
                     add(label, b, ref_name, value, refv, err, rtol_fd if fd else rtol_x)
                 if label in first and b != runnable[0]:
-                    add(label, b, f"cross:{runnable[0]}", value, (lambda lab=label: first[lab]),
-                        None, rtol_x)  # fmt: skip
+                    add(
+                        label,
+                        b,
+                        f"cross:{runnable[0]}",
+                        value,
+                        (lambda lab=label: first[lab]),
+                        None,
+                        rtol_x,
+                    )
                 elif b == runnable[0]:
                     try:
                         first[label] = value()
@@ -460,8 +494,10 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, ds)
                 )
     elif kind == "derivative":
         for k in orders:
-            prev = _batched(lambda y, k=k: d.derivative(y, k - 1, np.tile(v, (y.shape[0], 1)),
-                                                        method="nested"), n)  # fmt: skip
+            prev = _batched(
+                lambda y, k=k: d.derivative(y, k - 1, np.tile(v, (y.shape[0], 1)), method="nested"),
+                n,
+            )
             ref, err = _fd_cached(lambda prev=prev: _fd_direction(prev, x, v))
             refs = [("scipy-fd(ad k-1)", ref, err, True)]
             if "derivative" in ex and k <= problem.meta.get("max_exact_order", k):
@@ -471,8 +507,11 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, ds)
                 return d.derivative(x, k, v, method="nested")
 
             yield f"derivative{k}", nested, refs
-            yield (f"derivative{k}.taylor", (lambda k=k: d.derivative(x, k, v, method="taylor")),
-                   [("nested", nested, None, False)])  # fmt: skip
+            yield (
+                f"derivative{k}.taylor",
+                (lambda k=k: d.derivative(x, k, v, method="taylor")),
+                [("nested", nested, None, False)],
+            )
 
 
 def _res(r: Any, attr: str) -> tuple[np.ndarray, np.ndarray]:

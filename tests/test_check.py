@@ -13,8 +13,11 @@ from simdiff.check import RTOL_EXACT, RTOL_FD, CheckResult, check, tolerance
 
 
 def _by(res: CheckResult, derivative: str, reference: str | None = None):
-    return [e for e in res.entries if e.derivative == derivative
-            and (reference is None or e.reference == reference)]  # fmt: skip
+    return [
+        e
+        for e in res.entries
+        if e.derivative == derivative and (reference is None or e.reference == reference)
+    ]
 
 
 @pytest.mark.parametrize("name", ["seed8", "rosenbrock4", "spherical"])
@@ -26,8 +29,13 @@ def test_catalogue_problems_pass(name: str) -> None:
 
 
 def test_large_n_uses_fd_of_ad_gradient_and_directions(backend: str) -> None:
-    res = check(problems.get("rosenbrock32"), derivatives=("hessian",), backends=(backend,),
-                fd_max_n=16, n_directions=2)  # fmt: skip
+    res = check(
+        problems.get("rosenbrock32"),
+        derivatives=("hessian",),
+        backends=(backend,),
+        fd_max_n=16,
+        n_directions=2,
+    )
     labels = {e.derivative for e in res.entries}
     assert labels == {"hessian.v0", "hessian.v1"}
     assert {e.reference for e in res.entries} == {"scipy-fd(ad grad)", "exact"}
@@ -51,8 +59,11 @@ def test_second_order_only_error_is_caught(backend: str) -> None:
         s = ops.stop_gradient(x)
         return ops.sum(ops.exp(s) * (1.0 + x - s))
 
-    res = check(simdiff.Problem(f, x0=np.array([0.2, -0.4])), backends=(backend,),
-                derivatives=("grad", "hessian", "hvp"))  # fmt: skip
+    res = check(
+        simdiff.Problem(f, x0=np.array([0.2, -0.4])),
+        backends=(backend,),
+        derivatives=("grad", "hessian", "hvp"),
+    )
     assert [e.verdict for e in _by(res, "grad")] == ["pass"]
     assert [e.verdict for e in _by(res, "hessian")] == ["fail"]
     assert [e.verdict for e in _by(res, "hvp")] == ["fail"]
@@ -89,8 +100,11 @@ def test_sign_error_in_one_op_fails() -> None:
 
 def test_sign_error_through_exact_of_custom_problem(backend: str) -> None:
     # A problem whose fn has a sign error in one op relative to its documented exact gradient.
-    p = simdiff.Problem(lambda x, ops: ops.sum(ops.sin(-x) * x), x0=np.array([0.3, 0.9]),
-                        exact={"grad": lambda x: np.sin(x) + x * np.cos(x)})  # fmt: skip
+    p = simdiff.Problem(
+        lambda x, ops: ops.sum(ops.sin(-x) * x),
+        x0=np.array([0.3, 0.9]),
+        exact={"grad": lambda x: np.sin(x) + x * np.cos(x)},
+    )
     res = check(p, derivatives=("grad",), backends=(backend,))
     assert [e.verdict for e in _by(res, "grad", "scipy-fd")] == ["pass"]
     assert [e.verdict for e in _by(res, "grad", "exact")] == ["fail"]
@@ -105,8 +119,11 @@ def test_tolerance_formula() -> None:
 
 @pytest.mark.parametrize("factor", [1.0, 1e3])
 def test_tolerances_scale_with_the_problem(factor: float) -> None:
-    p = simdiff.Problem(lambda x, ops: factor * ops.sum(ops.exp(2.0 * x)), x0=np.array([1.0, 2.0]),
-                        exact={"grad": lambda x: factor * 2 * np.exp(2 * x)})  # fmt: skip
+    p = simdiff.Problem(
+        lambda x, ops: factor * ops.sum(ops.exp(2.0 * x)),
+        x0=np.array([1.0, 2.0]),
+        exact={"grad": lambda x: factor * 2 * np.exp(2 * x)},
+    )
     res = check(p, derivatives=("grad",), backends=("jax",))
     assert res.passed, str(res)
     (exact,) = _by(res, "grad", "exact")
