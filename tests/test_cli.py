@@ -110,3 +110,18 @@ def test_report_runs_end_to_end_on_a_small_selection(tmp_path: Path) -> None:
     # A rerun appends a new run (the first is complete) ...
     assert main(["report", "--quick", "--problems", "seed", "--claims", "", "--out", str(out)]) == 0
     assert len(store.runs()) == 2
+
+
+def test_report_resumes_an_interrupted_run(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    store = Store(out / "simdiff.h5")
+    params = {"quick": True, "problems": ["seed"], "claims": [], "threads": 1}
+    run = store.start_run("report-quick", params)  # as an interrupted `simdiff report` left it
+    marker = {"passed": True, "n": 1, "entries": [], "marker": "from the interrupted run"}
+    store.put(run, "seed", "check", "all", marker)
+    assert main(["report", "--quick", "--problems", "seed", "--claims", "", "--out", str(out)]) == 0
+    (info,) = store.runs()
+    assert info["id"] == run and info["status"] == "complete"
+    entries = {(e["problem"], e["kind"]): e for e in store.entries(run, arrays=False)}
+    assert entries[("seed", "check")]["record"]["marker"] == "from the interrupted run"
+    assert ("seed", "compare") in entries  # the missing part was measured
