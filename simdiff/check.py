@@ -187,10 +187,35 @@ def _line(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, v: np.ndarray):
     return g
 
 
-def _fd_direction(f: Callable, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Directional derivative of ``f`` (scipy layout) at ``x`` along ``v``, and its error."""
-    res = sd.jacobian(_line(f, x, v), np.zeros(1))
-    return res.df[..., 0], res.error[..., 0]
+def default_fd_step(problem: Problem, x: np.ndarray) -> float:
+    """SciPy's initial step: ``problem.meta["fd_step"]`` or ``0.1 * max(1, max |x|)``.
+
+    ``scipy.differentiate`` starts at 0.5 by default, which sends a simulator
+    (an ODE rollout, say) far from where it is well behaved; the extrapolation
+    then shrinks the step by 2 per iteration.
+    """
+    return float(problem.meta.get("fd_step", 0.1 * max(1.0, float(np.max(np.abs(x))))))
+
+
+class FiniteDifferences:
+    """``scipy.differentiate`` with one initial step for a problem (scipy layout callables)."""
+
+    def __init__(self, step: float = 0.5) -> None:
+        self.step = float(step)
+
+    def jacobian(self, f: Callable, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        res = sd.jacobian(f, x, initial_step=self.step)
+        return np.asarray(res.df), np.asarray(res.error)
+
+    def hessian(self, f: Callable, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        res = sd.hessian(f, x, initial_step=self.step)
+        return np.asarray(res.ddf), np.asarray(res.error)
+
+    def direction(self, f: Callable, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Directional derivative of ``f`` at ``x`` along ``v``, and its error estimate."""
+        step = self.step / max(1.0, float(np.max(np.abs(v), initial=0.0)))
+        res = sd.jacobian(_line(f, x, v), np.zeros(1), initial_step=step)
+        return res.df[..., 0], res.error[..., 0]
 
 
 def _compare(entry: CheckEntry, got: Any, ref: Any, err: Any, rtol: float, c: float) -> None:
@@ -202,6 +227,10 @@ def _compare(entry: CheckEntry, got: Any, ref: Any, err: Any, rtol: float, c: fl
     err = np.zeros_like(ref) if err is None else np.broadcast_to(np.asarray(err, float), ref.shape)
     scale = max(1.0, float(np.max(np.abs(ref), initial=0.0)))
     tol = tolerance(err, scale, c=c, rtol=rtol)
+    if not np.all(np.isfinite(ref)):
+        entry.verdict = "error"
+        entry.message = "reference is not finite (for finite differences: try a smaller fd_step)"
+        return
     diff = np.abs(got - ref)
     bad = ~np.isfinite(got)
     entry.max_abs_err = float(np.max(diff, initial=0.0))
@@ -254,6 +283,7 @@ def check(
     rtol_fd: float = RTOL_FD,
     rtol_exact: float | None = None,
     seed: int = 0,
+    fd_step: float | None = None,
 ) -> CheckResult:
     """Check every derivative on every backend against SciPy, exact references and each other.
 
@@ -284,6 +314,11 @@ def check(
         ``problem.meta.get("check_rtol", 1e4 * eps)``).
     seed : int
         Seed of the random directions and cotangents.
+    fd_step : float, optional
+        SciPy's initial finite-difference step (default
+        :func:`default_fd_step`: ``problem.meta["fd_step"]`` or
+        ``0.1 * max(1, max |x|)``; along a direction ``v`` it is divided by
+        ``max |v|``).
 
     Returns
     -------
@@ -323,6 +358,7 @@ def check(
     dirs = rng.standard_normal((n_directions, n))
     ex = problem.exact
     ds = {b: Derivatives(problem, b) for b in runnable}
+    fd = FiniteDifferences(default_fd_step(problem, x) if fd_step is None else fd_step)
     if problem.supports("numpy") or not runnable:
         f_np = numpy_vectorized(problem)
     else:  # a framework-only problem (Problem.from_jax/from_torch): FD of its plain values
@@ -367,7 +403,7 @@ def check(
         for b in runnable:
             d = ds[b]
             for label, got, refs in _plans(
-                kind, d, problem, x, v, u, dirs, f_np, ex, orders, fd_full_max_n, fd_max_n, ds
+                kind, d, problem, x, v, u, dirs, f_np, ex, orders, fd_full_max_n, fd_max_n, fd
             ):
                 cache: dict[str, Any] = {}
 
@@ -376,8 +412,8 @@ def check(
                         cache["v"] = np.asarray(got(), dtype=np.float64)
                     return cache["v"]
 
-                for ref_name, refv, err, fd in refs:
-                    add(label, b, ref_name, value, refv, err, rtol_fd if fd else rtol_x)
+                for ref_name, refv, err, is_fd in refs:
+                    add(label, b, ref_name, value, refv, err, rtol_fd if is_fd else rtol_x)
                 if label in first and b != runnable[0]:
                     add(
                         label,
@@ -407,19 +443,19 @@ def _fd_cached(fn: Callable[[], tuple[np.ndarray, np.ndarray]]):
     return (lambda: get()[0]), (lambda: get()[1])
 
 
-def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, ds):
+def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, fd):
     """Yield ``(label, got, [(ref_name, ref, err, is_fd), ...])`` for one derivative."""
     n = problem.n
     if kind == "grad":
         if n <= max_n:
-            ref, err = _fd_cached(lambda: _res(sd.jacobian(f_np, x), "df"))
+            ref, err = _fd_cached(lambda: fd.jacobian(f_np, x))
             refs = [("scipy-fd", ref, err, True)]
             if "grad" in ex:
                 refs.append(("exact", lambda: ex["grad"](x), None, False))
             yield "grad", (lambda: d.grad(x)), refs
         else:
             for i, w in enumerate(dirs):
-                ref, err = _fd_cached(lambda w=w: _fd_direction(f_np, x, w))
+                ref, err = _fd_cached(lambda w=w: fd.direction(f_np, x, w))
                 refs = [("scipy-fd", ref, err, True)]
                 if "grad" in ex:
                     refs.append(("exact", lambda w=w: ex["grad"](x) @ w, None, False))
@@ -427,11 +463,11 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, ds)
     elif kind == "hessian":
         if n <= max_n:
             if n <= full_n:
-                ref, err = _fd_cached(lambda: _res(sd.hessian(f_np, x), "ddf"))
+                ref, err = _fd_cached(lambda: fd.hessian(f_np, x))
                 name = "scipy-fd"
             else:
                 g = _batched(d.grad, n)
-                ref, err = _fd_cached(lambda: _res(sd.jacobian(g, x), "df"))
+                ref, err = _fd_cached(lambda: fd.jacobian(g, x))
                 name = "scipy-fd(ad grad)"
             refs = [(name, ref, err, True)]
             if "hessian" in ex:
@@ -440,20 +476,20 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, ds)
         else:
             g = _batched(d.grad, n)
             for i, w in enumerate(dirs):
-                ref, err = _fd_cached(lambda w=w: _fd_direction(g, x, w))
+                ref, err = _fd_cached(lambda w=w: fd.direction(g, x, w))
                 refs = [("scipy-fd(ad grad)", ref, err, True)]
                 if "hessian" in ex:
                     refs.append(("exact", lambda w=w: ex["hessian"](x) @ w, None, False))
                 yield f"hessian.v{i}", (lambda w=w: d.hessian(x) @ w), refs
     elif kind == "hvp":
         g = _batched(d.grad, n)
-        ref, err = _fd_cached(lambda: _fd_direction(g, x, v))
+        ref, err = _fd_cached(lambda: fd.direction(g, x, v))
         refs = [("scipy-fd(ad grad)", ref, err, True)]
         if "hessian" in ex:
             refs.append(("exact", lambda: ex["hessian"](x) @ v, None, False))
         yield "hvp", (lambda: d.hvp(x, v)), refs
     elif kind == "jvp":
-        ref, err = _fd_cached(lambda: _fd_direction(f_np, x, v))
+        ref, err = _fd_cached(lambda: fd.direction(f_np, x, v))
         refs = [("scipy-fd", ref, err, True)]
         jac = _exact_jacobian(ex, problem)
         if jac is not None:
@@ -465,7 +501,7 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, ds)
             fy = f_np(y)
             return np.tensordot(u, fy, axes=u.ndim) if u.ndim else u * fy
 
-        ref, err = _fd_cached(lambda: _res(sd.jacobian(s, x), "df") if n <= max_n else None)
+        ref, err = _fd_cached(lambda: fd.jacobian(s, x) if n <= max_n else None)
         jac = _exact_jacobian(ex, problem)
         if n <= max_n:
             refs = [("scipy-fd", ref, err, True)]
@@ -474,19 +510,19 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, ds)
             yield "vjp", (lambda: d.vjp(x, u)), refs
         else:
             for i, w in enumerate(dirs):
-                r2, e2 = _fd_cached(lambda w=w: _fd_direction(s, x, w))
+                r2, e2 = _fd_cached(lambda w=w: fd.direction(s, x, w))
                 yield f"vjp.v{i}", (lambda w=w: d.vjp(x, u) @ w), [("scipy-fd", r2, e2, True)]
     elif kind == "jacobian":
         jac = _exact_jacobian(ex, problem)
         if n <= max_n:
-            ref, err = _fd_cached(lambda: _res(sd.jacobian(f_np, x), "df"))
+            ref, err = _fd_cached(lambda: fd.jacobian(f_np, x))
             refs = [("scipy-fd", ref, err, True)]
             if jac is not None:
                 refs.append(("exact", lambda: jac(x), None, False))
             yield "jacobian", (lambda: d.jacobian(x)), refs
         else:
             for i, w in enumerate(dirs):
-                r2, e2 = _fd_cached(lambda w=w: _fd_direction(f_np, x, w))
+                r2, e2 = _fd_cached(lambda w=w: fd.direction(f_np, x, w))
                 yield (
                     f"jacobian.v{i}",
                     (lambda w=w: d.jacobian(x) @ w),
@@ -498,7 +534,7 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, ds)
                 lambda y, k=k: d.derivative(y, k - 1, np.tile(v, (y.shape[0], 1)), method="nested"),
                 n,
             )
-            ref, err = _fd_cached(lambda prev=prev: _fd_direction(prev, x, v))
+            ref, err = _fd_cached(lambda prev=prev: fd.direction(prev, x, v))
             refs = [("scipy-fd(ad k-1)", ref, err, True)]
             if "derivative" in ex and k <= problem.meta.get("max_exact_order", k):
                 refs.append(("exact", lambda k=k: ex["derivative"](x, k, v), None, False))
@@ -512,10 +548,6 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, ds)
                 (lambda k=k: d.derivative(x, k, v, method="taylor")),
                 [("nested", nested, None, False)],
             )
-
-
-def _res(r: Any, attr: str) -> tuple[np.ndarray, np.ndarray]:
-    return np.asarray(getattr(r, attr)), np.asarray(r.error)
 
 
 def _exact_jacobian(ex: dict[str, Callable], problem: Problem) -> Callable | None:

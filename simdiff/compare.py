@@ -154,27 +154,26 @@ def _ad_builder(backend: str, compile: bool = False) -> Builder:
 
 
 def _scipy_fd(problem: Problem, task: Task) -> Callable[[], Any]:
-    import scipy.differentiate as sd
-
-    from .check import _fd_direction, numpy_vectorized
+    from .check import FiniteDifferences, default_fd_step, numpy_vectorized
 
     if task.batch:
         raise UnsupportedError("scipy-fd is compared at single points only, not batched x")
     f, x, k = numpy_vectorized(problem), task.x, task.kind
+    fd = FiniteDifferences(default_fd_step(problem, x))
     if k == "derivative":
         if task.order != 1:
             raise UnsupportedError(
                 f"scipy.differentiate gives first derivatives only (asked for order {task.order})"
             )
-        return lambda: _fd_direction(f, x, task.v)[0]
+        return lambda: fd.direction(f, x, task.v)[0]
     table: dict[str, Callable[[], Any]] = {
         "value": lambda: f(x[:, None])[..., 0],
-        "grad": lambda: sd.jacobian(f, x).df,
-        "jacobian": lambda: sd.jacobian(f, x).df,
-        "hessian": lambda: sd.hessian(f, x).ddf,
-        "hvp": lambda: sd.hessian(f, x).ddf @ task.v,
-        "jvp": lambda: _fd_direction(f, x, task.v)[0],
-        "vjp": lambda: np.tensordot(task.u, sd.jacobian(f, x).df, axes=task.u.ndim),
+        "grad": lambda: fd.jacobian(f, x)[0],
+        "jacobian": lambda: fd.jacobian(f, x)[0],
+        "hessian": lambda: fd.hessian(f, x)[0],
+        "hvp": lambda: fd.hessian(f, x)[0] @ task.v,
+        "jvp": lambda: fd.direction(f, x, task.v)[0],
+        "vjp": lambda: np.tensordot(task.u, fd.jacobian(f, x)[0], axes=task.u.ndim),
     }
     return table[k]
 
