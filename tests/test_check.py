@@ -158,3 +158,16 @@ def test_simdiff_check_is_callable_after_module_import() -> None:
 
     assert callable(simdiff.check) and callable(module)
     assert simdiff.check(problems.get("seed"), derivatives=("grad",), backends=("jax",)).passed
+
+
+def test_ode_rollout_passes_with_the_default_fd_step(backend: str) -> None:
+    # SciPy's own initial step (0.5) sends a Lotka-Volterra rollout to overflow; the
+    # scale-aware default keeps the reference finite.
+    from validation.simulators import lotka_volterra
+
+    p = lotka_volterra(20)
+    res = check(p, derivatives=("grad", "hvp"), backends=(backend,))
+    assert res.passed, str(res)
+    with np.errstate(all="ignore"):
+        big = check(p, derivatives=("grad",), backends=(backend,), fd_step=5.0)
+    assert [e.verdict for e in _by(big, "grad", "scipy-fd")] in (["error"], ["fail"])

@@ -103,7 +103,7 @@ def run_catalogue(
     Returns True when every check passed.
     """
     ok = True
-    reps = repeats or (3 if quick else 9)
+    reps = repeats or (5 if quick else 9)
     for name in progress(list(names)):
         done_check = store.has(run, name, "check", "all")
         done_compare = store.has(run, name, "compare", "all")

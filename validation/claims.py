@@ -99,7 +99,7 @@ def C1(ctx: ClaimsContext) -> dict[str, Any]:
     p = seed(1)
     x = np.linspace(-2.0, 2.0, 10_000)[:, None]
     orders = [f"derivative{k}" for k in (1, 2, 3)]
-    reps = ctx.pick(3, 7)
+    reps = ctx.pick(5, 9)
     r = compare(p, orders, ["jax-jit", "torch-eager"], x=x, repeats=reps)
     rc = compare(p, ["derivative3"], ["jax-jit", "torch-compile"], x=x, repeats=reps)
     ctx.cache["C1"] = {"eager": r, "compile": rc}
@@ -320,7 +320,7 @@ def C5(ctx: ClaimsContext) -> dict[str, Any]:
         rosenbrock(4),
         ["hessian", "derivative3"],
         ["jax-jit", "torch-eager", "torch-compile"],
-        repeats=ctx.pick(3, 7),
+        repeats=ctx.pick(5, 9),
     )
     ratio = eager.steady_s / tc.steady_s if tc.status == "ok" else math.nan
     lines = []
@@ -492,7 +492,7 @@ def C8(ctx: ClaimsContext) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind, unrolled in (("scan", False), ("unrolled", True)):
         p = lotka_volterra(steps, unrolled=unrolled)
-        r = compare(p, ["grad"], ["jax-jit"], repeats=ctx.pick(3, 7), memory=False)
+        r = compare(p, ["grad"], ["jax-jit"], repeats=ctx.pick(5, 9), memory=False)
         e = r.get("grad", "jax-jit")
         out[kind] = {"compile_s": e.first_call_s, "steady_s": e.steady_s, "value": e.value}
     agree = float(np.max(np.abs(out["scan"].pop("value") - out["unrolled"].pop("value"))))
@@ -530,7 +530,7 @@ def C9(ctx: ClaimsContext) -> dict[str, Any]:
     p = seed(8)
     res = simdiff.check(p, derivatives=("hessian", "hvp", "jvp", "derivative"), orders=(3,))
     r = compare(
-        p, ["hessian", "hvp", "derivative3"], ["jax-jit", "torch-eager"], repeats=ctx.pick(3, 7)
+        p, ["hessian", "hvp", "derivative3"], ["jax-jit", "torch-eager"], repeats=ctx.pick(5, 9)
     )
     cross = [e for e in res.entries if e.reference.startswith("cross:")]
     worst = max((e.max_rel_err for e in cross), default=math.nan)
