@@ -165,12 +165,19 @@ def numpy_vectorized(problem: Problem) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _batched(fn: Callable[[np.ndarray], np.ndarray], n: int) -> Callable[[np.ndarray], np.ndarray]:
-    """Wrap a batched AD callable (``(batch, n) -> (batch, out...)``) for scipy's layout."""
+    """Wrap a batched AD callable (``(batch, n) -> (batch, out...)``) for scipy's layout.
+
+    SciPy shrinks the batch as elements converge; the points are padded to the
+    next power of two so that JAX compiles a handful of shapes, not one per call.
+    """
 
     def f(x: np.ndarray) -> np.ndarray:
         batch = x.shape[1:]
         pts = np.moveaxis(x.reshape(n, -1), 0, -1)
-        y = np.asarray(fn(np.ascontiguousarray(pts)))
+        count = pts.shape[0]
+        size = 1 << max(0, count - 1).bit_length()
+        padded = np.concatenate([pts, np.broadcast_to(pts[:1], (size - count, n))])
+        y = np.asarray(fn(np.ascontiguousarray(padded)))[:count]
         y = np.moveaxis(y, 0, -1)
         return y.reshape(y.shape[:-1] + batch)
 

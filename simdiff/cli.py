@@ -161,19 +161,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(r)
         print()
         if store and run:
-            store.put(
-                run,
-                label,
-                "compare",
-                "all",
-                {
-                    "baseline": r.baseline,
-                    "threads": r.threads,
-                    "n": r.n,
-                    "batch": r.batch,
-                    "entries": [e.record() for e in r.entries],
-                },
-            )
+            store.put(run, label, "compare", "all", r.record())
     if store and run:
         store.finish_run(run)
     return 0

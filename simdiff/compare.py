@@ -326,6 +326,16 @@ class CompareResult:
     threads: dict[str, Any]
     entries: list[CompareEntry] = field(default_factory=list)
 
+    def record(self) -> dict[str, Any]:
+        """Plain-dict form for the store: baseline, threads, sizes and the entries' records."""
+        return {
+            "baseline": self.baseline,
+            "threads": self.threads,
+            "n": self.n,
+            "batch": self.batch,
+            "entries": [e.record() for e in self.entries],
+        }
+
     def get(self, derivative: str, config: str) -> CompareEntry:
         for e in self.entries:
             if e.derivative == derivative and e.config == config:

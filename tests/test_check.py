@@ -160,6 +160,7 @@ def test_simdiff_check_is_callable_after_module_import() -> None:
     assert simdiff.check(problems.get("seed"), derivatives=("grad",), backends=("jax",)).passed
 
 
+@pytest.mark.slow
 def test_ode_rollout_passes_with_the_default_fd_step(backend: str) -> None:
     # SciPy's own initial step (0.5) sends a Lotka-Volterra rollout to overflow; the
     # scale-aware default keeps the reference finite.

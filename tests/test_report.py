@@ -40,19 +40,7 @@ def test_report_from_a_store_run(tmp_path: Path) -> None:
         {"passed": res.passed, "n": p.n, "entries": [asdict(e) for e in res.entries]},
     )
     r = compare(p, ["grad"], ["jax-jit", "scipy-fd"], repeats=2)
-    s.put(
-        run,
-        "rosenbrock4",
-        "compare",
-        "all",
-        {
-            "baseline": r.baseline,
-            "n": r.n,
-            "batch": r.batch,
-            "threads": r.threads,
-            "entries": [e.record() for e in r.entries],
-        },
-    )
+    s.put(run, "rosenbrock4", "compare", "all", r.record())
     s.put(run, "rosenbrock4", "skipped", "torch-compile", {"reason": "left out of --quick"})
     s.put(
         run,

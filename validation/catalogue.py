@@ -152,14 +152,7 @@ def run_catalogue(
                 name,
                 "compare",
                 "all",
-                {
-                    "baseline": r.baseline,
-                    "threads": r.threads,
-                    "n": r.n,
-                    "batch": r.batch,
-                    "seconds": time.perf_counter() - t0,
-                    "entries": [e.record() for e in r.entries],
-                },
+                {**r.record(), "seconds": time.perf_counter() - t0},
                 arrays=_compare_arrays(r),
             )
             log(f"{name}: compare done in {time.perf_counter() - t0:.1f} s")
