@@ -4,14 +4,13 @@ The report reads only the store (:class:`simdiff.store.Store`), so it can be
 rewritten from a finished or interrupted run without measuring again.  Entry
 conventions it understands (written by ``validation/`` and the CLI):
 
-========================  ==========  ==========  ==========================================
-problem                   kind        config      record
-========================  ==========  ==========  ==========================================
-catalogue name            ``check``   ``all``     ``passed``, ``entries`` (CheckEntry dicts)
-catalogue name            ``compare`` ``all``     ``entries`` (CompareEntry dicts), ``baseline``
-catalogue name            ``skipped`` any         ``reason``
-``claims``                ``C1``..    ``claim``   the claim dict of ``validation/claims.py``
-========================  ==========  ==========  ==========================================
+| problem | kind | config | record |
+|---|---|---|---|
+| catalogue name | `check` | `all` | `passed`, `entries` (CheckEntry dicts) |
+| catalogue name | `compare` | `all` | `entries` (CompareEntry dicts), `baseline` |
+| catalogue name | `literature` | `all` | `rows` (validation/literature.py) |
+| catalogue name | `skipped` | any | `reason` |
+| `claims` | `C1`..`C9` | `claim` | the claim dict of validation/claims.py |
 """
 
 from __future__ import annotations
@@ -224,6 +223,9 @@ def write_report(
     ]
     lines += _claims_section(claims, out)
     lines += _check_section(checks)
+    lines += _literature_section(
+        {e["problem"]: e["record"] for e in entries if e["kind"] == "literature"}
+    )
     lines += _compare_section(compares, out)
     if skipped:
         lines += ["## Skipped", ""]
@@ -335,6 +337,21 @@ def _check_section(checks: dict[str, dict]) -> list[str]:
             "failures",
         ],
         rows,
+    )
+    return [*lines, ""]
+
+
+def _literature_section(lits: dict[str, dict]) -> list[str]:
+    rows = [
+        [name, r["key"], r["quoted"], r["measured"], r["tol"], r["verdict"], r["note"]]
+        for name, rec in lits.items()
+        for r in rec.get("rows", [])
+    ]
+    if not rows:
+        return []
+    lines = ["## Literature values", ""]
+    lines += _table(
+        ["problem", "value", "quoted", "measured", "tolerance", "verdict", "note"], rows
     )
     return [*lines, ""]
 

@@ -20,6 +20,8 @@ from simdiff.check import check
 from simdiff.compare import compare
 from simdiff.store import Store
 
+from .literature import reproduce
+
 __all__ = ["Plan", "plan", "run_catalogue"]
 
 #: Sizes above which a derivative is left out of the quick / full preset.
@@ -98,15 +100,17 @@ def run_catalogue(
     progress: Callable[[Iterable[Any]], Iterable[Any]] = iter,
     log: Callable[[str], None] = lambda s: None,
 ) -> bool:
-    """Check and compare each named problem into ``run``; resumes by skipping stored entries.
+    """Check, reproduce literature values and compare each named problem into ``run``.
 
-    Returns True when every check passed.
+    Entries already in the run are skipped (a resumed run).  Returns True when
+    every check passed and no literature value failed.
     """
     ok = True
     reps = repeats or (5 if quick else 9)
     for name in progress(list(names)):
         done_check = store.has(run, name, "check", "all")
         done_compare = store.has(run, name, "compare", "all")
+        done_lit = store.has(run, name, "literature", "all")
         if done_check:
             rec = next(
                 e
@@ -114,7 +118,7 @@ def run_catalogue(
                 if e["problem"] == name and e["kind"] == "check"
             )
             ok &= bool(rec["record"]["passed"])
-        if done_check and done_compare:
+        if done_check and done_compare and done_lit:
             log(f"{name}: already in the store, skipped (resumed run)")
             continue
         try:
@@ -144,6 +148,12 @@ def run_catalogue(
             )
             log(f"{name}: check {res.verdict}")
             ok &= res.passed
+        if not done_lit:
+            rows = reproduce(problem)
+            store.put(run, name, "literature", "all", {"rows": rows})
+            ok &= all(r["verdict"] != "fail" for r in rows)
+            if rows:
+                log(f"{name}: literature values {[r['verdict'] for r in rows]}")
         if not done_compare:
             t0 = time.perf_counter()
             r = compare(problem, pl.compare_derivatives, pl.configs, repeats=reps)
