@@ -1,7 +1,10 @@
 """Run the catalogue (``problems.names()``) through check and compare into a results store.
 
 Which derivatives and configurations each problem gets depends on its size,
-its output (scalar or vector), the backends it runs on and the preset; every
+its output (scalar or vector), its tags (in ``--quick``, problems tagged
+``pde``, ``large``, ``stiff`` or ``chaotic``, or neither ``small`` nor
+``closed-form``, get the gradient or JVP/VJP only), the backends it runs on and
+the preset; every
 choice that leaves something out is written to the store as a ``skipped``
 entry with its reason, so the report says what was not measured and why.
 """
@@ -27,6 +30,8 @@ __all__ = ["Plan", "plan", "run_catalogue"]
 #: Sizes above which a derivative is left out of the quick / full preset.
 HESSIAN_MAX_N = {True: 256, False: 2048}
 FD_CONFIG_MAX_N = 16
+#: Tags of problems whose higher derivatives are left to the full preset.
+HEAVY_TAGS = {"pde", "large", "stiff", "chaotic"}
 
 
 @dataclass
@@ -54,6 +59,20 @@ def plan(problem: simdiff.Problem, quick: bool) -> Plan:
     else:
         checks = ("jvp", "vjp", "jacobian", "derivative")
         comp = ["jacobian", "jvp", "vjp"]
+    tags = set(problem.meta.get("tags", ()))
+    heavy = bool(tags & HEAVY_TAGS) or not (tags & {"small", "closed-form"})
+    if quick and heavy:
+        keep = ("grad",) if scalar else ("jvp", "vjp")
+        left = [c for c in checks if c not in keep]
+        checks = keep
+        comp = [c for c in comp if c in keep]
+        skipped.append(
+            (
+                f"check {', '.join(left)}",
+                "--quick: a simulator whose derivatives take "
+                f"long to compile (tags {sorted(tags)}); the full preset checks them",
+            )
+        )
     orders = (2,) if quick else (2, 3)
     configs = [c for c, b in (("jax-jit", "jax"), ("torch-eager", "torch")) if problem.supports(b)]
     for b in ("jax", "torch"):
