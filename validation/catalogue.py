@@ -43,6 +43,7 @@ class Plan:
     compare_derivatives: list[str]
     configs: list[str]
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    heavy: bool = False
 
 
 def plan(problem: simdiff.Problem, quick: bool) -> Plan:
@@ -96,7 +97,7 @@ def plan(problem: simdiff.Problem, quick: bool) -> Plan:
         skipped.append(
             ("scipy-fd / numdifftools timing", f"n={n} > {FD_CONFIG_MAX_N} or no numpy context")
         )
-    return Plan(checks, orders, comp, configs, skipped)
+    return Plan(checks, orders, comp, configs, skipped, heavy)
 
 
 def _compare_arrays(result: Any) -> dict[str, np.ndarray]:
@@ -175,7 +176,12 @@ def run_catalogue(
                 log(f"{name}: literature values {[r['verdict'] for r in rows]}")
         if not done_compare:
             t0 = time.perf_counter()
-            r = compare(problem, pl.compare_derivatives, pl.configs, repeats=reps)
+            r = compare(
+                problem,
+                pl.compare_derivatives,
+                pl.configs,
+                repeats=3 if quick and pl.heavy and not repeats else reps,
+            )
             store.put(
                 run,
                 name,
