@@ -226,6 +226,22 @@ def default_fd_step(problem: Problem, x: np.ndarray) -> float:
     return float(problem.meta.get("fd_step", 0.1 * max(1.0, float(np.max(np.abs(x))))))
 
 
+def fd_floor(problem: Problem, rtol: float = RTOL_FD) -> float:
+    """Relative floor of finite-difference comparisons for ``problem``.
+
+    ``max(rtol, problem.meta["fd_rtol"], 100 * problem.solver.rtol)``: an
+    adaptive solver's accepted steps change with the input, so finite
+    differences of its output differ from the derivative of the discrete solver
+    (which AD computes) by about the solver tolerance, and chaotic systems
+    amplify that.  Exact and cross-backend references stay tight.
+    """
+    floor = max(float(rtol), float(problem.meta.get("fd_rtol", 0.0)))
+    solver_rtol = getattr(getattr(problem, "solver", None), "rtol", None)
+    if isinstance(solver_rtol, (int, float)) and solver_rtol > 0:
+        floor = max(floor, 100.0 * float(solver_rtol))
+    return floor
+
+
 class FiniteDifferences:
     """``scipy.differentiate`` with one initial step for a problem (scipy layout callables)."""
 
@@ -337,7 +353,9 @@ def check(
         above it, ``n_directions`` random directions ``v`` are checked
         (``grad . v``, ``H v``, ``J v`` against directional finite differences).
     c, rtol_fd : float
-        Tolerance constants for finite-difference references (see below).
+        Tolerance constants for finite-difference references (see below);
+        ``rtol_fd`` is raised by :func:`fd_floor` for problems with an
+        adaptive solver or ``meta["fd_rtol"]``.
     rtol_exact : float, optional
         Relative tolerance for exact and cross-backend references (default
         ``problem.meta["check_rtol"]``, else ``problem.meta["rtol"]`` (the
@@ -382,6 +400,7 @@ def check(
     if rtol_exact is None:
         rtol_exact = float(problem.meta.get("check_rtol", problem.meta.get("rtol", RTOL_EXACT)))
     rtol_x = max(float(rtol_exact), RTOL_EXACT)
+    rtol_fd = fd_floor(problem, rtol_fd)
     result = CheckResult(problem.name, x)
     rng = np.random.default_rng(seed)
     n = problem.n

@@ -172,3 +172,18 @@ def test_ode_rollout_passes_with_the_default_fd_step(backend: str) -> None:
     with np.errstate(all="ignore"):
         big = check(p, derivatives=("grad",), backends=(backend,), fd_step=5.0)
     assert [e.verdict for e in _by(big, "grad", "scipy-fd")] in (["error"], ["fail"])
+
+
+def test_fd_floor_follows_an_adaptive_solver_tolerance() -> None:
+    from simdiff.check import fd_floor
+
+    p = problems.get("seed")
+    assert fd_floor(p) == RTOL_FD
+    p.meta["fd_rtol"] = 1e-6
+    assert fd_floor(p) == 1e-6
+
+    class Solver:
+        rtol = 1e-7
+
+    p.solver = Solver()
+    assert fd_floor(p) == pytest.approx(1e-5)
