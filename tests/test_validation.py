@@ -31,6 +31,7 @@ def test_plan_heavy_problem_in_quick_says_what_it_leaves_out() -> None:
     assert "scipy-fd / numdifftools timing" in reasons
     v = simdiff.Problem(lambda x, ops: x * 2.0, x0=np.zeros(3), meta={"tags": ("large",)})
     assert plan(v, quick=True).check_derivatives == ("jvp", "vjp")
+    assert plan(v, quick=True).compare_derivatives == ["jvp"]
 
 
 def test_speed_verdict_rule() -> None:

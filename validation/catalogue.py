@@ -2,8 +2,9 @@
 
 Which derivatives and configurations each problem gets depends on its size,
 its output (scalar or vector), its tags (in ``--quick``, problems tagged
-``pde``, ``large``, ``stiff`` or ``chaotic``, or neither ``small`` nor
-``closed-form``, get the gradient or JVP/VJP only), the backends it runs on and
+``pde``, ``ode``, ``large``, ``stiff`` or ``chaotic``, or neither ``small``
+nor ``closed-form``, are checked on the gradient or JVP/VJP only and timed on
+the gradient or JVP only), the backends it runs on and
 the preset; every
 choice that leaves something out is written to the store as a ``skipped``
 entry with its reason, so the report says what was not measured and why.
@@ -31,7 +32,7 @@ __all__ = ["Plan", "plan", "run_catalogue"]
 HESSIAN_MAX_N = {True: 256, False: 2048}
 FD_CONFIG_MAX_N = 16
 #: Tags of problems whose higher derivatives are left to the full preset.
-HEAVY_TAGS = {"pde", "large", "stiff", "chaotic"}
+HEAVY_TAGS = {"pde", "ode", "large", "stiff", "chaotic"}
 
 
 @dataclass
@@ -66,7 +67,7 @@ def plan(problem: simdiff.Problem, quick: bool) -> Plan:
         keep = ("grad",) if scalar else ("jvp", "vjp")
         left = [c for c in checks if c not in keep]
         checks = keep
-        comp = [c for c in comp if c in keep]
+        comp = [keep[0]]
         skipped.append(
             (
                 f"check {', '.join(left)}",
