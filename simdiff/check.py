@@ -226,41 +226,72 @@ def default_fd_step(problem: Problem, x: np.ndarray) -> float:
     return float(problem.meta.get("fd_step", 0.1 * max(1.0, float(np.max(np.abs(x))))))
 
 
+def solver_floor(problem: Problem) -> float:
+    """``100 * problem.solver.rtol`` for problems with an adaptive solver, else 0.
+
+    An adaptive solver's accepted steps change with the input, so finite
+    differences of its output differ from the derivative of the discrete solver
+    (which AD computes) by about the solver tolerance (chaotic systems amplify
+    it), and a closed-form reference of the continuous problem differs from the
+    discrete solution by as much.  Cross-backend comparisons stay tight.
+    """
+    solver_rtol = getattr(getattr(problem, "solver", None), "rtol", None)
+    if isinstance(solver_rtol, (int, float)) and solver_rtol > 0:
+        return 100.0 * float(solver_rtol)
+    return 0.0
+
+
 def fd_floor(problem: Problem, rtol: float = RTOL_FD) -> float:
     """Relative floor of finite-difference comparisons for ``problem``.
 
-    ``max(rtol, problem.meta["fd_rtol"], 100 * problem.solver.rtol)``: an
-    adaptive solver's accepted steps change with the input, so finite
-    differences of its output differ from the derivative of the discrete solver
-    (which AD computes) by about the solver tolerance, and chaotic systems
-    amplify that.  Exact and cross-backend references stay tight.
+    ``max(rtol, problem.meta["fd_rtol"], solver_floor(problem))``.
     """
-    floor = max(float(rtol), float(problem.meta.get("fd_rtol", 0.0)))
-    solver_rtol = getattr(getattr(problem, "solver", None), "rtol", None)
-    if isinstance(solver_rtol, (int, float)) and solver_rtol > 0:
-        floor = max(floor, 100.0 * float(solver_rtol))
-    return floor
+    return max(float(rtol), float(problem.meta.get("fd_rtol", 0.0)), solver_floor(problem))
 
 
 class FiniteDifferences:
-    """``scipy.differentiate`` with one initial step for a problem (scipy layout callables)."""
+    """``scipy.differentiate`` with one initial step for a problem (scipy layout callables).
+
+    A reference that comes out non-finite (the first, largest step left the
+    region where the simulator is well behaved) is recomputed with the initial
+    step divided by 10, twice at most.
+    """
 
     def __init__(self, step: float = 0.5) -> None:
         self.step = float(step)
 
+    def _retry(self, run: Callable[[float], tuple[Any, Any]]) -> tuple[np.ndarray, np.ndarray]:
+        for k in range(3):
+            with np.errstate(all="ignore"):
+                df, err = run(self.step / 10.0**k)
+            df, err = np.asarray(df), np.asarray(err)
+            if np.all(np.isfinite(df)):
+                break
+        return df, err
+
     def jacobian(self, f: Callable, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        res = sd.jacobian(f, x, initial_step=self.step)
-        return np.asarray(res.df), np.asarray(res.error)
+        def run(h: float) -> tuple[Any, Any]:
+            res = sd.jacobian(f, x, initial_step=h)
+            return res.df, res.error
+
+        return self._retry(run)
 
     def hessian(self, f: Callable, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        res = sd.hessian(f, x, initial_step=self.step)
-        return np.asarray(res.ddf), np.asarray(res.error)
+        def run(h: float) -> tuple[Any, Any]:
+            res = sd.hessian(f, x, initial_step=h)
+            return res.ddf, res.error
+
+        return self._retry(run)
 
     def direction(self, f: Callable, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Directional derivative of ``f`` at ``x`` along ``v``, and its error estimate."""
-        step = self.step / max(1.0, float(np.max(np.abs(v), initial=0.0)))
-        res = sd.jacobian(_line(f, x, v), np.zeros(1), initial_step=step)
-        return res.df[..., 0], res.error[..., 0]
+        scale = max(1.0, float(np.max(np.abs(v), initial=0.0)))
+
+        def run(h: float) -> tuple[Any, Any]:
+            res = sd.jacobian(_line(f, x, v), np.zeros(1), initial_step=h / scale)
+            return res.df[..., 0], res.error[..., 0]
+
+        return self._retry(run)
 
 
 def _compare(entry: CheckEntry, got: Any, ref: Any, err: Any, rtol: float, c: float) -> None:
@@ -355,7 +386,8 @@ def check(
     c, rtol_fd : float
         Tolerance constants for finite-difference references (see below);
         ``rtol_fd`` is raised by :func:`fd_floor` for problems with an
-        adaptive solver or ``meta["fd_rtol"]``.
+        adaptive solver or ``meta["fd_rtol"]``, and the exact-reference
+        tolerance by :func:`solver_floor`.
     rtol_exact : float, optional
         Relative tolerance for exact and cross-backend references (default
         ``problem.meta["check_rtol"]``, else ``problem.meta["rtol"]`` (the
@@ -401,6 +433,7 @@ def check(
         rtol_exact = float(problem.meta.get("check_rtol", problem.meta.get("rtol", RTOL_EXACT)))
     rtol_x = max(float(rtol_exact), RTOL_EXACT)
     rtol_fd = fd_floor(problem, rtol_fd)
+    rtol_ex = max(rtol_x, solver_floor(problem))
     result = CheckResult(problem.name, x)
     rng = np.random.default_rng(seed)
     n = problem.n
@@ -465,7 +498,8 @@ def check(
                     return cache["v"]
 
                 for ref_name, refv, err, is_fd in refs:
-                    add(label, b, ref_name, value, refv, err, rtol_fd if is_fd else rtol_x)
+                    rtol = rtol_fd if is_fd else (rtol_ex if ref_name == "exact" else rtol_x)
+                    add(label, b, ref_name, value, refv, err, rtol)
                 if label in first and b != runnable[0]:
                     add(
                         label,
