@@ -169,7 +169,7 @@ def C2(ctx: ClaimsContext) -> dict[str, Any]:
 
     Verdict on torch.func.vmap / jax.vmap steady time (>= 1.5 confirmed).
     """
-    steps = ctx.pick(50, 200)
+    steps = ctx.pick(25, 200)
     p = lotka_volterra(steps)
     rng = np.random.default_rng(1)
     x = p.x0 * (1 + 0.05 * rng.standard_normal((64, 4)))
