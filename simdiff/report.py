@@ -38,6 +38,8 @@ def _fmt_t(t: Any) -> str:
 
 
 def _fmt_x(v: Any, spec: str = ".2f") -> str:
+    if isinstance(v, (int, float)) and math.isinf(v):
+        return "inf" if v > 0 else "-inf"
     if v is None or not isinstance(v, (int, float)) or not math.isfinite(v):
         return "-"
     return format(v, spec)
