@@ -69,8 +69,8 @@ def tolerance(err_estimate: Any, scale: float, *, c: float = C_ERR, rtol: float 
     --------
     >>> import numpy as np
     >>> from simdiff.check import tolerance
-    >>> float(tolerance(np.array(1e-10), 1.0, rtol=1e-8))
-    1.01e-08
+    >>> round(float(tolerance(np.array(1e-10), 1.0, rtol=1e-8)), 12)
+    1.1e-08
     """
     return c * np.abs(np.asarray(err_estimate, dtype=np.float64)) + rtol * float(scale)
 

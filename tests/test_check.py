@@ -20,7 +20,9 @@ def _by(res: CheckResult, derivative: str, reference: str | None = None):
     ]
 
 
-@pytest.mark.parametrize("name", ["seed8", "rosenbrock4", "spherical"])
+@pytest.mark.parametrize(
+    "name", [pytest.param("seed8", marks=pytest.mark.slow), "rosenbrock4", "spherical"]
+)
 def test_catalogue_problems_pass(name: str) -> None:
     res = check(problems.get(name))
     assert res.passed, str(res)
