@@ -24,8 +24,12 @@ def _g(x: np.ndarray, k: int) -> np.ndarray:
     if k == 3:
         return -8 * x**3 * c2 - 12 * x * s2 + ex * s * c**2 + 3 * ex * s * c
     if k == 4:
-        return (16 * x**4 * s2 - 48 * x**2 * c2 + ex * (c**4 + 6 * c**3 + 5 * c**2 - 5 * c - 3)
-                - 12 * s2)  # fmt: skip
+        return (
+            16 * x**4 * s2
+            - 48 * x**2 * c2
+            + ex * (c**4 + 6 * c**3 + 5 * c**2 - 5 * c - 3)
+            - 12 * s2
+        )
     raise ValueError(f"closed forms of the seed function exist for orders 0..4; got {k}")
 
 
@@ -58,8 +62,11 @@ def seed(n: int = 1) -> simdiff.Problem:
             "derivative": lambda x, k, v: np.sum(_g(x, k) * v**k),
             "derivative_tensor": _seed_tensor,
         },
-        meta={"tags": ("closed-form", "small", "seed"), "max_exact_order": 4,
-              "citation": "shared/claims.md C1"},  # fmt: skip
+        meta={
+            "tags": ("closed-form", "small", "seed"),
+            "max_exact_order": 4,
+            "citation": "shared/claims.md C1",
+        },
     )
 
 
@@ -83,8 +90,11 @@ def rosenbrock(n: int = 4) -> simdiff.Problem:
             "grad": scipy.optimize.rosen_der,
             "hessian": scipy.optimize.rosen_hess,
         },
-        meta={"tags": ("closed-form", "small", "optimisation"), "minimum": np.ones(n),
-              "citation": "Rosenbrock (1960), Comput. J. 3, 175"},  # fmt: skip
+        meta={
+            "tags": ("closed-form", "small", "optimisation"),
+            "minimum": np.ones(n),
+            "citation": "Rosenbrock (1960), Comput. J. 3, 175",
+        },
     )
 
 
@@ -94,14 +104,20 @@ def rosenbrock(n: int = 4) -> simdiff.Problem:
 def spherical_fn(x, ops):
     """(r, theta, phi) -> (r sin(theta) cos(phi), r sin(theta) sin(phi), r cos(theta))."""
     r, th, ph = x[0], x[1], x[2]
-    return ops.stack([r * ops.sin(th) * ops.cos(ph), r * ops.sin(th) * ops.sin(ph), r * ops.cos(th)])
+    return ops.stack(
+        [r * ops.sin(th) * ops.cos(ph), r * ops.sin(th) * ops.sin(ph), r * ops.cos(th)]
+    )
 
 
 def _spherical_jac(x: np.ndarray) -> np.ndarray:
     r, th, ph = x
     st, ct, sp, cp = math.sin(th), math.cos(th), math.sin(ph), math.cos(ph)
     return np.array(
-        [[st * cp, r * ct * cp, -r * st * sp], [st * sp, r * ct * sp, r * st * cp], [ct, -r * st, 0.0]]
+        [
+            [st * cp, r * ct * cp, -r * st * sp],
+            [st * sp, r * ct * sp, r * st * cp],
+            [ct, -r * st, 0.0],
+        ]
     )
 
 
@@ -113,8 +129,11 @@ def spherical() -> simdiff.Problem:
         name="spherical",
         exact={
             "value": lambda x: np.array(
-                [x[0] * np.sin(x[1]) * np.cos(x[2]), x[0] * np.sin(x[1]) * np.sin(x[2]),
-                 x[0] * np.cos(x[1])]  # fmt: skip
+                [
+                    x[0] * np.sin(x[1]) * np.cos(x[2]),
+                    x[0] * np.sin(x[1]) * np.sin(x[2]),
+                    x[0] * np.cos(x[1]),
+                ]
             ),
             "jacobian": _spherical_jac,
         },

@@ -36,6 +36,9 @@ from .errors import (
     NonFiniteError as NonFiniteError,
 )
 from .errors import (
+    PrecisionWarning as PrecisionWarning,
+)
+from .errors import (
     ShapeError as ShapeError,
 )
 from .errors import (
@@ -43,6 +46,9 @@ from .errors import (
 )
 from .errors import (
     SolverError as SolverError,
+)
+from .errors import (
+    StabilityError as StabilityError,
 )
 from .errors import (
     UnsupportedError as UnsupportedError,

@@ -99,8 +99,11 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Any, T: Any
     if kind == "value_and_grad":
         return _value_and_grad(f, T)
     if kind == "hessian":
-        outer, inner = {"fwd-rev": ("jacfwd", "jacrev"), "rev-rev": ("jacrev", "jacrev"),
-                        "fwd-fwd": ("jacfwd", "jacfwd")}[params["method"]]  # fmt: skip
+        outer, inner = {
+            "fwd-rev": ("jacfwd", "jacrev"),
+            "rev-rev": ("jacrev", "jacrev"),
+            "fwd-fwd": ("jacfwd", "jacfwd"),
+        }[params["method"]]
         return getattr(T, outer)(getattr(T, inner)(f))
     if kind == "hvp":
         return lambda x, v: T.jvp(T.grad(f), (x,), (v,))[1]
@@ -174,8 +177,10 @@ class Derivatives:
         self.backend = get_backend(backend)
         problem.require(self.backend.name)
         if compile and self.backend.name != "torch":
-            raise ValueError("compile=True means torch.compile and needs backend='torch' "
-                             "(JAX always jit-compiles)")  # fmt: skip
+            raise ValueError(
+                "compile=True means torch.compile and needs backend='torch' "
+                "(JAX always jit-compiles)"
+            )
         self.problem = problem
         self.dtype = A.resolve_dtype(dtype)
         self.compile = bool(compile)
@@ -263,10 +268,11 @@ class Derivatives:
         ndim = len(point_shape)
         shape = tuple(int(s) for s in a.shape)
         if a.ndim not in (ndim, ndim + 1) or (ndim and shape[a.ndim - ndim :] != point_shape):
-            want = f"{point_shape} or (batch, {', '.join(map(str, point_shape))})"
+            want = f"{point_shape} or {('batch', *point_shape)}".replace("'batch'", "batch")
             raise ShapeError(
                 f"{what} for problem {self.problem.name!r} must have shape {want}; got {shape}"
             )
+        A.warn_low_precision(a, kind, self.dtype, what)
         if check:
             A.check_finite_array(a, kind, what)
         device = a.device if kind == "torch" and self.backend.name == "torch" else None
@@ -298,13 +304,24 @@ class Derivatives:
         axes = (0 if xb else None, *(0 if b else None for _, _, b, _ in prepared))
         native = [A.to_backend(x, xkind, self.backend, self.dtype, device)]
         native += [A.to_backend(a, k, self.backend, self.dtype, device) for k, a, _, _ in prepared]
-        key = (kind, tuple(sorted(params.items())), axes, tuple(tuple(a.shape) for a in native),
-               np.dtype(self.dtype).name, str(device))  # fmt: skip
+        key = (
+            kind,
+            tuple(sorted(params.items())),
+            axes,
+            tuple(tuple(a.shape) for a in native),
+            np.dtype(self.dtype).name,
+            str(device),
+        )
         fn = self._fns.get(key)
         if fn is None:
             fn = self._fns[key] = self._make(kind, params, axes, device)
-            self._info[key] = {"kind": kind, **params, "shape": tuple(x.shape),
-                               "batched": any(a is not None for a in axes), "calls": 0}  # fmt: skip
+            self._info[key] = {
+                "kind": kind,
+                **params,
+                "shape": tuple(x.shape),
+                "batched": any(a is not None for a in axes),
+                "calls": 0,
+            }
             start = time.perf_counter()
             out = self._first_call(fn, native, kind)
             self._info[key]["first_call_s"] = time.perf_counter() - start

@@ -8,12 +8,13 @@ framework is the computing backend).
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any
 
 import numpy as np
 
 from .backends import Backend, get_backend
-from .errors import DTypeError, NonFiniteError, ShapeError
+from .errors import DTypeError, NonFiniteError, PrecisionWarning, ShapeError
 
 __all__ = ["array_kind", "check_finite_array", "convert_out", "resolve_dtype", "to_backend"]
 
@@ -60,6 +61,24 @@ def check_input_dtype(x: Any, kind: str, what: str) -> None:
         ok, name = dt.kind in "fiu", str(dt)
     if not ok:
         raise DTypeError(f"{what} must be a real floating-point array; got dtype {name}")
+
+
+def warn_low_precision(x: Any, kind: str, dtype: type, what: str) -> None:
+    """Warn when float32 data enter a float64 computation: the result is float64 in form only."""
+    name = str(x.dtype).replace("torch.", "") if kind != "numpy" else np.asarray(x).dtype.name
+    if name in ("float32", "float16", "bfloat16") and np.dtype(dtype) == np.float64:
+        hint = (
+            " (JAX makes float32 arrays until x64 is on: import simdiff.backends.jax, or call "
+            "jax.config.update('jax_enable_x64', True), before creating them)"
+            if kind == "jax"
+            else ""
+        )
+        warnings.warn(
+            f"{what} is {name} but simdiff computes in float64: the result carries {name} "
+            f"input precision{hint}; pass dtype='float32' to compute in float32",
+            PrecisionWarning,
+            stacklevel=5,
+        )
 
 
 def check_finite_array(x: Any, kind: str, what: str) -> None:

@@ -155,6 +155,12 @@ class Problem:
         y = self.fn(be.from_numpy(x, np.float64), be.ops())
         return be.to_numpy(y) if be.is_native(y) else np.asarray(y, dtype=np.float64)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle without the cache of compiled callables (jit functions do not pickle)."""
+        state = dict(self.__dict__)
+        state["_cache"] = {}
+        return state
+
     def __repr__(self) -> str:
         return f"Problem({self.name!r}, n={self.n}, backends={self.backends})"
 

@@ -12,9 +12,11 @@ __all__ = [
     "BackendUnavailable",
     "DTypeError",
     "NonFiniteError",
+    "PrecisionWarning",
     "ShapeError",
     "SimdiffError",
     "SolverError",
+    "StabilityError",
     "UnsupportedError",
 ]
 
@@ -48,3 +50,16 @@ class BackendUnavailable(SimdiffError, ImportError):
 
 class SolverError(SimdiffError, RuntimeError):
     """A numerical solver failed (step budget exhausted, step size underflow, ...)."""
+
+
+class StabilityError(SimdiffError, ValueError):
+    """An explicit time step exceeds the method's stability limit; the message names the limit."""
+
+
+class PrecisionWarning(UserWarning):
+    """An input carries less precision than the computation (e.g. float32 data, float64 maths).
+
+    A common cause: a ``jax.Array`` created before JAX's 64-bit mode was on is
+    float32; simdiff switches x64 on when its jax backend loads, which may be
+    after the array was made.
+    """

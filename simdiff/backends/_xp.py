@@ -9,7 +9,7 @@ from ._base import BINARY, REDUCTIONS, UNARY, Namespace, Ops
 _DIRECT = (
     *UNARY, *BINARY, *REDUCTIONS,
     "reshape", "stack", "concat", "roll", "permute_dims", "expand_dims", "squeeze",
-    "broadcast_to", "flip", "where", "clip", "matmul", "vecdot", "einsum",
+    "broadcast_to", "flip", "where", "matmul", "vecdot", "einsum",
 )  # fmt: skip
 
 
@@ -37,6 +37,10 @@ class XPOps(Ops):
     def take(self, x: Any, indices: Any, axis: int | None = None) -> Any:
         """Elements of ``x`` at integer ``indices`` (a list or an integer array) along ``axis``."""
         return self.xp.take(x, self.xp.asarray(indices), axis=axis)
+
+    def clip(self, x: Any, min: Any = None, max: Any = None) -> Any:
+        """Limit ``x`` to ``[min, max]``; either bound may be omitted (None)."""
+        return self.xp.clip(x, min, max)
 
     # --- creation: floating results get the context's dtype -----------------
     def asarray(self, x: Any, dtype: Any = None) -> Any:

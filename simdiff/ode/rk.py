@@ -11,12 +11,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EULER", "HEUN", "RK4", "ButcherTableau", "rk_integrate", "rk_step"]
+__all__ = [
+    "EULER",
+    "HEUN",
+    "RK4",
+    "ButcherTableau",
+    "combine",
+    "rk_integrate",
+    "rk_stages",
+    "rk_step",
+]
 
 
 @dataclass(frozen=True)
 class ButcherTableau:
-    """An explicit Runge–Kutta method: ``a`` strictly lower triangular, weights ``b``, nodes ``c``."""
+    """An explicit Runge–Kutta method: lower-triangular ``a``, weights ``b``, nodes ``c``.
+
+    ``order`` is the classical order of the solution with weights ``b``.
+    """
 
     name: str
     a: tuple[tuple[float, ...], ...]
@@ -43,8 +55,10 @@ RK4 = ButcherTableau(
 Rhs = Callable[[Any, Any, Any, Any], Any]
 
 
-def rk_step(rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any, tableau: ButcherTableau = RK4):
-    """One step ``y(t) -> y(t + h)`` of ``y' = rhs(t, y, p, ops)``."""
+def rk_stages(
+    rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any, tableau: ButcherTableau = RK4
+) -> list[Any]:
+    """The stage derivatives ``k_i = rhs(t + c_i h, y + h sum_j a_ij k_j)`` of one step."""
     ks: list[Any] = []
     for i in range(tableau.stages):
         yi = y
@@ -52,11 +66,21 @@ def rk_step(rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any, tableau: Butcher
             if aij != 0.0:
                 yi = yi + (h * aij) * kj
         ks.append(rhs(t + tableau.c[i] * h, yi, p, ops))
+    return ks
+
+
+def combine(y: Any, h: Any, weights: tuple[float, ...], ks: list[Any]) -> Any:
+    """``y + h sum_i w_i k_i`` (zero weights skipped)."""
     out = y
-    for bi, ki in zip(tableau.b, ks, strict=True):
-        if bi != 0.0:
-            out = out + (h * bi) * ki
+    for wi, ki in zip(weights, ks, strict=True):
+        if wi != 0.0:
+            out = out + (h * wi) * ki
     return out
+
+
+def rk_step(rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any, tableau: ButcherTableau = RK4):
+    """One step ``y(t) -> y(t + h)`` of ``y' = rhs(t, y, p, ops)``."""
+    return combine(y, h, tableau.b, rk_stages(rhs, t, y, h, p, ops, tableau))
 
 
 def rk_integrate(

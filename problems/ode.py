@@ -1,0 +1,371 @@
+"""ODE catalogue: initial-value problems as Problems of their parameters (simdiff.ode).
+
+Each entry is an :class:`simdiff.ode.ODEProblem`; exact references are given
+where a closed form exists (matrix exponential, damped oscillator), and
+``meta["reference"]`` says how the tests check the others (forward
+sensitivity equations integrated by ``scipy.integrate.solve_ivp``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import numpy as np
+import scipy.integrate
+import scipy.linalg
+
+from simdiff.ode import Dopri5, FixedStep, ODEProblem, Rodas3
+
+# --------------------------------------------------------------------------- linear y' = A y
+
+LINEAR_A = np.array([[-0.5, 1.0], [-1.0, -0.3]])
+LINEAR_Y0 = np.array([1.0, 0.5])
+LINEAR_TIMES = np.array([0.5, 1.0, 1.5])
+
+
+def linear_rhs(t, y, p, ops):
+    """y' = A y with A = p.reshape(2, 2) (row-major)."""
+    return ops.stack([p[0] * y[0] + p[1] * y[1], p[2] * y[0] + p[3] * y[1]])
+
+
+def _unit(k: int) -> np.ndarray:
+    e = np.zeros(4)
+    e[k] = 1.0
+    return e.reshape(2, 2)
+
+
+def _linear_value(a: np.ndarray, times: np.ndarray = LINEAR_TIMES) -> np.ndarray:
+    A = a.reshape(2, 2)
+    return np.concatenate([scipy.linalg.expm(t * A) @ LINEAR_Y0 for t in times])
+
+
+def _linear_jacobian(a: np.ndarray, times: np.ndarray = LINEAR_TIMES) -> np.ndarray:
+    """d y(t) / d a_k = L(tA, t E_k) y0 with L the Fréchet derivative of expm."""
+    A = a.reshape(2, 2)
+    rows = []
+    for t in times:
+        cols = [scipy.linalg.expm_frechet(t * A, t * _unit(k), compute_expm=False) @ LINEAR_Y0
+                for k in range(4)]  # fmt: skip
+        rows.append(np.stack(cols, axis=1))
+    return np.concatenate(rows, axis=0)
+
+
+def _expm_second(M: np.ndarray, E: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """D^2 expm(M)[E, F] from the exponential of a 3x3 block upper-triangular matrix.
+
+    The top-right block of ``expm([[M, E, 0], [0, M, F], [0, 0, M]])`` is the
+    ``E``-then-``F`` half of the second derivative (Najfeld & Havel 1995);
+    adding the swapped term symmetrises it.
+    """
+    n = M.shape[0]
+
+    def block(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        Z = np.zeros((3 * n, 3 * n))
+        for i in range(3):
+            Z[i * n : (i + 1) * n, i * n : (i + 1) * n] = M
+        Z[:n, n : 2 * n], Z[n : 2 * n, 2 * n :] = X, Y
+        return scipy.linalg.expm(Z)[:n, 2 * n :]
+
+    return block(E, F) + block(F, E)
+
+
+def _energy_value(a: np.ndarray) -> float:
+    y = _linear_value(a, LINEAR_TIMES[-1:])
+    return 0.5 * float(y @ y)
+
+
+def _energy_grad(a: np.ndarray) -> np.ndarray:
+    y = _linear_value(a, LINEAR_TIMES[-1:])
+    return y @ _linear_jacobian(a, LINEAR_TIMES[-1:])
+
+
+def _energy_hessian(a: np.ndarray) -> np.ndarray:
+    T = float(LINEAR_TIMES[-1])
+    M = T * a.reshape(2, 2)
+    y = scipy.linalg.expm(M) @ LINEAR_Y0
+    J = _linear_jacobian(a, LINEAR_TIMES[-1:])
+    H = J.T @ J
+    for k in range(4):
+        for m in range(4):
+            H[k, m] += y @ (_expm_second(M, T * _unit(k), T * _unit(m)) @ LINEAR_Y0)
+    return H
+
+
+_LINEAR_META = {
+    "citation": "C. Moler, C. Van Loan, SIAM Rev. 45 (2003) 3-49 (expm); A. H. Al-Mohy, "
+    "N. J. Higham, SIAM J. Matrix Anal. Appl. 30 (2009) 1639-1657 (expm_frechet); "
+    "I. Najfeld, T. F. Havel, Adv. Appl. Math. 16 (1995) 321-375 (second derivative)",
+    "reference": "scipy.linalg.expm / expm_frechet",
+}
+
+
+def linear() -> ODEProblem:
+    """y' = A y, 2x2, parameters the entries of A; trajectory at 3 times (exact by expm)."""
+    return ODEProblem(
+        linear_rhs, LINEAR_Y0, (0.0, 1.5), LINEAR_A.ravel(), save_at=LINEAR_TIMES,
+        solver=Dopri5(rtol=1e-10, atol=1e-12, max_steps=400), name="ode_linear",
+        exact={"value": _linear_value, "jacobian": _linear_jacobian},
+        meta={"tags": ("ode", "small", "closed-form", "vector"), **_LINEAR_META},
+    )  # fmt: skip
+
+
+def linear_energy() -> ODEProblem:
+    """0.5 |y(1.5)|^2 for y' = A y: scalar, exact gradient and Hessian by expm derivatives."""
+    return ODEProblem(
+        linear_rhs, LINEAR_Y0, (0.0, 1.5), LINEAR_A.ravel(), save_at=LINEAR_TIMES[-1:],
+        observable=lambda ys, ops: 0.5 * ops.sum(ys[-1] ** 2),
+        solver=Dopri5(rtol=1e-10, atol=1e-12, max_steps=400), name="ode_linear_energy",
+        exact={"value": _energy_value, "grad": _energy_grad, "hessian": _energy_hessian},
+        meta={"tags": ("ode", "small", "closed-form"), **_LINEAR_META},
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- damped oscillator
+
+OSC_TIMES = np.array([1.0, 2.0, 3.0])
+
+
+def oscillator_rhs(t, y, p, ops):
+    """x'' + 2 zeta omega x' + omega^2 x = 0 as a first-order system; p = (omega, zeta)."""
+    omega, zeta = p[0], p[1]
+    return ops.stack([y[1], -2.0 * zeta * omega * y[1] - omega**2 * y[0]])
+
+
+def oscillator_closed_form(p: np.ndarray, times: np.ndarray = OSC_TIMES) -> np.ndarray:
+    """Underdamped position x(t) from x(0) = 1, x'(0) = 0 (works for complex p: complex step)."""
+    omega, zeta = p[0], p[1]
+    wd = omega * np.sqrt(1.0 - zeta**2)
+    return np.exp(-zeta * omega * times) * (
+        np.cos(wd * times) + zeta * omega / wd * np.sin(wd * times)
+    )
+
+
+def _oscillator_jacobian(p: np.ndarray) -> np.ndarray:
+    """Complex-step derivative of the closed form: exact to rounding (no subtraction)."""
+    h = 1e-30
+    cols = []
+    for k in range(2):
+        pc = np.asarray(p, dtype=complex)
+        pc[k] += 1j * h
+        cols.append(oscillator_closed_form(pc).imag / h)
+    return np.stack(cols, axis=1)
+
+
+def oscillator() -> ODEProblem:
+    """Damped harmonic oscillator, p = (omega, zeta); positions at 3 times (closed form)."""
+    return ODEProblem(
+        oscillator_rhs, np.array([1.0, 0.0]), (0.0, 3.0), np.array([2.0, 0.1]),
+        save_at=OSC_TIMES, observable=lambda ys, ops: ys[:, 0],
+        solver=Dopri5(rtol=1e-9, atol=1e-11, max_steps=300), name="ode_oscillator",
+        exact={"value": oscillator_closed_form, "jacobian": _oscillator_jacobian},
+        meta={"tags": ("ode", "small", "closed-form", "vector"),
+              "citation": "e.g. A. P. French, Vibrations and Waves (1971), ch. 3",
+              "reference": "closed form; Jacobian by complex step"},
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- Lotka–Volterra
+
+LV_PARAMS = np.array([1.5, 1.0, 1.0, 3.0])
+LV_Y0 = np.array([1.0, 1.0])
+LV_TIMES = np.linspace(0.5, 3.0, 6)
+LV_SOLVER = Dopri5(rtol=1e-7, atol=1e-9, max_steps=100)  # needs <= 51 near p_true
+_LV_CITE = (
+    "A. J. Lotka, Elements of Physical Biology (1925); V. Volterra, Nature 118 (1926) 558; "
+    "parameters from E. Hairer, S. P. Nørsett, G. Wanner, Solving ODEs I, I.16"
+)
+
+
+def lotka_volterra_rhs(t, y, p, ops):
+    """Prey x, predator y: x' = a x - b x y, y' = d x y - g y; p = (a, b, d, g)."""
+    a, b, d, g = p[0], p[1], p[2], p[3]
+    return ops.stack([a * y[0] - b * y[0] * y[1], d * y[0] * y[1] - g * y[1]])
+
+
+def lotka_volterra() -> ODEProblem:
+    """Lotka–Volterra, 4 parameters; trajectory at 6 times (vector, 12 outputs)."""
+    return ODEProblem(
+        lotka_volterra_rhs, LV_Y0, (0.0, 3.0), LV_PARAMS, save_at=LV_TIMES,
+        solver=LV_SOLVER, name="lotka_volterra",
+        meta={"tags": ("ode", "small", "vector"), "citation": _LV_CITE,
+              "reference": "forward sensitivity equations by solve_ivp (tests)"},
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def lv_data() -> np.ndarray:
+    """Synthetic data: the exact (DOP853, rtol 1e-12) trajectory at the true parameters."""
+    sol = scipy.integrate.solve_ivp(
+        lambda t, y: lotka_volterra_rhs(t, y, LV_PARAMS, np), (0.0, 3.0), LV_Y0,
+        method="DOP853", rtol=1e-12, atol=1e-12, t_eval=LV_TIMES,
+    )  # fmt: skip
+    return sol.y.T.copy()
+
+
+def lotka_volterra_fit() -> ODEProblem:
+    """Least-squares misfit 0.5 sum (y(t_i; p) - data_i)^2 of Lotka–Volterra; minimum at p_true."""
+    data = lv_data()
+
+    def misfit(ys, ops):
+        return 0.5 * ops.sum((ys - ops.asarray(data)) ** 2)
+
+    return ODEProblem(
+        lotka_volterra_rhs, LV_Y0, (0.0, 3.0), np.array([1.2, 0.8, 1.2, 2.6]), save_at=LV_TIMES,
+        observable=misfit, solver=LV_SOLVER,
+        name="lotka_volterra_fit",
+        meta={"tags": ("ode", "small", "optimisation"), "true_params": LV_PARAMS,
+              "citation": _LV_CITE, "reference": "minimum at true_params (data are noise-free)"},
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- Van der Pol
+
+
+def van_der_pol_rhs(t, y, p, ops):
+    """x'' - mu (1 - x^2) x' + x = 0 as a first-order system; p = (mu,)."""
+    return ops.stack([y[1], p[0] * (1.0 - y[0] ** 2) * y[1] - y[0]])
+
+
+_VDP_CITE = ("B. van der Pol, Phil. Mag. 2 (1926) 978; stiff test: E. Hairer, G. Wanner, "
+             "Solving ODEs II, IV.1")  # fmt: skip
+
+
+def van_der_pol() -> ODEProblem:
+    """Van der Pol at mu = 1 (non-stiff), states at 4 times, Dopri5."""
+    return ODEProblem(
+        van_der_pol_rhs, np.array([2.0, 0.0]), (0.0, 2.0), np.array([1.0]),
+        save_at=np.array([0.5, 1.0, 1.5, 2.0]),
+        solver=Dopri5(rtol=1e-8, atol=1e-10, max_steps=300), name="van_der_pol",
+        meta={"tags": ("ode", "small", "vector"), "citation": _VDP_CITE},
+    )  # fmt: skip
+
+
+def van_der_pol_stiff() -> ODEProblem:
+    """Van der Pol at mu = 1000 (stiff: Jacobian eigenvalue about -3000 at the start), Rodas3."""
+    return ODEProblem(
+        van_der_pol_rhs, np.array([2.0, 0.0]), (0.0, 1.0), np.array([1000.0]),
+        save_at=np.array([0.5, 1.0]),
+        solver=Rodas3(rtol=1e-5, atol=1e-8, max_steps=200), name="van_der_pol_stiff",
+        meta={"tags": ("ode", "small", "stiff", "vector"), "citation": _VDP_CITE},
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- Lorenz-63
+
+
+def lorenz_rhs(t, y, p, ops):
+    """Lorenz (1963): p = (sigma, rho, beta)."""
+    s, r, b = p[0], p[1], p[2]
+    return ops.stack([s * (y[1] - y[0]), y[0] * (r - y[2]) - y[1], y[0] * y[1] - b * y[2]])
+
+
+def lorenz63() -> ODEProblem:
+    """Lorenz-63 at the classical parameters on a short horizon (t <= 0.5), 2 saved states."""
+    return ODEProblem(
+        lorenz_rhs, np.array([1.0, 1.0, 1.0]), (0.0, 0.5), np.array([10.0, 28.0, 8.0 / 3.0]),
+        save_at=np.array([0.25, 0.5]),
+        solver=Dopri5(rtol=1e-7, atol=1e-9, max_steps=200), name="lorenz63",
+        meta={"tags": ("ode", "small", "vector", "chaotic"),
+              "citation": "E. N. Lorenz, J. Atmos. Sci. 20 (1963) 130-141"},
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- Robertson
+
+
+def robertson_rhs(t, y, p, ops):
+    """Robertson's kinetics with log rate constants p = ln(k1, k2, k3)."""
+    k1, k2, k3 = ops.exp(p[0]), ops.exp(p[1]), ops.exp(p[2])
+    r1, r2, r3 = k1 * y[0], k2 * y[1] ** 2, k3 * y[1] * y[2]
+    return ops.stack([-r1 + r3, r1 - r2 - r3, r2])
+
+
+ROBERTSON_K = np.array([0.04, 3.0e7, 1.0e4])
+
+
+def robertson() -> ODEProblem:
+    """Robertson (1966) stiff kinetics, parameters ln k; states at t = 0.4, 4, 40, Rodas3."""
+    return ODEProblem(
+        robertson_rhs, np.array([1.0, 0.0, 0.0]), (0.0, 40.0), np.log(ROBERTSON_K),
+        save_at=np.array([0.4, 4.0, 40.0]),
+        solver=Rodas3(rtol=1e-4, atol=1e-8, max_steps=200), name="robertson",
+        meta={"tags": ("ode", "small", "stiff", "vector"),
+              "citation": "H. H. Robertson, in Numerical Analysis (1966) 178-182; E. Hairer, "
+              "G. Wanner, Solving ODEs II, IV.1 and IV.10",
+              "literature": {"y(40)": [0.7158270687, 9.185534764e-6, 0.2841637457]}},
+    )  # fmt: skip
+
+
+RK4_DECAY_STEPS = 20
+
+
+def _rk4_decay_poly() -> np.poly1d:
+    """RK4's discrete solution of y' = -k y, y(0) = 1, after N steps of h = 1/N: R(-k/N)^N in k."""
+    n = RK4_DECAY_STEPS
+    z = np.poly1d([-1.0 / n, 0.0])  # z = -k h
+    r = 1 + z + z**2 / 2 + z**3 / 6 + z**4 / 24
+    return r**n
+
+
+def rk4_decay() -> ODEProblem:
+    """y' = -k y by fixed-step RK4 (20 steps): the discrete solution is a polynomial in k, exact."""
+    poly = _rk4_decay_poly()
+    return ODEProblem(
+        lambda t, y, p, ops: -p[0] * y, np.array([1.0]), (0.0, 1.0), np.array([2.0]),
+        observable=lambda ys, ops: ys[-1, 0], solver=FixedStep(n_steps=RK4_DECAY_STEPS),
+        name="ode_rk4_decay",
+        exact={
+            "value": lambda k: poly(k[0]),
+            "grad": lambda k: np.array([poly.deriv(1)(k[0])]),
+            "hessian": lambda k: np.array([[poly.deriv(2)(k[0])]]),
+            "derivative": lambda k, order, v: poly.deriv(order)(k[0]) * v[0] ** order
+            if order
+            else poly(k[0]),
+        },
+        meta={"tags": ("ode", "small", "closed-form"),
+              "reference": "RK4 stability polynomial R(z) = 1 + z + z^2/2 + z^3/6 + z^4/24; "
+              "the discrete solution after N steps is R(-k/N)^N"},
+    )  # fmt: skip
+
+
+#: Relative tolerance at which each entry's derivatives are checked (simdiff.check reads
+#: meta["check_rtol"]): about 100 times the solver's rtol (derivatives of the discrete
+#: solution are as accurate as the solution), and rounding level for the exact RK4 polynomial.
+CHECK_RTOL = {
+    "ode_linear": 1e-7,
+    "ode_linear_energy": 1e-6,
+    "ode_oscillator": 1e-6,
+    "ode_rk4_decay": 1e-10,
+    "lotka_volterra": 1e-5,
+    "lotka_volterra_fit": 1e-5,
+    "van_der_pol": 1e-6,
+    "van_der_pol_stiff": 1e-3,
+    "lorenz63": 1e-5,
+    "robertson": 1e-2,
+}
+
+
+def _checked(name: str, factory: Callable[[], ODEProblem]) -> Callable[[], ODEProblem]:
+    def make() -> ODEProblem:
+        problem = factory()
+        problem.meta.setdefault("check_rtol", CHECK_RTOL[name])
+        return problem
+
+    make.__doc__ = factory.__doc__
+    return make
+
+
+_FACTORIES = {
+    "ode_linear": linear,
+    "ode_linear_energy": linear_energy,
+    "ode_oscillator": oscillator,
+    "ode_rk4_decay": rk4_decay,
+    "lotka_volterra": lotka_volterra,
+    "lotka_volterra_fit": lotka_volterra_fit,
+    "van_der_pol": van_der_pol,
+    "van_der_pol_stiff": van_der_pol_stiff,
+    "lorenz63": lorenz63,
+    "robertson": robertson,
+}
+ENTRIES = {name: _checked(name, factory) for name, factory in _FACTORIES.items()}

@@ -1,0 +1,91 @@
+"""The solver contract shared by simdiff's ODE solvers.
+
+A solver is a small frozen object with a ``name``, its classical ``order`` and
+one method, ``integrate(rhs, y0, t0, save_at, p, ops)``, which returns the
+states at ``save_at`` (shape ``(len(save_at), dim)``) and a
+:class:`SolveInfo` of arrays of the active context.  Solvers are written once
+over ``ops``, so every derivative of the discrete solution is available on
+every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["STATUS", "Rhs", "SolveInfo", "Solver", "status_message"]
+
+Rhs = Callable[[Any, Any, Any, Any], Any]
+
+#: Status codes of :class:`SolveInfo` (SciPy style: 0 is success).
+STATUS = {
+    0: "success: every save_at time was reached",
+    1: "max_steps exhausted before the end of the interval",
+    2: "the right-hand side returned non-finite values",
+}
+
+
+@dataclass(frozen=True)
+class SolveInfo:
+    """What a solve did, as arrays of the context it ran in.
+
+    Attributes
+    ----------
+    status : int array, shape ()
+        A key of :data:`STATUS`.
+    t : float array, shape ()
+        The time reached (the end of the interval on success).
+    y : float array, shape (dim,)
+        The state at ``t``; on status 2 the last finite state before the
+        right-hand side failed.
+    n_accepted, n_rejected : int arrays, shape ()
+        Step counts (fixed-step solvers never reject).
+    """
+
+    status: Any
+    t: Any
+    y: Any
+    n_accepted: Any
+    n_rejected: Any
+
+
+class Solver:
+    """Base class of simdiff's ODE solvers.
+
+    Subclasses set ``name`` and ``order`` (the classical order of the
+    solution they return) and implement :meth:`integrate`.
+    """
+
+    name: str = "solver"
+    order: int = 0
+    #: Whether the method is meant for stiff systems (used in error messages).
+    stiff: bool = False
+
+    def integrate(
+        self, rhs: Rhs, y0: Any, t0: float, save_at: np.ndarray, p: Any, ops: Any
+    ) -> tuple[Any, SolveInfo]:
+        """States at ``save_at`` (shape ``(len(save_at), dim)``) and a :class:`SolveInfo`."""
+        raise NotImplementedError
+
+
+def status_message(status: int, t: float, t1: float, y: Any, solver: Solver) -> str:
+    """The message of the :class:`~simdiff.errors.SolverError` for a failed solve."""
+    state = np.array2string(np.asarray(y), precision=6, separator=", ")
+    if status == 1:
+        hint = (
+            "the system may be stiff: try solver='rodas3'"
+            if not solver.stiff
+            else "raise max_steps or loosen rtol/atol"
+        )
+        return (
+            f"{solver.name}: max_steps={getattr(solver, 'max_steps', '?')} exhausted at "
+            f"t={t:.6g} before the end t={t1:.6g} (state {state}); {hint}"
+        )
+    if status == 2:
+        return (
+            f"{solver.name}: the right-hand side returned non-finite values at t={t:.6g}, y={state}"
+        )
+    return STATUS.get(status, f"unknown status {status}")

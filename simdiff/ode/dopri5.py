@@ -1,0 +1,111 @@
+"""Dormand–Prince 5(4): adaptive explicit Runge–Kutta of order 5 with an order-4 error estimate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._adaptive import EmbeddedPair, check_tolerances
+from ._base import Rhs
+from .rk import ButcherTableau, combine, rk_stages
+
+__all__ = ["DOPRI5", "Dopri5"]
+
+#: The Dormand–Prince 5(4) tableau; ``b`` is the 5th-order solution (local extrapolation).
+DOPRI5 = ButcherTableau(
+    "dopri5",
+    (
+        (),
+        (1 / 5,),
+        (3 / 40, 9 / 40),
+        (44 / 45, -56 / 15, 32 / 9),
+        (19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729),
+        (9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656),
+        (35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84),
+    ),
+    (35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84, 0.0),
+    (0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0, 1.0),
+    order=5,
+)
+#: ``b - b_hat``: the 5th-order minus the embedded 4th-order weights.
+_ERROR = (
+    71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Dopri5(EmbeddedPair):
+    """Adaptive Dormand–Prince 5(4) (Dormand & Prince 1980), order 5.
+
+    Parameters
+    ----------
+    rtol, atol : float
+        Tolerances of the error norm
+        ``sqrt(mean((err / (atol + rtol * max(|y|, |y_new|)))^2))``; a step is
+        accepted when it is at most 1.  The standard controller
+        ``h_new = h * clip(0.9 * err^(-1/5), 0.2, 10)`` proposes the next step.
+    max_steps : int
+        Attempted steps (accepted and rejected).  The loop is an ``ops.scan``
+        of exactly this many iterations on JAX (masked after the end, so it
+        jit-compiles and vmaps); eager contexts stop early.
+    h0 : float, optional
+        First step; default from Hairer's heuristic ``0.01 ||y0|| / ||f0||``.
+
+    Notes
+    -----
+    *Derivatives are those of the discrete solver.*  Step sizes are chosen on
+    ``ops.stop_gradient`` values, so differentiation sees the accepted steps as
+    constants: the result is the exact derivative of the numerical solution
+    for that step sequence, identical on JAX and torch, and it converges to
+    the derivative of the exact solution as the tolerances tighten (it is not
+    the derivative of the tolerance-driven step selection, which is piecewise
+    constant).  Consequences: (i) a finite-difference check must use steps small
+    enough not to change the accepted step sequence, or compare at a tolerance
+    where both agree to ``O(rtol)``; (ii) derivatives are accurate to about the
+    solution's own accuracy, not better; (iii) derivatives of any order exist,
+    since every operation on the differentiated path is smooth.
+
+    Save times are hit exactly (the step is shortened to land on them): no
+    dense-output interpolant enters the derivatives.  FSAL is not used (seven
+    right-hand-side evaluations per attempted step) to keep the masked loop
+    body simple.
+
+    *Failure.*  If ``max_steps`` is exhausted, the saved states are NaN (a
+    JAX-compiled function cannot raise) and the status is 1;
+    :func:`simdiff.ode.solve` and :meth:`ODEProblem.evaluate` raise
+    :class:`~simdiff.errors.SolverError` naming the time reached, and the
+    derivative API reports the NaN as :class:`~simdiff.errors.NonFiniteError`.
+    A rejected step whose stages overflow can make reverse-mode derivatives NaN
+    even when the solve succeeds (0 times inf in the masked branch).
+
+    References
+    ----------
+    J. R. Dormand, P. J. Prince, "A family of embedded Runge-Kutta formulae",
+    J. Comput. Appl. Math. 6 (1980) 19–26.  E. Hairer, S. P. Nørsett,
+    G. Wanner, *Solving Ordinary Differential Equations I*, 2nd ed., II.4–II.5.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simdiff.ode import Dopri5, solve
+    >>> ys = solve(lambda t, y, p, ops: -p[0] * y, [1.0], (0.0, 1.0), [2.0],
+    ...            save_at=[0.5, 1.0], solver=Dopri5(rtol=1e-10, atol=1e-12))
+    >>> np.allclose(ys[:, 0], np.exp([-1.0, -2.0]), rtol=1e-9)
+    True
+    """
+
+    rtol: float = 1e-6
+    atol: float = 1e-9
+    max_steps: int = 4096
+    h0: float | None = None
+    name = "dopri5"
+    order = 5
+    error_order = 4
+
+    def __post_init__(self) -> None:
+        check_tolerances(self.rtol, self.atol, self.max_steps, self.h0)
+
+    def step(self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any) -> tuple[Any, Any]:
+        """One step: ``(y_new, err)``, the 5th-order solution and its error estimate."""
+        ks = rk_stages(rhs, t, y, h, p, ops, DOPRI5)
+        return combine(y, h, DOPRI5.b, ks), combine(ops.zeros_like(y), h, _ERROR, ks)

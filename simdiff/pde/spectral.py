@@ -1,0 +1,146 @@
+"""Fourier spectral derivatives on periodic grids with ``ops.fft``.
+
+1-D fields use ``rfft``/``irfft``; 2-D fields ``rfft`` along the last axis and
+``fft`` along the first.  Multipliers are complex numpy constants converted
+with ``ops.asarray``, so physical parameters never multiply a complex array
+(JAX's strict dtype promotion forbids float-by-complex products).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedError
+from .grid import Grid
+
+__all__ = [
+    "as_complex",
+    "from_fourier",
+    "laplacian_symbol",
+    "spectral_derivative",
+    "spectral_laplacian",
+    "spectral_multiplier",
+    "to_fourier",
+]
+
+
+def as_complex(a: Any, ops: Any) -> Any:
+    """``a`` (real) as a complex array of the context, differentiably.
+
+    A length-1 ``ops.fft.fft`` is the identity map into the complex dtype;
+    it is used because the ops namespace has no cast and JAX's strict
+    promotion rejects ``a + 0j``.
+
+    Examples
+    --------
+    >>> import numpy as np, simdiff
+    >>> from simdiff.pde import as_complex
+    >>> as_complex(np.array([1.0, 2.0]), simdiff.get_ops("numpy"))
+    array([1.+0.j, 2.+0.j])
+    """
+    return ops.fft.fft(a[..., None], axis=-1)[..., 0]
+
+
+def _check_grid(grid: Grid, u: Any) -> int:
+    if not grid.periodic:
+        raise UnsupportedError(
+            f"spectral derivatives need a periodic grid; this grid is {grid.boundary!r} "
+            "(use method='fd')"
+        )
+    nd = u.ndim
+    if tuple(u.shape[nd - grid.ndim :]) != grid.shape:
+        raise ShapeError(
+            f"field must end with the grid shape {grid.shape}; got shape {tuple(u.shape)}"
+        )
+    return nd - grid.ndim
+
+
+def to_fourier(u: Any, ops: Any, grid: Grid) -> Any:
+    """Forward transform over the spatial axes: ``rfft`` on the last, ``fft`` on the first."""
+    lead = _check_grid(grid, u)
+    uh = ops.fft.rfft(u, axis=-1)
+    if grid.ndim == 2:
+        uh = ops.fft.fft(uh, axis=lead)
+    return uh
+
+
+def from_fourier(uh: Any, ops: Any, grid: Grid) -> Any:
+    """Inverse of :func:`to_fourier` (real output of shape ``(..., *grid.shape)``)."""
+    if grid.ndim == 2:
+        uh = ops.fft.ifft(uh, axis=uh.ndim - 2)
+    return ops.fft.irfft(uh, n=grid.shape[-1], axis=-1)
+
+
+def spectral_multiplier(grid: Grid, orders: tuple[int, ...]) -> np.ndarray:
+    """The Fourier symbol ``prod_a (i k_a)^orders[a]`` on the transform grid (complex numpy).
+
+    For odd orders the Nyquist wavenumber of an even-length axis is zeroed
+    (its derivative is not representable by a real field).
+    """
+    if len(orders) != grid.ndim:
+        raise ValueError(f"need one derivative order per axis ({grid.ndim}); got {orders!r}")
+    ks = grid.wavenumbers()
+    sym = np.ones((), dtype=np.complex128)
+    for axis, (k, m) in enumerate(zip(ks, orders, strict=True)):
+        f = (1j * k) ** int(m)
+        if m % 2 == 1 and grid.shape[axis] % 2 == 0:
+            nyq = grid.shape[axis] // 2
+            f = f.copy()
+            f[nyq] = 0.0
+        shape = [1] * grid.ndim
+        shape[axis] = k.size
+        sym = sym * f.reshape(shape)
+    return np.asarray(sym, dtype=np.complex128)
+
+
+def spectral_derivative(u: Any, ops: Any, grid: Grid, deriv: int = 1, axis: int = 0) -> Any:
+    """The ``deriv``-th derivative of periodic ``u`` along ``axis``, spectrally exact
+    for trigonometric polynomials the grid resolves.
+
+    Examples
+    --------
+    >>> import numpy as np, simdiff
+    >>> from simdiff.pde import Grid, spectral_derivative
+    >>> g = Grid((16,), (2 * np.pi,))
+    >>> x = g.coords()[0]
+    >>> du = spectral_derivative(np.sin(3 * x), simdiff.get_ops("numpy"), g, 1)
+    >>> bool(np.allclose(du, 3 * np.cos(3 * x)))
+    True
+    """
+    if not 0 <= axis < grid.ndim:
+        raise ValueError(f"axis must be in [0, {grid.ndim}) for a {grid.ndim}-D grid; got {axis}")
+    _check_grid(grid, u)
+    orders = tuple(int(deriv) if a == axis else 0 for a in range(grid.ndim))
+    sym = ops.asarray(spectral_multiplier(grid, orders))
+    return from_fourier(to_fourier(u, ops, grid) * sym, ops, grid)
+
+
+def spectral_laplacian(u: Any, ops: Any, grid: Grid, power: int = 1) -> Any:
+    """``(Laplacian)^power u`` spectrally (``power=2``: the biharmonic operator).
+
+    Examples
+    --------
+    >>> import numpy as np, simdiff
+    >>> from simdiff.pde import Grid, spectral_laplacian
+    >>> g = Grid((16, 8), (2 * np.pi, 2 * np.pi))
+    >>> X, Y = g.mesh()
+    >>> lap = spectral_laplacian(np.sin(2 * X) * np.cos(Y), simdiff.get_ops("numpy"), g)
+    >>> bool(np.allclose(lap, -5 * np.sin(2 * X) * np.cos(Y)))
+    True
+    """
+    _check_grid(grid, u)
+    sym = ops.asarray(laplacian_symbol(grid) ** int(power) + 0j)
+    return from_fourier(to_fourier(u, ops, grid) * sym, ops, grid)
+
+
+def laplacian_symbol(grid: Grid) -> np.ndarray:
+    """``-|k|^2`` on the transform grid (real numpy array)."""
+    ks = grid.wavenumbers()
+    out = np.zeros(())
+    for axis, k in enumerate(ks):
+        shape = [1] * grid.ndim
+        shape[axis] = k.size
+        out = out - k.reshape(shape) ** 2
+    return out

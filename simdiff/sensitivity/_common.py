@@ -1,0 +1,45 @@
+"""Helpers shared by the sensitivity modules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._api import Derivatives
+from .._problem import Problem
+from ..errors import ShapeError
+
+
+def check_problem(problem: Any) -> Problem:
+    """``problem`` itself, or ``TypeError`` naming what was given instead."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
+    return problem
+
+
+def point(problem: Problem, x: Any, what: str = "x") -> np.ndarray:
+    """``x`` (default ``problem.x0``) as a float64 array of shape ``(n,)``."""
+    x = problem.x0 if x is None else np.asarray(x, dtype=np.float64)
+    if x.shape != (problem.n,):
+        raise ShapeError(
+            f"{what} for problem {problem.name!r} must have shape ({problem.n},); got {x.shape}"
+        )
+    return x
+
+
+def derivatives(
+    problem: Problem, backend: str, *, dtype: Any = None, check_finite: bool = True
+) -> Derivatives:
+    """The problem's cached :class:`~simdiff.Derivatives` for these settings.
+
+    Kept in the problem's cache (as :func:`simdiff.grad` does), so repeated
+    analyses of one problem compile each derivative once.
+    """
+    key = ("sensitivity", backend, str(dtype), bool(check_finite))
+    d = problem._cache.get(key)
+    if d is None:
+        d = problem._cache[key] = Derivatives(
+            problem, backend, dtype=dtype, check_finite=check_finite
+        )
+    return d

@@ -1,0 +1,123 @@
+"""Minima against Cambridge Cluster Database energies, Müller–Brown stationary points,
+saddle indices, and the index check of every stationary point found."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import problems
+from simdiff.pes import MINIMIZE_METHODS, find_minimum, find_saddle, stationary_index
+
+_PROBLEMS: dict[str, object] = {}
+
+
+def _shared(name):
+    """One Problem per catalogue name for this module, so compiled derivatives are reused."""
+    if name not in _PROBLEMS:
+        _PROBLEMS[name] = problems.get(name)
+    return _PROBLEMS[name]
+
+
+@pytest.mark.parametrize("name", ["lj7", "lj13"])
+@pytest.mark.parametrize("method", ["trust-exact", "trust-krylov", "Newton-CG", "L-BFGS-B"])
+def test_lj_minima_match_literature(name, method):
+    p = _shared(name)
+    res = find_minimum(p, method=method)
+    e_lit = p.meta["global_minimum_energy"]
+    assert abs(res.energy - e_lit) <= p.meta["rtol"] * abs(e_lit)
+    assert res.index == 0
+    assert res.grad_norm < 1e-5
+
+
+@pytest.mark.parametrize("name", ["lj7", "lj13"])
+def test_lj_minimum_torch(name):
+    p = _shared(name)
+    res = find_minimum(p, method="trust-exact", backend="torch")
+    assert res.energy == pytest.approx(p.meta["global_minimum_energy"], rel=1e-6)
+    assert res.index == 0 and res.converged
+
+
+@pytest.mark.slow
+def test_lj38_truncated_octahedron_is_global_minimum():
+    p = problems.get("lj38")
+    res = find_minimum(p, method="trust-exact")
+    assert res.energy == pytest.approx(p.meta["global_minimum_energy"], rel=1e-6)
+    assert res.index == 0
+    assert res.eigenvalues.shape == (108,)
+
+
+@pytest.fixture(scope="module")
+def mb():
+    return problems.get("muller-brown")
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_muller_brown_minima(mb, k, backend):
+    x, y, e = mb.meta["minima"][k]
+    # gtol relative to the surface's scale (|V| ~ 100, curvatures ~ 1e3)
+    res = find_minimum(mb, np.array([x, y]) + 0.05, backend=backend, gtol=1e-6)
+    np.testing.assert_allclose(res.x, [x, y], atol=mb.meta["atol_position"])
+    assert res.energy == pytest.approx(e, abs=mb.meta["atol_energy"])
+    assert res.index == 0 and res.converged
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_muller_brown_saddles(mb, k, backend):
+    x, y, e = mb.meta["saddles"][k]
+    res = find_saddle(mb, np.array([x, y]) + np.array([0.06, -0.04]), backend=backend)
+    assert res.converged and res.grad_norm < 1e-8
+    np.testing.assert_allclose(res.x, [x, y], atol=mb.meta["atol_position"])
+    assert res.energy == pytest.approx(e, abs=mb.meta["atol_energy"])
+    assert res.index == 1
+    assert np.sum(res.eigenvalues < 0) == 1
+
+
+@pytest.mark.parametrize(("minimum", "mode", "saddle"), [(1, 1, 1), (2, 0, 0)])
+def test_muller_brown_saddle_from_minimum(mb, minimum, mode, saddle):
+    """Climbing out of a minimum along one Hessian eigenvector reaches a neighbouring saddle."""
+    x, y, _ = mb.meta["minima"][minimum]
+    start = find_minimum(mb, np.array([x, y]), gtol=1e-6).x
+    res = find_saddle(mb, start, mode=mode)
+    assert res.converged and res.index == 1
+    np.testing.assert_allclose(res.x, mb.meta["saddles"][saddle][:2], atol=1e-3)
+
+
+def test_lj7_saddle_from_minimum_has_index_one(backend):
+    p = _shared("lj7")
+    m = find_minimum(p)
+    s = find_saddle(p, m.x, mode=0, backend=backend)
+    assert s.converged and s.index == 1
+    assert s.energy > m.energy
+    # stationary: a minimisation from the saddle displaced along its unstable mode goes down
+    idx, lam = stationary_index(p, s.x, backend=backend)
+    assert idx == 1 and lam[0] < 0
+
+
+def test_stationary_index_counts_without_rigid_modes(mb):
+    p = _shared("lj13")
+    m = find_minimum(p)
+    idx, lam = stationary_index(p, m.x)
+    assert idx == 0 and lam.shape == (33,)
+    x, y, _ = mb.meta["saddles"][0]
+    assert stationary_index(mb, np.array([x, y]))[0] == 1
+    x, y, _ = mb.meta["minima"][0]
+    assert stationary_index(mb, np.array([x, y]))[0] == 0
+
+
+def test_saddle_search_reports_runaway(mb):
+    x, y, _ = mb.meta["minima"][0]
+    res = find_saddle(mb, np.array([x, y]), mode=0, max_steps=300)
+    assert not res.converged and "diverged" in res.message
+
+
+def test_saddle_search_reports_step_budget(mb):
+    res = find_saddle(mb, np.array([-0.7, 0.75]), max_steps=1)
+    assert not res.converged and "max_steps=1" in res.message
+
+
+def test_unknown_method():
+    p = problems.get("lj-dimer")
+    with pytest.raises(ValueError, match="unknown method 'CG'; expected one of"):
+        find_minimum(p, method="CG")
+    assert set(MINIMIZE_METHODS) >= {"trust-exact", "trust-krylov", "Newton-CG", "L-BFGS-B"}
