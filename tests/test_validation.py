@@ -1,0 +1,41 @@
+"""validation/: the catalogue plan (what is checked, what is skipped and why) and verdict rules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import problems
+import simdiff
+from validation.catalogue import plan
+from validation.claims import SPEED_MARGIN, _speed_verdict
+
+
+def test_plan_small_scalar_problem_gets_everything() -> None:
+    pl = plan(problems.get("rosenbrock4"), quick=True)
+    assert pl.check_derivatives == ("grad", "hessian", "hvp", "jvp", "vjp", "derivative")
+    assert pl.compare_derivatives == ["grad", "hessian", "hvp"]
+    assert pl.configs == ["jax-jit", "torch-eager", "scipy-fd", "numdifftools"]
+    assert [w for w, _ in pl.skipped] == ["torch-compile"]
+    full = plan(problems.get("rosenbrock4"), quick=False)
+    assert "torch-compile" in full.configs and full.orders == (2, 3)
+
+
+def test_plan_heavy_problem_in_quick_says_what_it_leaves_out() -> None:
+    p = simdiff.Problem(lambda x, ops: ops.sum(x**2), x0=np.zeros(40), meta={"tags": ("pde",)})
+    pl = plan(p, quick=True)
+    assert pl.check_derivatives == ("grad",) and pl.compare_derivatives == ["grad"]
+    reasons = dict(pl.skipped)
+    assert "check hessian, hvp, jvp, vjp, derivative" in reasons
+    assert "scipy-fd / numdifftools timing" in reasons
+    v = simdiff.Problem(lambda x, ops: x * 2.0, x0=np.zeros(3), meta={"tags": ("large",)})
+    assert plan(v, quick=True).check_derivatives == ("jvp", "vjp")
+    assert plan(v, quick=True).compare_derivatives == ["jvp"]
+
+
+def test_speed_verdict_rule() -> None:
+    assert _speed_verdict(SPEED_MARGIN) == "confirmed"
+    assert _speed_verdict(1 / SPEED_MARGIN) == "refuted"
+    assert _speed_verdict(1.2).startswith("depends")
+    assert _speed_verdict(math.nan).startswith("depends: not measurable")
