@@ -58,10 +58,10 @@ __version__ = "0.1.0"
 
 # Subpackages and evidence functions are imported on first access (they pull in
 # h5py/scipy.optimize/matplotlib, which a plain derivative call does not need).
-_LAZY_MODULES = ("ode", "pes", "pde", "sensitivity", "store", "report", "check", "compare")
+_LAZY_MODULES = ("ode", "pes", "pde", "sensitivity", "store", "report", "evidence")
 _LAZY_ATTRS = {
-    "check": ("check", "check"),
-    "compare": ("compare", "compare"),
+    "check": ("evidence", "check"),
+    "compare": ("evidence", "compare"),
     "minimize": ("sensitivity", "minimize"),
     "least_squares": ("sensitivity", "least_squares"),
     "sweep": ("sensitivity", "sweep"),

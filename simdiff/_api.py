@@ -19,6 +19,7 @@ from . import _arrays as A
 from ._problem import Problem
 from ._tree import tree_map
 from .backends import get_backend
+from .backends.taylor import taylor_function
 from .errors import ShapeError, UnsupportedError
 
 __all__ = [
@@ -41,7 +42,7 @@ HESSIAN_METHODS = ("auto", "fwd-rev", "rev-rev", "fwd-fwd")
 JACOBIAN_MODES = ("auto", "fwd", "rev")
 DERIVATIVE_METHODS = ("taylor", "nested")
 _SCALAR_ONLY = {"grad", "value_and_grad", "hvp"}
-_NO_AD_KINDS = {"value", "taylor"}  # what the numpy context can do
+_NO_AD_KINDS = {"value", "taylor", "taylor_derivative"}  # what the numpy context can do
 
 
 def _check_order(order: Any, what: str = "order") -> int:
@@ -118,9 +119,11 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Any, T: Any
     if kind == "derivative_tensor":
         return _derivative_tensor(f, T, params["order"])
     if kind == "taylor":
-        from .backends.taylor import taylor_function  # the taylor context wraps ops
-
         return taylor_function(problem, ops, params["order"])
+    if kind == "taylor_derivative":  # k! c_k, sliced inside the compiled function
+        g, k = taylor_function(problem, ops, params["order"]), params["order"]
+        scale = float(math.factorial(k))
+        return lambda x, v: g(x, v)[k] * scale
     raise AssertionError(kind)
 
 
@@ -243,10 +246,7 @@ class Derivatives:
         extras = [("direction", direction, (self.problem.n,))]
         if method == "nested":
             return self._call("derivative", {"order": order}, x, extras)
-        coeffs = self._call("taylor", {"order": order}, x, extras)
-        return coeffs[..., order, *(slice(None),) * len(self.problem.output_shape)] * float(
-            math.factorial(order)
-        )
+        return self._call("taylor_derivative", {"order": order}, x, extras)
 
     def taylor(self, x: Any, direction: Any, order: int) -> Any:
         """Taylor coefficients ``c_0..c_K`` of ``t -> f(x + t v)``, shape ``(K+1, out...)``."""

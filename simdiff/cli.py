@@ -102,7 +102,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .check import DERIVATIVES, check
+    from ._check import DERIVATIVES, check
     from .store import Store
 
     factories = [resolve(n) for n in args.problems]
@@ -135,7 +135,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import CONFIGS, compare
+    from ._compare import CONFIGS, compare
     from .store import Store
 
     configs = _split(args.configs) or ["jax-jit", "torch-eager", "scipy-fd"]
@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     2
     """
     args = build_parser().parse_args(argv)
-    from .compare import set_threads  # before jax is imported: XLA reads its flags once
+    from ._compare import set_threads  # before jax is imported: XLA reads its flags once
 
     set_threads(args.threads)
     try:

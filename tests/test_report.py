@@ -6,8 +6,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import problems
-from simdiff.check import check
-from simdiff.compare import compare
+from simdiff._check import check
+from simdiff._compare import compare
 from simdiff.report import write_report
 from simdiff.store import Store
 

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 import simdiff
-from simdiff.check import check
-from simdiff.compare import compare
+from simdiff._check import check
+from simdiff._compare import compare
 from simdiff.store import Store
 
 from .literature import reproduce

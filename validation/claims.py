@@ -30,7 +30,7 @@ import numpy as np
 
 import simdiff
 from problems.basic import rosenbrock, seed
-from simdiff.compare import CONFIGS, CompareResult, compare
+from simdiff._compare import CONFIGS, CompareResult, compare
 
 from .simulators import lotka_volterra, op_chain
 
@@ -410,7 +410,7 @@ getattr(warm, kind)(warm.backend.from_numpy(np.linspace(0.1, 0.4, 4), np.float64
 p = seed(n)
 d = simdiff.Derivatives(p, backend, check_finite=False)
 x = d.backend.from_numpy(p.x0, np.float64)
-from simdiff.compare import _PeakRSS
+from simdiff._compare import _PeakRSS
 deltas = []
 for _ in range(2):  # first call (with compilation), then the steady-state call
     with _PeakRSS(0.0005) as probe:

@@ -20,8 +20,6 @@ References, in decreasing independence from the code under test:
 from __future__ import annotations
 
 import math
-import sys
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +66,7 @@ def tolerance(err_estimate: Any, scale: float, *, c: float = C_ERR, rtol: float 
     Examples
     --------
     >>> import numpy as np
-    >>> from simdiff.check import tolerance
+    >>> from simdiff._check import tolerance
     >>> round(float(tolerance(np.array(1e-10), 1.0, rtol=1e-8)), 12)
     1.1e-08
     """
@@ -645,15 +643,3 @@ def _exact_jacobian(ex: dict[str, Callable], problem: Problem) -> Callable | Non
     if "grad" in ex and problem.output_shape == ():
         return ex["grad"]
     return None
-
-
-class _CallableModule(types.ModuleType):
-    """``simdiff.check`` is both this module and the function: importing the module
-    replaces the lazy attribute ``simdiff.check`` by the module, so the module calls
-    :func:`check`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> CheckResult:
-        return check(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -18,7 +18,6 @@ import statistics
 import sys
 import threading
 import time
-import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +53,7 @@ def register_config(name: str, builder: Builder, *, replace: bool = False) -> No
     Examples
     --------
     >>> import numpy as np
-    >>> from simdiff.compare import register_config, CONFIGS
+    >>> from simdiff._compare import register_config, CONFIGS
     >>> register_config("zeros", lambda problem, task: (lambda: np.zeros(problem.n)),
     ...                 replace=True)
     >>> "zeros" in CONFIGS
@@ -154,7 +153,7 @@ def _ad_builder(backend: str, compile: bool = False) -> Builder:
 
 
 def _scipy_fd(problem: Problem, task: Task) -> Callable[[], Any]:
-    from .check import FiniteDifferences, default_fd_step, numpy_vectorized
+    from ._check import FiniteDifferences, default_fd_step, numpy_vectorized
 
     if task.batch:
         raise UnsupportedError("scipy-fd is compared at single points only, not batched x")
@@ -657,13 +656,3 @@ def _accuracy(problem: Problem, tasks: list[Task], result: CompareResult) -> Non
             e.reference = name
             e.max_abs_err = float(np.max(np.abs(e.value - ref), initial=0.0))
             e.max_rel_err = e.max_abs_err / scale
-
-
-class _CallableModule(types.ModuleType):
-    """``simdiff.compare`` is both this module and the function (see simdiff.check)."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> CompareResult:
-        return compare(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
