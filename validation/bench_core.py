@@ -88,10 +88,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
         fn()
     np.testing.assert_allclose(np.asarray(dj.hessian(xj)), dt.hessian(xt).numpy(), rtol=1e-10)
     times: dict[str, list[float]] = {k: [] for k in configs}
-    for _ in range(args.repeats):  # interleaved, so load changes hit every config alike
-        for name, fn in configs.items():
+    order = list(configs)
+    rng = np.random.default_rng(0)
+    for _ in range(args.repeats):
+        # interleaved, so load changes hit every config alike; shuffled, because the
+        # config that runs first in a round is measurably slower (cache effects)
+        rng.shuffle(order)
+        for name in order:
             t0 = time.perf_counter()
-            fn()
+            configs[name]()
             times[name].append(time.perf_counter() - t0)
     rows = []
     base = {"jax": "jax: jax.jit(jax.hessian(f))", "torch": "torch: torch.func.hessian(f)"}
