@@ -13,6 +13,7 @@ torchdiffeq).
 from __future__ import annotations
 
 import math
+import random
 import os
 import statistics
 import sys
@@ -492,7 +493,8 @@ def compare(
     Protocol: every pair is built and called once (the *first call*: tracing,
     compilation, and the computation, timed with ``time.perf_counter`` after
     ``block_until_ready`` on JAX).  Then ``repeats`` rounds each call every
-    working pair once in turn (round robin), so a slow phase of a shared machine
+    working pair once, in an order shuffled every round (the first call of a round
+    runs measurably slower), so a slow phase of a shared machine
     hits all configurations alike and the ratios survive it.  ``steady_s`` is
     the median of the samples, with quartiles, min and max.  Memory is the
     peak RSS increase over the first call, sampled every millisecond from a
@@ -547,7 +549,9 @@ def compare(
             continue
         entry.inner = max(1, min(10_000, math.ceil(min_sample_s / max(t, 1e-9))))
     calls = [(e, c) for e, c in calls if e.status == "ok"]
+    rounds = random.Random(0)
     for _ in range(repeats):
+        rounds.shuffle(calls)  # the pair that opens a round runs measurably slower
         for entry, call in calls:
             entry.samples.append(_timed(call, entry.inner) / entry.inner)
     for entry, _ in calls:
