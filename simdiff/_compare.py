@@ -13,8 +13,8 @@ torchdiffeq).
 from __future__ import annotations
 
 import math
-import random
 import os
+import random
 import statistics
 import sys
 import threading
