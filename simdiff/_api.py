@@ -373,14 +373,27 @@ def _reporting_compile(fn: Callable, kind: str) -> Callable:
 # --------------------------------------------------------------------------- functions
 
 
-def _derivatives(problem: Problem, backend: str, dtype: Any) -> Derivatives:
+def cached_derivatives(
+    problem: Problem, backend: str, *, dtype: Any = None, check_finite: bool = True
+) -> Derivatives:
+    """The problem's shared :class:`Derivatives` for these settings (built on first use).
+
+    Kept on the problem, so every function of the API and every analysis built
+    on it (sensitivity, optimisation) compile each derivative once.
+    """
     if not isinstance(problem, Problem):
         raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
-    key = ("derivatives", backend, str(dtype))
+    key = ("derivatives", backend, str(dtype), bool(check_finite))
     d = problem._cache.get(key)
     if d is None:
-        d = problem._cache[key] = Derivatives(problem, backend, dtype=dtype)
+        d = problem._cache[key] = Derivatives(
+            problem, backend, dtype=dtype, check_finite=check_finite
+        )
     return d
+
+
+def _derivatives(problem: Problem, backend: str, dtype: Any) -> Derivatives:
+    return cached_derivatives(problem, backend, dtype=dtype)
 
 
 def grad(problem: Problem, x: Any = None, *, backend: str = "jax", dtype: Any = None) -> Any:

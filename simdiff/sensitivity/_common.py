@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._api import Derivatives
+from .._api import Derivatives, cached_derivatives
 from .._problem import Problem
 from ..errors import ShapeError
 
@@ -31,15 +31,5 @@ def point(problem: Problem, x: Any, what: str = "x") -> np.ndarray:
 def derivatives(
     problem: Problem, backend: str, *, dtype: Any = None, check_finite: bool = True
 ) -> Derivatives:
-    """The problem's cached :class:`~simdiff.Derivatives` for these settings.
-
-    Kept in the problem's cache (as :func:`simdiff.grad` does), so repeated
-    analyses of one problem compile each derivative once.
-    """
-    key = ("sensitivity", backend, str(dtype), bool(check_finite))
-    d = problem._cache.get(key)
-    if d is None:
-        d = problem._cache[key] = Derivatives(
-            problem, backend, dtype=dtype, check_finite=check_finite
-        )
-    return d
+    """The problem's shared :class:`~simdiff.Derivatives` (see ``cached_derivatives``)."""
+    return cached_derivatives(problem, backend, dtype=dtype, check_finite=check_finite)

@@ -11,7 +11,6 @@ in the status array and the sweep goes on.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import importlib
 import json
@@ -129,13 +128,6 @@ def _token(spec: Any, problem: Problem) -> str:
     if problem not in _TOKENS:
         _TOKENS[problem] = f"{problem.name}-{uuid.uuid4().hex}"
     return _TOKENS[problem]
-
-
-def _portable(problem: Problem) -> Problem:
-    """A shallow copy without the compiled-function cache, which need not pickle."""
-    p = copy.copy(problem)
-    p._cache = {}
-    return p
 
 
 def _derivatives_for(spec: Any, token: str, backend: str) -> Derivatives:
@@ -378,7 +370,7 @@ def sweep(
     n_chunks = -(-pts.shape[0] // size)
     shapes = _shapes(prob, derivatives)
     token = _token(problem, prob)
-    spec = problem if isinstance(problem, str) else _portable(prob)
+    spec = problem if isinstance(problem, str) else prob  # pickles without its cache
     results = {name: np.full((pts.shape[0], *shape), np.nan) for name, shape in shapes.items()}
     status = np.zeros(pts.shape[0], dtype=np.int8)
     messages: dict[int, str] = {}
