@@ -28,6 +28,8 @@ def _case(fn):
 CASES = {
     "abs": _case(lambda o, a, b, m: o.abs(a - 0.5)),
     "negative": _case(lambda o, a, b, m: o.negative(a)),
+    "floor": _case(lambda o, a, b, m: o.floor(3.0 * b - 4.1)),
+    "round": _case(lambda o, a, b, m: o.round(3.0 * b - 4.1)),
     "sign": _case(lambda o, a, b, m: o.sign(a - 0.5)),
     "sqrt": _case(lambda o, a, b, m: o.sqrt(b)),
     "square": _case(lambda o, a, b, m: o.square(a)),

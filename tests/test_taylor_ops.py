@@ -55,6 +55,8 @@ CASES = {
     "abs": lambda x, ops: ops.abs(x) * x,
     "negative": lambda x, ops: ops.negative(ops.sin(x)),
     "sign": lambda x, ops: ops.sign(x) * ops.exp(x),
+    "floor": lambda x, ops: ops.floor(3.0 * x) * ops.exp(x),
+    "round": lambda x, ops: ops.round(3.0 * x) * ops.exp(x),
     "sqrt": lambda x, ops: ops.sqrt(x * x + 1.0),
     "square": lambda x, ops: ops.square(ops.sin(x)),
     "exp": lambda x, ops: ops.exp(x),

@@ -22,7 +22,7 @@ __all__ = ["OP_NAMES", "Backend", "LoopOps", "Namespace", "Ops"]
 UNARY = (
     "abs", "negative", "sign", "sqrt", "square", "exp", "expm1", "log", "log1p",
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-    "asinh", "acosh", "atanh", "isfinite",
+    "asinh", "acosh", "atanh", "isfinite", "floor", "round",
 )  # fmt: skip
 BINARY = ("add", "subtract", "multiply", "divide", "pow", "atan2", "maximum", "minimum")
 REDUCTIONS = ("sum", "prod", "mean", "max", "min", "cumsum")

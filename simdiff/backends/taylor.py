@@ -208,6 +208,14 @@ class TaylorOps(LoopOps):
     def sign(self, x: Any) -> Any:
         return self._unary("sign", x, lambda c: self.s.lift(self.base.sign(c[0])))
 
+    def floor(self, x: Any) -> Any:
+        """Piecewise constant: the primal's floor, zero higher coefficients."""
+        return self._unary("floor", x, lambda c: self.s.lift(self.base.floor(c[0])))
+
+    def round(self, x: Any) -> Any:
+        """Piecewise constant: the primal rounded (half to even), zero higher coefficients."""
+        return self._unary("round", x, lambda c: self.s.lift(self.base.round(c[0])))
+
     def isfinite(self, x: Any) -> Any:
         """Finiteness of the primal (a plain boolean array)."""
         return self.base.isfinite(_primal(x))

@@ -32,7 +32,7 @@ _SAME = (
     "abs", "negative", "sign", "sqrt", "square", "exp", "expm1", "log", "log1p",
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
     "atanh", "isfinite", "add", "subtract", "multiply", "divide", "pow", "atan2",
-    "maximum", "minimum", "broadcast_to", "matmul", "einsum",
+    "maximum", "minimum", "broadcast_to", "matmul", "einsum", "floor", "round",
 )  # fmt: skip
 
 
