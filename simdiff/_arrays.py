@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .backends import Backend, get_backend
-from .errors import DTypeError, NonFiniteError, PrecisionWarning, ShapeError
+from .errors import DTypeError, NonFiniteError, PrecisionWarning
 
 __all__ = ["array_kind", "check_finite_array", "convert_out", "resolve_dtype", "to_backend"]
 
@@ -117,11 +117,3 @@ def convert_out(y: Any, kind: str, backend: Backend) -> Any:
     if kind == "numpy":
         return a
     return get_backend(kind).from_numpy(a, a.dtype)
-
-
-def expect_shape(a: Any, shapes: list[tuple[int, ...]], what: str, problem_name: str) -> None:
-    """Raise :class:`ShapeError` unless ``a.shape`` is one of ``shapes``."""
-    shape = tuple(int(s) for s in a.shape)
-    if shape not in shapes:
-        want = " or ".join(str(s).replace(",)", ",)") for s in shapes)
-        raise ShapeError(f"{what} for problem {problem_name!r} must have shape {want}; got {shape}")

@@ -139,16 +139,12 @@ def _ad_builder(backend: str, compile: bool = False) -> Builder:
             "derivative": lambda: d.derivative(x, task.order, v, method=task.method),
         }
         fn = fns[k]
-        if backend == "jax":
-            import jax
 
-            def call() -> Any:
-                return jax.block_until_ready(fn())
+        def call() -> Any:
+            return be.block_until_ready(fn())
 
-            call.derivatives = d  # type: ignore[attr-defined]
-            return call
-        fn.derivatives = d  # type: ignore[attr-defined]
-        return fn
+        call.derivatives = d  # type: ignore[attr-defined]
+        return call
 
     return build
 

@@ -138,6 +138,11 @@ class Backend:
     def ops(self, dtype: Any = None, device: Any = None) -> Ops:
         raise NotImplementedError
 
+    @staticmethod
+    def block_until_ready(x: Any) -> Any:
+        """Wait for an asynchronous result (JAX); eager backends return ``x`` at once."""
+        return x
+
     def is_native(self, x: Any) -> bool:
         raise NotImplementedError
 

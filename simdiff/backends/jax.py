@@ -54,6 +54,7 @@ class JaxBackend(Backend):
     jacfwd = staticmethod(jax.jacfwd)
     jacrev = staticmethod(jax.jacrev)
     jit = staticmethod(jax.jit)
+    block_until_ready = staticmethod(jax.block_until_ready)
 
     def ops(self, dtype: Any = None, device: Any = None) -> JaxOps:
         return JaxOps(jnp.float64 if dtype is None else dtype)
