@@ -384,10 +384,6 @@ def cached_derivatives(
     return d
 
 
-def _derivatives(problem: Problem, backend: str, dtype: Any) -> Derivatives:
-    return cached_derivatives(problem, backend, dtype=dtype)
-
-
 def grad(problem: Problem, x: Any = None, *, backend: str = "jax", dtype: Any = None) -> Any:
     """Gradient of a scalar problem.
 
@@ -414,7 +410,7 @@ def grad(problem: Problem, x: Any = None, *, backend: str = "jax", dtype: Any = 
     >>> simdiff.grad(p, np.ones((3, 2)), backend="torch").shape
     (3, 2)
     """
-    return _derivatives(problem, backend, dtype).grad(x)
+    return cached_derivatives(problem, backend, dtype=dtype).grad(x)
 
 
 def value_and_grad(problem: Problem, x: Any = None, *, backend: str = "jax", dtype: Any = None):
@@ -427,7 +423,7 @@ def value_and_grad(problem: Problem, x: Any = None, *, backend: str = "jax", dty
     >>> simdiff.value_and_grad(p)
     (array(5.), array([2., 4.]))
     """
-    return _derivatives(problem, backend, dtype).value_and_grad(x)
+    return cached_derivatives(problem, backend, dtype=dtype).value_and_grad(x)
 
 
 def hessian(
@@ -451,7 +447,7 @@ def hessian(
     array([[4., 2.],
            [2., 0.]])
     """
-    return _derivatives(problem, backend, dtype).hessian(x, method=method)
+    return cached_derivatives(problem, backend, dtype=dtype).hessian(x, method=method)
 
 
 def hvp(problem: Problem, v: Any, x: Any = None, *, backend: str = "jax", dtype: Any = None):
@@ -464,7 +460,7 @@ def hvp(problem: Problem, v: Any, x: Any = None, *, backend: str = "jax", dtype:
     >>> simdiff.hvp(p, np.array([1.0, 0.0]))
     array([4., 2.])
     """
-    return _derivatives(problem, backend, dtype).hvp(x, v)
+    return cached_derivatives(problem, backend, dtype=dtype).hvp(x, v)
 
 
 def jvp(problem: Problem, v: Any, x: Any = None, *, backend: str = "jax", dtype: Any = None):
@@ -478,7 +474,7 @@ def jvp(problem: Problem, v: Any, x: Any = None, *, backend: str = "jax", dtype:
     >>> simdiff.jvp(p, np.array([1.0, 0.0]))
     array([2., 1.])
     """
-    return _derivatives(problem, backend, dtype).jvp(x, v)
+    return cached_derivatives(problem, backend, dtype=dtype).jvp(x, v)
 
 
 def vjp(problem: Problem, u: Any, x: Any = None, *, backend: str = "jax", dtype: Any = None):
@@ -492,7 +488,7 @@ def vjp(problem: Problem, u: Any, x: Any = None, *, backend: str = "jax", dtype:
     >>> simdiff.vjp(p, np.array([1.0, 1.0]))
     array([3., 0.])
     """
-    return _derivatives(problem, backend, dtype).vjp(x, u)
+    return cached_derivatives(problem, backend, dtype=dtype).vjp(x, u)
 
 
 def jacobian(
@@ -509,7 +505,7 @@ def jacobian(
     array([[2., 0.],
            [1., 0.]])
     """
-    return _derivatives(problem, backend, dtype).jacobian(x, mode=mode)
+    return cached_derivatives(problem, backend, dtype=dtype).jacobian(x, mode=mode)
 
 
 def derivative(
@@ -535,7 +531,9 @@ def derivative(
     >>> float(simdiff.derivative(p, 3, np.ones(1), method="nested"))
     8.0
     """
-    return _derivatives(problem, backend, dtype).derivative(x, order, direction, method=method)
+    return cached_derivatives(problem, backend, dtype=dtype).derivative(
+        x, order, direction, method=method
+    )
 
 
 def taylor(
@@ -552,7 +550,7 @@ def taylor(
     >>> simdiff.taylor(p, np.zeros(1), np.ones(1), 3)
     array([1.        , 1.        , 0.5       , 0.16666667])
     """
-    return _derivatives(problem, backend, dtype).taylor(x, direction, order)
+    return cached_derivatives(problem, backend, dtype=dtype).taylor(x, direction, order)
 
 
 def derivative_tensor(
@@ -570,4 +568,4 @@ def derivative_tensor(
     array([[0., 2.],
            [2., 0.]])
     """
-    return _derivatives(problem, backend, dtype).derivative_tensor(x, order=order)
+    return cached_derivatives(problem, backend, dtype=dtype).derivative_tensor(x, order=order)
