@@ -219,15 +219,18 @@ class Derivatives:
         method = _choice(method, HESSIAN_METHODS, "Hessian method")
         return self._call("hessian", {"method": "fwd-rev" if method == "auto" else method}, x, [])
 
-    def hvp(self, x: Any, v: Any) -> Any:
-        """Hessian-vector product ``H(x) v`` (forward over reverse), shape ``(n,)``."""
+    def hvp(self, v: Any, x: Any = None) -> Any:
+        """Hessian-vector product ``H(x) v`` (forward over reverse), shape ``(n,)``.
+
+        Arguments in the order of :func:`simdiff.hvp`: direction first, ``x`` last.
+        """
         return self._call("hvp", {}, x, [("v", v, (self.problem.n,))])
 
-    def jvp(self, x: Any, v: Any) -> Any:
+    def jvp(self, v: Any, x: Any = None) -> Any:
         """Jacobian-vector product ``J(x) v``, shape ``out``."""
         return self._call("jvp", {}, x, [("v", v, (self.problem.n,))])
 
-    def vjp(self, x: Any, u: Any) -> Any:
+    def vjp(self, u: Any, x: Any = None) -> Any:
         """Vector-Jacobian product ``u^T J(x)``, shape ``(n,)``; ``u`` has shape ``out``."""
         return self._call("vjp", {}, x, [("u", u, self.problem.output_shape)])
 
@@ -239,7 +242,9 @@ class Derivatives:
             mode = "fwd" if self.problem.n <= m else "rev"
         return self._call("jacobian", {"mode": mode}, x, [])
 
-    def derivative(self, x: Any, order: int, direction: Any, *, method: str = "taylor") -> Any:
+    def derivative(
+        self, order: int, direction: Any, x: Any = None, *, method: str = "taylor"
+    ) -> Any:
         """``order``-th directional derivative of ``t -> f(x + t v)`` at 0, shape ``out``."""
         order = _check_order(order)
         method = _choice(method, DERIVATIVE_METHODS, "derivative method")
@@ -460,7 +465,7 @@ def hvp(problem: Problem, v: Any, x: Any = None, *, backend: str = "jax", dtype:
     >>> simdiff.hvp(p, np.array([1.0, 0.0]))
     array([4., 2.])
     """
-    return cached_derivatives(problem, backend, dtype=dtype).hvp(x, v)
+    return cached_derivatives(problem, backend, dtype=dtype).hvp(v, x)
 
 
 def jvp(problem: Problem, v: Any, x: Any = None, *, backend: str = "jax", dtype: Any = None):
@@ -474,7 +479,7 @@ def jvp(problem: Problem, v: Any, x: Any = None, *, backend: str = "jax", dtype:
     >>> simdiff.jvp(p, np.array([1.0, 0.0]))
     array([2., 1.])
     """
-    return cached_derivatives(problem, backend, dtype=dtype).jvp(x, v)
+    return cached_derivatives(problem, backend, dtype=dtype).jvp(v, x)
 
 
 def vjp(problem: Problem, u: Any, x: Any = None, *, backend: str = "jax", dtype: Any = None):
@@ -488,7 +493,7 @@ def vjp(problem: Problem, u: Any, x: Any = None, *, backend: str = "jax", dtype:
     >>> simdiff.vjp(p, np.array([1.0, 1.0]))
     array([3., 0.])
     """
-    return cached_derivatives(problem, backend, dtype=dtype).vjp(x, u)
+    return cached_derivatives(problem, backend, dtype=dtype).vjp(u, x)
 
 
 def jacobian(
@@ -532,7 +537,7 @@ def derivative(
     8.0
     """
     return cached_derivatives(problem, backend, dtype=dtype).derivative(
-        x, order, direction, method=method
+        order, direction, x, method=method
     )
 
 

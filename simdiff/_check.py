@@ -571,14 +571,14 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, fd)
         refs = [("scipy-fd(ad grad)", ref, err, True)]
         if "hessian" in ex:
             refs.append(("exact", lambda: ex["hessian"](x) @ v, None, False))
-        yield "hvp", (lambda: d.hvp(x, v)), refs
+        yield "hvp", (lambda: d.hvp(v, x)), refs
     elif kind == "jvp":
         ref, err = _fd_cached(lambda: fd.direction(f_np, x, v))
         refs = [("scipy-fd", ref, err, True)]
         jac = _exact_jacobian(ex, problem)
         if jac is not None:
             refs.append(("exact", lambda: jac(x) @ v, None, False))
-        yield "jvp", (lambda: d.jvp(x, v)), refs
+        yield "jvp", (lambda: d.jvp(v, x)), refs
     elif kind == "vjp":
 
         def s(y: np.ndarray) -> np.ndarray:  # u . f(y), scipy layout
@@ -591,11 +591,11 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, fd)
             refs = [("scipy-fd", ref, err, True)]
             if jac is not None:
                 refs.append(("exact", lambda: np.tensordot(u, jac(x), axes=u.ndim), None, False))
-            yield "vjp", (lambda: d.vjp(x, u)), refs
+            yield "vjp", (lambda: d.vjp(u, x)), refs
         else:
             for i, w in enumerate(dirs):
                 r2, e2 = _fd_cached(lambda w=w: fd.direction(s, x, w))
-                yield f"vjp.v{i}", (lambda w=w: d.vjp(x, u) @ w), [("scipy-fd", r2, e2, True)]
+                yield f"vjp.v{i}", (lambda w=w: d.vjp(u, x) @ w), [("scipy-fd", r2, e2, True)]
     elif kind == "jacobian":
         jac = _exact_jacobian(ex, problem)
         if n <= max_n:
@@ -616,7 +616,7 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, fd)
         for k in orders:
             prev = _batched(
                 lambda y, k=k: d.derivative(
-                    y, k - 1, np.broadcast_to(v, y.shape).copy(), method="nested"
+                    k - 1, np.broadcast_to(v, y.shape).copy(), y, method="nested"
                 ),
                 n,
                 _chunk(d),
@@ -627,12 +627,12 @@ def _plans(kind, d, problem, x, v, u, dirs, f_np, ex, orders, full_n, max_n, fd)
                 refs.append(("exact", lambda k=k: ex["derivative"](x, k, v), None, False))
 
             def nested(k: int = k) -> Any:
-                return d.derivative(x, k, v, method="nested")
+                return d.derivative(k, v, x, method="nested")
 
             yield f"derivative{k}", nested, refs
             yield (
                 f"derivative{k}.taylor",
-                (lambda k=k: d.derivative(x, k, v, method="taylor")),
+                (lambda k=k: d.derivative(k, v, x, method="taylor")),
                 [("nested", nested, None, False)],
             )
 

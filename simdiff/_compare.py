@@ -132,11 +132,11 @@ def _ad_builder(backend: str, compile: bool = False) -> Builder:
             "value": lambda: d.value(x),
             "grad": lambda: d.grad(x),
             "hessian": lambda: d.hessian(x),
-            "hvp": lambda: d.hvp(x, v),
-            "jvp": lambda: d.jvp(x, v),
-            "vjp": lambda: d.vjp(x, u),
+            "hvp": lambda: d.hvp(v, x),
+            "jvp": lambda: d.jvp(v, x),
+            "vjp": lambda: d.vjp(u, x),
             "jacobian": lambda: d.jacobian(x),
-            "derivative": lambda: d.derivative(x, task.order, v, method=task.method),
+            "derivative": lambda: d.derivative(task.order, v, x, method=task.method),
         }
         fn = fns[k]
 

@@ -268,3 +268,20 @@ def test_problem_pickles_without_compiled_cache(cat):
     q = pickle.loads(pickle.dumps(p))
     assert q._cache == {} and q.name == p.name
     np.testing.assert_allclose(simdiff.grad(q), simdiff.grad(p), rtol=0)
+
+
+def test_functions_and_methods_share_argument_order():
+    """``simdiff.hvp(p, v, x)`` and ``Derivatives.hvp(v, x)``: same order, positionally."""
+    p = simdiff.Problem(lambda x, ops: ops.sum(x**3) + x[0] * x[1], x0=np.array([1.0, 2.0]))
+    d = simdiff.Derivatives(p, backend="jax")
+    x = np.array([0.5, -1.5])
+    v = np.array([2.0, 3.0])
+    np.testing.assert_array_equal(simdiff.hvp(p, v, x), d.hvp(v, x))
+    np.testing.assert_array_equal(simdiff.jvp(p, v, x), d.jvp(v, x))
+    np.testing.assert_array_equal(simdiff.vjp(p, np.array(1.0), x), d.vjp(np.array(1.0), x))
+    np.testing.assert_array_equal(simdiff.derivative(p, 3, v, x), d.derivative(3, v, x))
+    # the swapped call differs: H(x) v is not H(v) x here
+    assert not np.allclose(d.hvp(v, x), d.hvp(x, v))
+    np.testing.assert_allclose(d.hvp(v, x), np.array([6 * 0.5 * 2 + 3, 2 + 6 * -1.5 * 3]))
+    # x defaults to x0 in both forms
+    np.testing.assert_array_equal(d.hvp(v), simdiff.hvp(p, v))

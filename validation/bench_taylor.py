@@ -134,12 +134,12 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     d = simdiff.Derivatives(problem, backend, check_finite=False)
                     xn, vn = _native(backend, x), _native(backend, v)
                     start, cpu = time.perf_counter(), time.process_time()
-                    y = _block(backend, d.derivative(xn, order, vn, method=method))
+                    y = _block(backend, d.derivative(order, vn, xn, method=method))
                     first = time.perf_counter() - start
                     first_cpu = time.process_time() - cpu
 
                     def call(d=d, xn=xn, vn=vn, m=method, b=backend, k=order):
-                        return _block(b, d.derivative(xn, k, vn, method=m))
+                        return _block(b, d.derivative(k, vn, xn, method=m))
 
                     configs.append({"workload": wname, "backend": backend, "method": method,
                                     "order": order, "first_call_s": first,

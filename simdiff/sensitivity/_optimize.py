@@ -105,7 +105,7 @@ class _Counted:
 
     def hvp(self, x: np.ndarray, v: np.ndarray, *args: Any) -> np.ndarray:
         self.counts["nhvp"] += 1
-        return np.asarray(self.d.hvp(np.asarray(x, dtype=np.float64), np.asarray(v, np.float64)))
+        return np.asarray(self.d.hvp(np.asarray(v, np.float64), np.asarray(x, dtype=np.float64)))
 
     def jacobian(self, x: np.ndarray) -> np.ndarray:
         self.counts["njac"] += 1
