@@ -82,6 +82,8 @@ class TaylorOps(LoopOps):
         self.base = base
         self.order = int(order)
         self.dtype = base.dtype
+        self.traced = base.traced  # Taylor over JAX traces like JAX
+        self.errstate = base.errstate
         self.s = Series(base, self.order)
         if base.name == "jax":
             register_jax_pytree()

@@ -240,9 +240,17 @@ class TorchOps(LoopOps):
         """``x.detach()``."""
         return x.detach()
 
+    @staticmethod
+    def jacfwd(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``torch.func.jacfwd``: forward-mode Jacobian, usable inside a solver."""
+        return torch.func.jacfwd(fn)
+
 
 class TorchBackend(Backend):
     name = "torch"
+    ops_class = TorchOps
+    can_compile = True
+    prefers_batched_calls = False
     grad = staticmethod(torch.func.grad)
     jvp = staticmethod(torch.func.jvp)
     vjp = staticmethod(torch.func.vjp)
@@ -252,18 +260,16 @@ class TorchBackend(Backend):
     def ops(self, dtype: Any = None, device: Any = None) -> TorchOps:
         return TorchOps(torch.float64 if dtype is None else dtype, device)
 
-    @staticmethod
-    def vmap(fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
+    def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
         return torch.func.vmap(fn, in_dims=in_axes)
 
-    @staticmethod
-    def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Eager torch has no compiler step: identity (``compile=True`` uses torch.compile)."""
-        return fn
-
-    @staticmethod
-    def compile(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``torch.compile(fn, fullgraph=False, dynamic=False)``."""
         return torch.compile(fn, fullgraph=False, dynamic=False)
+
+    def warm_up(self) -> None:
+        t = torch.tensor([0.5], dtype=torch.float64)
+        torch.func.grad(lambda y: torch.sin(y).sum())(t)
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
@@ -276,3 +282,23 @@ class TorchBackend(Backend):
 
     def to_numpy(self, x: Any) -> Any:
         return x.detach().cpu().numpy()
+
+    def dtype_name(self, x: Any) -> str:
+        return str(x.dtype).removeprefix("torch.")
+
+    def device_of(self, x: Any) -> Any:
+        return x.device
+
+    def concrete(self, x: Any) -> Any:
+        try:
+            return np.asarray(float(x.detach())) if x.ndim == 0 else x.detach().cpu().numpy()
+        except RuntimeError:  # vmap / functional tensors without a value
+            return None
+
+    def threads(self) -> dict[str, Any]:
+        """torch's intra-op and inter-op thread counts."""
+        return {"torch": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads()}
+
+    def set_threads(self, n: int) -> None:
+        """``torch.set_num_threads(n)``."""
+        torch.set_num_threads(n)
