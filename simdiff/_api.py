@@ -18,7 +18,7 @@ import numpy as np
 from . import _arrays as A
 from ._problem import Problem
 from ._tree import tree_map
-from .backends import get_backend
+from .backends import Ops, get_backend
 from .backends.taylor import taylor_function
 from .errors import ShapeError, UnsupportedError
 from .taylor_tensor import assemble_tensor
@@ -90,7 +90,7 @@ def _value_and_grad(f: Callable[[Any], Any], T: Any) -> Callable[[Any], Any]:
     return vg
 
 
-def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Any, T: Any) -> Callable:
+def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any) -> Callable:
     def f(x: Any) -> Any:
         return problem.fn(x, ops)
 

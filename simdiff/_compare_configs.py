@@ -164,6 +164,16 @@ def _ad_builder(backend: str, compile: bool = False) -> Builder:
     return build
 
 
+def _given(a: np.ndarray | None, what: str, task: Task) -> np.ndarray:
+    if a is None:
+        raise ValueError(f"task {task.label!r} needs {what}; it was built without one")
+    return a
+
+
+def _contract(u: np.ndarray, jac: np.ndarray) -> np.ndarray:
+    return np.tensordot(u, jac, axes=u.ndim)
+
+
 def _scipy_fd(problem: Problem, task: Task) -> Callable[[], Any]:
     from ._check import FiniteDifferences, default_fd_step, numpy_vectorized
 
@@ -176,15 +186,15 @@ def _scipy_fd(problem: Problem, task: Task) -> Callable[[], Any]:
             raise UnsupportedError(
                 f"scipy.differentiate gives first derivatives only (asked for order {task.order})"
             )
-        return lambda: fd.direction(f, x, task.v)[0]
+        return lambda: fd.direction(f, x, _given(task.v, "v", task))[0]
     table: dict[str, Callable[[], Any]] = {
         "value": lambda: f(x[:, None])[..., 0],
         "grad": lambda: fd.jacobian(f, x)[0],
         "jacobian": lambda: fd.jacobian(f, x)[0],
         "hessian": lambda: fd.hessian(f, x)[0],
-        "hvp": lambda: fd.hessian(f, x)[0] @ task.v,
-        "jvp": lambda: fd.direction(f, x, task.v)[0],
-        "vjp": lambda: np.tensordot(task.u, fd.jacobian(f, x)[0], axes=task.u.ndim),
+        "hvp": lambda: fd.hessian(f, x)[0] @ _given(task.v, "v", task),
+        "jvp": lambda: fd.direction(f, x, _given(task.v, "v", task))[0],
+        "vjp": lambda: _contract(_given(task.u, "u", task), fd.jacobian(f, x)[0]),
     }
     return table[k]
 

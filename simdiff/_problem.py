@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ._cache import DerivativeCache
-from .backends import BACKENDS, get_backend
+from .backends import BACKENDS, Ops, get_backend
 from .errors import DTypeError, ShapeError, UnsupportedError
 
 __all__ = ["Problem"]
@@ -80,7 +80,7 @@ class Problem:
             raise ValueError(f"Problem x0 must be finite; x0[{bad}] = {x0[bad]}")
         self.fn = fn
         self.x0 = x0
-        self.name = name or getattr(fn, "__name__", "problem")
+        self.name: str = name or str(getattr(fn, "__name__", "problem"))
         self.exact = dict(exact or {})
         unknown = set(backends or ()) - set(BACKENDS)
         if unknown:
@@ -176,7 +176,7 @@ class Problem:
 
 
 def _only(f: Callable[[Any], Any], backend: str) -> Callable[[Any, Any], Any]:
-    def fn(x: Any, ops: Any) -> Any:
+    def fn(x: Any, ops: Ops) -> Any:
         if not get_backend(backend).runs(ops):
             raise UnsupportedError(
                 f"this problem was written in {backend} (Problem.from_{backend}) and cannot run "

@@ -16,7 +16,7 @@ import importlib
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,7 @@ def resolve(name: str) -> tuple[str, Callable[[], Any]]:
     return name, reg[name]
 
 
-def _progress(items: Sequence[Any], desc: str) -> Any:
+def _progress(items: Iterable[Any], desc: str) -> Any:
     try:
         from tqdm import tqdm
     except ImportError:  # tqdm is a dependency; without it, no bars
@@ -180,9 +180,9 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"the validation package is not importable ({exc}); run `simdiff "
             "report` from the repository root"
         ) from exc
-    names = _split(args.problems) or cat.names()
+    names: list[str] = _split(args.problems) or list(cat.names())
     factories = dict(resolve(n) for n in names)
-    claims = _split(args.claims) if args.claims is not None else list(CLAIMS)
+    claims: list[str] = _split(args.claims) or [] if args.claims is not None else list(CLAIMS)
     bad = [c for c in claims if c not in CLAIMS]
     if bad:
         raise UsageError(f"unknown claims {bad}; valid: {', '.join(CLAIMS)}")

@@ -110,7 +110,7 @@ def environment() -> dict[str, Any]:
     """
     from . import __version__
 
-    versions = {"simdiff": __version__, "python": platform.python_version()}
+    versions: dict[str, str | None] = {"simdiff": __version__, "python": platform.python_version()}
     for pkg in _PACKAGES:
         try:
             versions[pkg] = importlib.metadata.version(pkg)

@@ -119,5 +119,6 @@ def assemble_tensor(
     tensor = np.zeros((*out_shape, *(n,) * d))
     for b, j in enumerate(dirs):
         for perm in set(itertools.permutations(np.repeat(np.arange(n), j).tolist())):
-            tensor[(..., *perm)] = scaled[b] * math.prod(math.factorial(int(jl)) for jl in j)
+            index: tuple[Any, ...] = (..., *perm)
+            tensor[index] = scaled[b] * math.prod(math.factorial(int(jl)) for jl in j)
     return tensor

@@ -53,6 +53,11 @@ class Namespace:
     def __init__(self, **members: Callable[..., Any]) -> None:
         self.__dict__.update(members)
 
+    def __getattr__(self, item: str) -> Any:
+        # Only reached for missing members; typed Any so that a Namespace satisfies the
+        # sub-namespace protocols (its members are set at run time).
+        raise AttributeError(f"namespace has no member {item!r}")
+
 
 #: An array of the active context: ``numpy.ndarray``, ``jax.Array``,
 #: ``torch.Tensor`` or a Taylor array.  The frameworks' array types share no
@@ -106,8 +111,11 @@ class Ops(Protocol):
     pi: float
     e: float
     inf: float
-    linalg: _Linalg
-    fft: _FFT
+
+    @property
+    def linalg(self) -> _Linalg: ...
+    @property
+    def fft(self) -> _FFT: ...
 
     # --- capabilities (see CAPABILITIES)
     @property

@@ -83,7 +83,6 @@ class TaylorOps(LoopOps):
         self.order = int(order)
         self.dtype = base.dtype
         self.traced = base.traced  # Taylor over JAX traces like JAX
-        self.errstate = base.errstate
         self.s = Series(base, self.order)
         if base.name == "jax":
             register_jax_pytree()
@@ -101,6 +100,10 @@ class TaylorOps(LoopOps):
         return (
             f"<simdiff ops: taylor(order={self.order}) over {self.base.name}, dtype={self.dtype}>"
         )
+
+    def errstate(self) -> Any:
+        """The base context's floating-point-warning guard."""
+        return self.base.errstate()
 
     # ------------------------------------------------------------------ plumbing
     def wrap(self, coeffs: Any) -> TaylorArray:

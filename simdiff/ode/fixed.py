@@ -23,7 +23,9 @@ def step_grid(
     each save time the index of the step that ends on it (-1 for a save time
     equal to ``t0``).
     """
-    ts, hs, last = [], [], []
+    ts: list[float] = []
+    hs: list[float] = []
+    last: list[int] = []
     start = float(t0)
     for s in save_at:
         length = float(s) - start

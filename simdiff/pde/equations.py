@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._problem import Problem
+from ..backends import Ops
 from ..errors import ShapeError
 from .grid import Grid
 from .problem import Discretization, Equation, pde_problem
@@ -97,7 +98,7 @@ def diffusion(grid: Grid, u0: Any = None, *, diffusivity: float = 1.0, **kwargs:
 # --------------------------------------------------------------------------- Burgers
 
 
-def _advect(u: Any, p: Mapping[str, Any], D: Discretization, ops: Any) -> Any:
+def _advect(u: Any, p: Mapping[str, Any], D: Discretization, ops: Ops) -> Any:
     return -0.5 * D.dx(u * u, ops)  # -u u_x in conservative form (conserves mass)
 
 
@@ -138,7 +139,7 @@ def burgers(grid: Grid, u0: Any = None, *, viscosity: float = 0.1, **kwargs: Any
 # --------------------------------------------------------------------------- Fisher–KPP
 
 
-def _logistic(u: Any, p: Mapping[str, Any], D: Discretization, ops: Any) -> Any:
+def _logistic(u: Any, p: Mapping[str, Any], D: Discretization, ops: Ops) -> Any:
     return p["rate"] * u * (1.0 - u)
 
 
@@ -175,7 +176,7 @@ def fisher_kpp(
 # --------------------------------------------------------------------------- Gray–Scott
 
 
-def _gray_scott(u: Any, p: Mapping[str, Any], D: Discretization, ops: Any) -> Any:
+def _gray_scott(u: Any, p: Mapping[str, Any], D: Discretization, ops: Ops) -> Any:
     a, b = u[0], u[1]
     r = a * b * b
     return ops.stack([-r + p["feed"] * (1.0 - a), r - (p["feed"] + p["kill"]) * b])

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import Ops
 from .marching import march
 from .spectral import as_complex
 
@@ -24,7 +25,7 @@ __all__ = ["etdrk4_coefficients", "etdrk4_integrate", "etdrk4_step"]
 _COEFFS = ("E", "E2", "Q", "f1", "f2", "f3")
 
 
-def etdrk4_coefficients(hL: Any, ops: Any, n_points: int = 64) -> dict[str, Any]:
+def etdrk4_coefficients(hL: Any, ops: Ops, n_points: int = 64) -> dict[str, Any]:
     """ETDRK4 coefficients for ``z = h*L`` (real, any shape) by the contour-integral mean.
 
     Parameters
@@ -83,7 +84,7 @@ def etdrk4_coefficients(hL: Any, ops: Any, n_points: int = 64) -> dict[str, Any]
     }
 
 
-def _complex_coefficients(coeffs: dict[str, Any], h: float, ops: Any) -> dict[str, Any]:
+def _complex_coefficients(coeffs: dict[str, Any], h: float, ops: Ops) -> dict[str, Any]:
     scaled = {k: (v if k in ("E", "E2") else v * h) for k, v in coeffs.items()}
     if all(isinstance(v, np.ndarray) for v in scaled.values()):
         return {k: ops.asarray(np.asarray(v, dtype=np.complex128)) for k, v in scaled.items()}
@@ -109,7 +110,7 @@ def etdrk4_integrate(
     v0: Any,
     t_final: float,
     n_steps: int,
-    ops: Any,
+    ops: Ops,
     *,
     checkpoint: bool | int = False,
     n_points: int = 64,

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import Ops
 from ..errors import ShapeError, UnsupportedError
 
 __all__ = ["BOUNDARIES", "Grid"]
@@ -157,7 +158,7 @@ class Grid:
                 f"to match the grid; got {got}"
             )
 
-    def integrate(self, u: Any, ops: Any) -> Any:
+    def integrate(self, u: Any, ops: Ops) -> Any:
         """Rectangle-rule integral of ``u`` over the domain (exact for trig. polynomials
         on periodic grids); ``u`` of shape :attr:`shape`.
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import Ops
 from ..errors import ShapeError, UnsupportedError
 from .grid import Grid
 
@@ -26,7 +27,7 @@ __all__ = [
 ]
 
 
-def as_complex(a: Any, ops: Any) -> Any:
+def as_complex(a: Any, ops: Ops) -> Any:
     """``a`` (real) as a complex array of the context, differentiably.
 
     A length-1 ``ops.fft.fft`` is the identity map into the complex dtype;
@@ -57,7 +58,7 @@ def _check_grid(grid: Grid, u: Any) -> int:
     return nd - grid.ndim
 
 
-def to_fourier(u: Any, ops: Any, grid: Grid) -> Any:
+def to_fourier(u: Any, ops: Ops, grid: Grid) -> Any:
     """Forward transform over the spatial axes: ``rfft`` on the last, ``fft`` on the first."""
     lead = _check_grid(grid, u)
     uh = ops.fft.rfft(u, axis=-1)
@@ -66,7 +67,7 @@ def to_fourier(u: Any, ops: Any, grid: Grid) -> Any:
     return uh
 
 
-def from_fourier(uh: Any, ops: Any, grid: Grid) -> Any:
+def from_fourier(uh: Any, ops: Ops, grid: Grid) -> Any:
     """Inverse of :func:`to_fourier` (real output of shape ``(..., *grid.shape)``)."""
     if grid.ndim == 2:
         uh = ops.fft.ifft(uh, axis=uh.ndim - 2)
@@ -95,7 +96,7 @@ def spectral_multiplier(grid: Grid, orders: tuple[int, ...]) -> np.ndarray:
     return np.asarray(sym, dtype=np.complex128)
 
 
-def spectral_derivative(u: Any, ops: Any, grid: Grid, deriv: int = 1, axis: int = 0) -> Any:
+def spectral_derivative(u: Any, ops: Ops, grid: Grid, deriv: int = 1, axis: int = 0) -> Any:
     """The ``deriv``-th derivative of periodic ``u`` along ``axis``, spectrally exact
     for trigonometric polynomials the grid resolves.
 
@@ -117,7 +118,7 @@ def spectral_derivative(u: Any, ops: Any, grid: Grid, deriv: int = 1, axis: int 
     return from_fourier(to_fourier(u, ops, grid) * sym, ops, grid)
 
 
-def spectral_laplacian(u: Any, ops: Any, grid: Grid, power: int = 1) -> Any:
+def spectral_laplacian(u: Any, ops: Ops, grid: Grid, power: int = 1) -> Any:
     """``(Laplacian)^power u`` spectrally (``power=2``: the biharmonic operator).
 
     Examples

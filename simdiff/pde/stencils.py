@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import Ops
 from ..errors import ShapeError
 from .grid import Grid
 
@@ -121,7 +122,7 @@ def _sl(ndim: int, axis: int, start: int, stop: int) -> tuple[slice, ...]:
 
 
 def fd_derivative(
-    u: Any, ops: Any, grid: Grid, deriv: int = 1, order: int = 2, axis: int = 0
+    u: Any, ops: Ops, grid: Grid, deriv: int = 1, order: int = 2, axis: int = 0
 ) -> Any:
     """The ``deriv``-th derivative of ``u`` along spatial ``axis`` by finite differences.
 
@@ -165,11 +166,10 @@ def fd_derivative(
     offsets, w = central_stencil(deriv, order)
     scale = 1.0 / h**deriv
     if grid.periodic:
-        out = None
+        out: Any = 0.0
         for m, wm in zip(offsets, w, strict=True):
             if wm != 0.0:
-                term = wm * (u if m == 0 else ops.roll(u, -m, axis=ax))
-                out = term if out is None else out + term
+                out = out + wm * (u if m == 0 else ops.roll(u, -m, axis=ax))
         return out * scale
     return _dirichlet(u, ops, grid, deriv, order, ax, offsets, w) * scale
 
@@ -208,7 +208,7 @@ def _dirichlet(u, ops, grid, deriv, order, ax, offsets, w):
     return ops.concat([*left, central, *right], axis=ax)
 
 
-def fd_laplacian(u: Any, ops: Any, grid: Grid, order: int = 2) -> Any:
+def fd_laplacian(u: Any, ops: Ops, grid: Grid, order: int = 2) -> Any:
     """Sum of second derivatives along every spatial axis (see :func:`fd_derivative`).
 
     Examples

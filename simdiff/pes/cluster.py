@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._problem import Problem
+from ..backends import Ops
 from ..errors import ShapeError
 from .potentials import PairPotential
 
@@ -61,7 +62,7 @@ def cluster_info(problem: Problem) -> ClusterInfo | None:
     return info if isinstance(info, ClusterInfo) else None
 
 
-def minimum_image(d: Any, box: Any, ops: Any) -> Any:
+def minimum_image(d: Any, box: Any, ops: Ops) -> Any:
     r"""Minimum-image displacement vectors in an orthorhombic box.
 
     Returns ``d - L * round(d / L)`` componentwise, written with the ops the
@@ -91,7 +92,7 @@ def minimum_image(d: Any, box: Any, ops: Any) -> Any:
 
 def cluster_energy(
     x: Any,
-    ops: Any,
+    ops: Ops,
     *,
     pair: PairPotential,
     n_particles: int,

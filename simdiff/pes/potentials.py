@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..backends import Ops
+
 __all__ = ["PairPotential", "SmoothCutoff", "lennard_jones", "morse", "smooth_cutoff", "switch_c2"]
 
 #: A pair potential: ``pair(r, ops)`` elementwise over distances ``r``.
 PairPotential = Callable[[Any, Any], Any]
 
 
-def lennard_jones(r: Any, ops: Any, *, epsilon: float = 1.0, sigma: float = 1.0) -> Any:
+def lennard_jones(r: Any, ops: Ops, *, epsilon: float = 1.0, sigma: float = 1.0) -> Any:
     r"""Lennard-Jones pair energy :math:`4\epsilon[(\sigma/r)^{12} - (\sigma/r)^6]`.
 
     Parameters
@@ -54,7 +56,7 @@ def lennard_jones(r: Any, ops: Any, *, epsilon: float = 1.0, sigma: float = 1.0)
     return (4.0 * epsilon) * (s6 * s6 - s6)
 
 
-def morse(r: Any, ops: Any, *, D: float = 1.0, a: float = 1.0, r0: float = 1.0) -> Any:
+def morse(r: Any, ops: Ops, *, D: float = 1.0, a: float = 1.0, r0: float = 1.0) -> Any:
     r"""Morse pair energy :math:`D[(1 - e^{-a(r - r_0)})^2 - 1]`.
 
     Zero at infinite separation, minimum ``-D`` at ``r = r0``; the curvature
@@ -79,7 +81,7 @@ def morse(r: Any, ops: Any, *, D: float = 1.0, a: float = 1.0, r0: float = 1.0) 
     return D * (q * q - 1.0)
 
 
-def switch_c2(r: Any, ops: Any, *, r_on: float, r_cut: float) -> Any:
+def switch_c2(r: Any, ops: Ops, *, r_on: float, r_cut: float) -> Any:
     r"""C2 switching function: 1 below ``r_on``, 0 beyond ``r_cut``, quintic in between.
 
     With :math:`t = (r - r_\text{on}) / (r_\text{cut} - r_\text{on})`,
@@ -159,7 +161,7 @@ class SmoothCutoff:
         self.r_cut = float(r_cut)
         self.__name__ = f"{getattr(pair, '__name__', 'pair')}_switched"
 
-    def __call__(self, r: Any, ops: Any) -> Any:
+    def __call__(self, r: Any, ops: Ops) -> Any:
         inside = r < self.r_cut
         r_safe = ops.where(inside, r, self.r_on)  # double where: see smooth_cutoff
         e = self.pair(r_safe, ops) * switch_c2(r_safe, ops, r_on=self.r_on, r_cut=self.r_cut)

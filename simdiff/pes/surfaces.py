@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from .._problem import Problem
+from ..backends import Ops
 
 __all__ = ["MULLER_BROWN_PARAMS", "muller_brown", "muller_brown_energy"]
 
@@ -22,7 +23,7 @@ MULLER_BROWN_PARAMS: dict[str, tuple[float, ...]] = {
 }
 
 
-def muller_brown_energy(x: Any, ops: Any) -> Any:
+def muller_brown_energy(x: Any, ops: Ops) -> Any:
     r"""Müller–Brown potential energy at the point ``x = (x, y)``.
 
     .. math:: V(x, y) = \sum_{k=1}^4 A_k

@@ -64,6 +64,11 @@ class Distribution:
     def variance(self) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    @property
+    def poincare(self) -> float:  # pragma: no cover - abstract
+        """The Poincare constant of the DGSM bound."""
+        raise NotImplementedError
+
 
 @dataclass(frozen=True)
 class Uniform(Distribution):

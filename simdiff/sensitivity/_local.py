@@ -420,7 +420,7 @@ def laplace(
         ci = np.stack([x - z * se, x + z * se])
         msg = f"positive definite Hessian, condition number {condition:.3g}"
     else:
-        cov = se = ci = None
+        cov = se = ci = None  # type: ignore[assignment]
         parts = []
         if flat.any():
             parts.append(f"{int(flat.sum())} flat (unidentifiable) direction(s) in null_space")

@@ -141,7 +141,7 @@ def _derivatives_for(spec: Problem | str, backend: str) -> Derivatives:
 # --------------------------------------------------------------------------- one chunk
 
 
-def _evaluate(d: Derivatives, derivatives: tuple[str, ...], x: np.ndarray) -> dict[str, Any]:
+def _evaluate(d: Derivatives, derivatives: Sequence[str], x: np.ndarray) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "value" in derivatives and "grad" in derivatives:
         out["value"], out["grad"] = d.value_and_grad(x)
@@ -161,7 +161,7 @@ def _row_finite(results: dict[str, np.ndarray], k: int) -> np.ndarray:
 def _compute_chunk(
     spec: Any,
     backend: str,
-    derivatives: tuple[str, ...],
+    derivatives: Sequence[str],
     shapes: dict[str, tuple[int, ...]],
     points: np.ndarray,
     size: int,

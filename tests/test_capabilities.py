@@ -1,0 +1,180 @@
+"""What backends and contexts say about themselves, and the typed ``Ops`` protocol.
+
+Code above ``simdiff/backends/`` asks these instead of comparing names
+(tests/test_backend_boundary.py enforces that); here each capability is
+checked on every backend, on both sides of what it reports.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import simdiff
+from simdiff.backends import (
+    CAPABILITIES,
+    CONSTANTS,
+    OP_NAMES,
+    Ops,
+    backend_of,
+    get_backend,
+    get_ops,
+    set_threads,
+    thread_info,
+)
+from simdiff.backends.taylor import TaylorOps
+from simdiff.errors import UnsupportedError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _protocol_members() -> set[str]:
+    names = set(Ops.__annotations__) | {
+        k for k, v in vars(Ops).items() if callable(v) or isinstance(v, property)
+    }
+    return {n for n in names if not n.startswith("_")}
+
+
+def test_ops_protocol_is_typed_over_every_op_name() -> None:
+    top = {name.split(".")[0] for name in OP_NAMES}
+    assert _protocol_members() == top | set(CONSTANTS) | set(CAPABILITIES)
+    sub = {"linalg": Ops.linalg.fget, "fft": Ops.fft.fget}  # type: ignore[attr-defined]
+    for space, getter in sub.items():
+        proto = getter.__annotations__["return"]
+        proto = vars(simdiff.backends._base)[proto] if isinstance(proto, str) else proto
+        dotted = {n.split(".")[1] for n in OP_NAMES if n.startswith(space + ".")}
+        assert {k for k in vars(proto) if not k.startswith("_")} == dotted
+
+
+@pytest.fixture(params=["numpy", "jax", "torch", "taylor-jax", "taylor-torch"])
+def ops(request):
+    name = request.param
+    if name.startswith("taylor-"):
+        return TaylorOps(get_ops(name.split("-")[1]), order=2)
+    return get_ops(name)
+
+
+def test_every_context_has_every_protocol_member(ops) -> None:
+    missing = [m for m in sorted(_protocol_members()) if not hasattr(ops, m)]
+    assert not missing, f"{ops!r} lacks {missing}"
+
+
+def test_traced_is_what_control_flow_may_assume(ops) -> None:
+    traced = ops.name == "jax" or (ops.name == "taylor" and ops.base.name == "jax")
+    assert ops.traced is traced
+
+
+def test_errstate_silences_numpy_warnings_only_where_emitted() -> None:
+    ops = get_ops("numpy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with ops.errstate():
+            assert np.isinf(np.float64(1.0) / np.float64(0.0))
+        with pytest.raises(RuntimeWarning):
+            _ = np.float64(1.0) / np.float64(0.0)
+    with TaylorOps(ops, 1).errstate():  # the base context's guard
+        assert np.isinf(np.float64(1.0) / np.float64(0.0))
+
+
+@pytest.mark.parametrize("name", ["numpy", "jax", "torch"])
+def test_jacfwd_inside_a_solver(name) -> None:
+    ops = get_ops(name)
+    z = ops.asarray([1.0, 3.0])
+
+    def g(y):
+        return ops.stack([y[0] ** 2 * y[1], ops.sin(y[1])])
+
+    got = get_backend(name).to_numpy(ops.jacfwd(g)(z))
+    exact = np.array([[6.0, 1.0], [0.0, np.cos(3.0)]])
+    tol = 1e-8 if name == "numpy" else 1e-14  # numpy: central differences
+    np.testing.assert_allclose(got, exact, rtol=0, atol=tol)
+
+
+def test_jacfwd_refused_where_the_context_has_none() -> None:
+    with pytest.raises(UnsupportedError, match="ops.jacfwd is not available in the 'taylor'"):
+        TaylorOps(get_ops("numpy"), 2).jacfwd(lambda y: y)
+
+
+def test_backend_of_is_the_one_array_kind_detector() -> None:
+    import jax.numpy as jnp
+    import torch
+
+    assert backend_of(np.zeros(2)).name == "numpy"
+    assert backend_of([1.0]).name == "numpy" and backend_of(3.0).name == "numpy"
+    assert backend_of(jnp.zeros(2)).name == "jax"
+    assert backend_of(torch.zeros(2)).name == "torch"
+
+
+@pytest.mark.parametrize("name", ["numpy", "jax", "torch"])
+def test_array_facts(name) -> None:
+    be = get_backend(name)
+    x = be.from_numpy(np.arange(3.0), np.float32)
+    assert be.is_native(x) and be.dtype_name(x) == "float32"
+    np.testing.assert_array_equal(be.concrete(x), [0.0, 1.0, 2.0])
+    assert (be.device_of(x) is None) is (name != "torch")
+
+
+@pytest.mark.parametrize("name", ["jax", "torch"])
+def test_concrete_is_none_for_symbolic_values(name) -> None:
+    be = get_backend(name)
+    seen = []
+
+    def f(y):
+        seen.append(be.concrete(y))
+        return y * 2
+
+    be.vmap(f)(be.from_numpy(np.ones((2, 3)), np.float64))
+    assert seen == [None]
+
+
+@pytest.mark.parametrize("name", ["numpy", "jax", "torch"])
+def test_jit_reports_each_compilation(name) -> None:
+    be = get_backend(name)
+    count = []
+    fn = be.jit(lambda y: y + 1, on_compile=lambda: count.append(1))
+    for shape in [(2,), (2,), (3,)]:
+        be.block_until_ready(fn(be.from_numpy(np.zeros(shape), np.float64)))
+    # JAX traces once per shape; the eager backends "compile" once, when built
+    assert len(count) == (2 if name == "jax" else 1)
+
+
+def test_compile_capability() -> None:
+    assert get_backend("torch").can_compile
+    for name in ("jax", "numpy"):
+        be = get_backend(name)
+        assert not be.can_compile
+        with pytest.raises(UnsupportedError, match=f"backend '{name}' has no compiler"):
+            be.compile(lambda y: y)
+    with pytest.raises(ValueError, match="'jax' has no compiler beyond jit"):
+        simdiff.Derivatives(simdiff.Problem(lambda x, ops: x[0], np.ones(1)), "jax", compile=True)
+
+
+def test_threads() -> None:
+    info = thread_info()
+    assert info["affinity"] >= 1 and info["xla"] in (1, info["affinity"])
+    assert get_backend("torch").threads()["torch"] >= 1
+    n = info["torch"] or get_backend("torch").threads()["torch"]
+    assert set_threads(n)["torch"] == n
+    with pytest.raises(ValueError, match="threads must be >= 1; got 0"):
+        set_threads(0)
+    with pytest.raises(UnsupportedError, match="cannot change its thread count"):
+        get_backend("jax").set_threads(1)
+
+
+def test_runs_tells_own_context_from_taylor_over_it() -> None:
+    jax_be = get_backend("jax")
+    assert jax_be.runs(get_ops("jax"))
+    assert not jax_be.runs(get_ops("torch"))
+    assert not jax_be.runs(TaylorOps(get_ops("jax"), 1))
+
+
+def test_readme_test_command_type_checks() -> None:
+    text = (ROOT / "README.md").read_text()
+    commands = re.findall(r"```bash\n(.*?)\n```", text, flags=re.S)
+    test_cmd = next(c for c in commands if "pytest" in c)
+    assert ".venv/bin/mypy" in test_cmd
+    assert test_cmd in (ROOT / ".ci" / "run").read_text().splitlines()
