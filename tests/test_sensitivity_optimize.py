@@ -102,3 +102,56 @@ def test_wrong_problem_kinds(rosen):
         simdiff.least_squares(rosen)
     with pytest.raises(ValueError, match="method 'lm' does not accept bounds"):
         simdiff.least_squares(problems.get("spherical"), method="lm", bounds=[(0, 2)] * 3)
+
+
+# --------------------------------------------------------------------------- one adapter
+
+
+def test_gtol_reaches_each_method_under_its_own_name(rosen):
+    loose = simdiff.minimize(rosen, method="BFGS", gtol=1e-2)
+    tight = simdiff.minimize(rosen, method="BFGS", gtol=1e-9)
+    assert np.linalg.norm(loose.jac) <= 1e-2 < np.linalg.norm(rosen.x0)
+    assert np.linalg.norm(tight.jac) <= 1e-9 and tight.nit > loose.nit
+    # Newton-CG takes it as xtol (its only stopping tolerance): scipy sees the same run
+    ours = simdiff.minimize(rosen, method="Newton-CG", gtol=1e-10)
+    ref = simdiff.minimize(rosen, method="Newton-CG", options={"xtol": 1e-10})
+    np.testing.assert_array_equal(ours.x, ref.x)
+    assert ours.nit == ref.nit
+
+
+def test_maxiter_and_tnc_maxfun(rosen):
+    assert simdiff.minimize(rosen, method="BFGS", maxiter=3).nit == 3
+    res = simdiff.minimize(rosen, method="TNC", maxiter=5)
+    assert res.nfev <= 5 + 1 and not res.success
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"method": "Nelder-Mead", "gtol": 1e-6}, "'Nelder-Mead' has no gradient tolerance"),
+        ({"method": "BFGS", "gtol": -1.0}, "gtol must be a positive number; got -1.0"),
+        ({"method": "BFGS", "maxiter": 0}, "maxiter must be a positive integer; got 0"),
+        (
+            {"method": "BFGS", "gtol": 1e-6, "options": {"gtol": 1e-3}},
+            r"options \['gtol'\] are also set by gtol=/maxiter=",
+        ),
+    ],
+)
+def test_typed_options_bad_input(rosen, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        simdiff.minimize(rosen, **kwargs)
+
+
+@pytest.mark.parametrize("method", ["trust-exact", "trust-krylov", "L-BFGS-B"])
+def test_pes_minimisation_through_the_one_adapter(method):
+    # what pes.find_minimum does with its own scipy call, done through sensitivity.minimize
+    from simdiff.pes import cluster_problem, find_minimum, lennard_jones
+
+    tri = cluster_problem(lennard_jones, [[0, 0, 0], [1.2, 0, 0], [0.5, 1.0, 0.1]])
+    extra = {"options": {"ftol": 0.0, "maxcor": 30}} if method == "L-BFGS-B" else {}
+    res = simdiff.minimize(tri, method=method, gtol=1e-8, maxiter=2000, **extra)
+    ref = find_minimum(tri, method=method, gtol=1e-8, maxiter=2000)
+    assert res.success and ref.converged
+    np.testing.assert_allclose(res.fun, -3.0, rtol=0, atol=1e-10)  # three pairs at r = 2**(1/6)
+    np.testing.assert_allclose(res.fun, ref.energy, rtol=0, atol=1e-12)
+    assert res.nit == ref.nit

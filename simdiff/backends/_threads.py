@@ -34,8 +34,9 @@ def thread_info() -> dict[str, Any]:
     Examples
     --------
     >>> from simdiff.backends import thread_info
-    >>> sorted(thread_info())[:3]
-    ['OMP_NUM_THREADS', 'XLA_FLAGS', 'affinity']
+    >>> info = thread_info()
+    >>> info["affinity"] >= 1 and info["xla"] in (1, info["affinity"])
+    True
     """
     torch = sys.modules.get("torch")
     torch_n = torch.get_num_threads() if torch is not None else None

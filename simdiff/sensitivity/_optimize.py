@@ -6,6 +6,11 @@ and ``trust-constr``, Hessian-vector products (forward over reverse, the
 Hessian never formed) for ``Newton-CG``, ``trust-ncg`` and ``trust-krylov``.
 One :class:`simdiff.Derivatives` object (cached on the problem) serves the
 whole run, so each derivative is compiled once; the result carries the evaluation counts.
+
+This is simdiff's one adapter to ``scipy.optimize``: other modules (the PES
+minimiser) call :func:`minimize` with the typed ``gtol``/``maxiter`` keywords,
+which it maps to each method's own option names (:data:`GTOL_OPTION`,
+:data:`MAXITER_OPTION`), instead of keeping a method table of their own.
 """
 
 from __future__ import annotations
@@ -20,7 +25,15 @@ from .._problem import Problem
 from ..errors import ShapeError
 from ._common import check_problem, derivatives, point
 
-__all__ = ["HESSIAN_METHODS", "HVP_METHODS", "least_squares", "minimize"]
+__all__ = [
+    "FED",
+    "GTOL_OPTION",
+    "HESSIAN_METHODS",
+    "HVP_METHODS",
+    "MAXITER_OPTION",
+    "least_squares",
+    "minimize",
+]
 
 #: Methods given the exact Hessian.
 HESSIAN_METHODS = ("trust-exact", "dogleg", "trust-constr")
@@ -41,6 +54,22 @@ BOUNDED_METHODS = (
     "cobyqa",
 )
 _ALL = HESSIAN_METHODS + HVP_METHODS + GRADIENT_METHODS + FREE_METHODS
+#: What each method (lower case) is fed: ``"hess"``, ``"hessp"``, ``"grad"`` or ``"none"``.
+FED: dict[str, str] = {
+    **dict.fromkeys(HESSIAN_METHODS, "hess"),
+    **dict.fromkeys(HVP_METHODS, "hessp"),
+    **dict.fromkeys(GRADIENT_METHODS, "grad"),
+    **dict.fromkeys(FREE_METHODS, "none"),
+}
+#: The option each method takes the gradient tolerance ``gtol`` through.  Newton-CG has
+#: none; its ``xtol`` (the average relative step) is the closest it offers.
+GTOL_OPTION: dict[str, str] = {
+    **dict.fromkeys(("bfgs", "cg", "l-bfgs-b", "tnc", "trust-constr"), "gtol"),
+    **dict.fromkeys(("trust-exact", "dogleg", "trust-ncg", "trust-krylov"), "gtol"),
+    "newton-cg": "xtol",
+}
+#: The option that bounds the iterations (TNC counts function evaluations instead).
+MAXITER_OPTION: dict[str, str] = {**dict.fromkeys(_ALL, "maxiter"), "tnc": "maxfun"}
 
 
 def _start(problem: Any, x0: Any, what: str) -> np.ndarray:
@@ -112,6 +141,33 @@ class _Counted:
         return np.asarray(self.d.jacobian(np.asarray(x, dtype=np.float64)))
 
 
+def _method_options(
+    key: str, method: str, gtol: float | None, maxiter: int | None, options: Any
+) -> dict[str, Any]:
+    """``options`` for scipy with ``gtol``/``maxiter`` under the method's own names."""
+    out = dict(options or {})
+    typed = {}
+    if gtol is not None:
+        if key not in GTOL_OPTION:
+            raise ValueError(
+                f"minimize: method {method!r} has no gradient tolerance; gtol applies to "
+                f"{sorted(GTOL_OPTION)}"
+            )
+        if not (isinstance(gtol, (int, float)) and gtol > 0):
+            raise ValueError(f"minimize: gtol must be a positive number; got {gtol!r}")
+        typed[GTOL_OPTION[key]] = float(gtol)
+    if maxiter is not None:
+        if isinstance(maxiter, bool) or not isinstance(maxiter, (int, np.integer)) or maxiter < 1:
+            raise ValueError(f"minimize: maxiter must be a positive integer; got {maxiter!r}")
+        typed[MAXITER_OPTION[key]] = int(maxiter)
+    clash = sorted(set(typed) & set(out))
+    if clash:
+        raise ValueError(
+            f"minimize: options {clash} are also set by gtol=/maxiter=; give each once"
+        )
+    return {**out, **typed}
+
+
 def _annotate(res: scipy.optimize.OptimizeResult, c: _Counted, method: str):
     res.update(c.counts)
     res["method"] = method
@@ -128,6 +184,8 @@ def minimize(
     backend: str = "jax",
     bounds: Any = None,
     dtype: Any = None,
+    gtol: float | None = None,
+    maxiter: int | None = None,
     **options: Any,
 ) -> scipy.optimize.OptimizeResult:
     """Minimise a scalar problem with ``scipy.optimize.minimize`` and exact derivatives.
@@ -149,9 +207,16 @@ def minimize(
     bounds : sequence of (low, high) pairs or scipy.optimize.Bounds, optional
         ``None`` for an unbounded side.  ``x0`` must lie inside.
     dtype : {"float64", "float32"}, optional
+    gtol : float, optional
+        Gradient-norm tolerance, passed under the method's own option name
+        (:data:`GTOL_OPTION`: ``gtol``; ``xtol`` for Newton-CG, which has no
+        gradient test).  A derivative-free method given ``gtol`` raises.
+    maxiter : int, optional
+        Iteration limit (``maxfun`` for TNC).
     **options
         Passed to ``scipy.optimize.minimize`` (``tol``, ``options``,
-        ``constraints``, ``callback``).
+        ``constraints``, ``callback``).  ``options`` must not repeat what
+        ``gtol``/``maxiter`` set.
 
     Returns
     -------
@@ -188,16 +253,18 @@ def minimize(
         raise ValueError(
             f"method {method!r} does not accept bounds; use one of {list(BOUNDED_METHODS)}"
         )
-    c = _Counted(derivatives(problem, backend, dtype=dtype))
     kwargs: dict[str, Any] = dict(options)
+    kwargs["options"] = _method_options(key, method, gtol, maxiter, kwargs.get("options"))
+    c = _Counted(derivatives(problem, backend, dtype=dtype))
     if b is not None:
         kwargs["bounds"] = scipy.optimize.Bounds(b[:, 0], b[:, 1])
-    if key in FREE_METHODS:
+    fed = FED[key]
+    if fed == "none":
         res = scipy.optimize.minimize(c.value, x0, method=method, **kwargs)
         return _annotate(res, c, method)
-    if key in HESSIAN_METHODS:
+    if fed == "hess":
         kwargs["hess"] = c.hessian
-    elif key in HVP_METHODS:
+    elif fed == "hessp":
         kwargs["hessp"] = c.hvp
     res = scipy.optimize.minimize(c.value_and_grad, x0, method=method, jac=True, **kwargs)
     return _annotate(res, c, method)
