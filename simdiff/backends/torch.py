@@ -80,14 +80,16 @@ class TorchOps(LoopOps):
         )
 
     # --- reductions (numpy keywords) ------------------------------------------
+    # A full reduction is already 0-d: reshape only for keepdims (each op costs
+    # microseconds under torch.func, so none is added that the result does not need).
     def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         if axis is None:
-            return torch.sum(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.sum(x).reshape((1,) * x.ndim) if keepdims else torch.sum(x)
         return torch.sum(x, dim=_axis(axis), keepdim=keepdims)
 
     def prod(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         if axis is None:
-            return torch.prod(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.prod(x).reshape((1,) * x.ndim) if keepdims else torch.prod(x)
         if isinstance(axis, (tuple, list)):
             for a in sorted((a % x.ndim for a in axis), reverse=True):
                 x = torch.prod(x, dim=a, keepdim=keepdims)
@@ -96,7 +98,7 @@ class TorchOps(LoopOps):
 
     def mean(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         if axis is None:
-            return torch.mean(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.mean(x).reshape((1,) * x.ndim) if keepdims else torch.mean(x)
         return torch.mean(x, dim=_axis(axis), keepdim=keepdims)
 
     def max(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -112,7 +114,7 @@ class TorchOps(LoopOps):
 
     # --- shape ------------------------------------------------------------------
     def reshape(self, x: Any, shape: Any) -> Any:
-        return torch.reshape(x, (shape,) if isinstance(shape, int) else tuple(shape))
+        return x.reshape((shape,) if isinstance(shape, int) else shape)
 
     def stack(self, arrays: Any, axis: int = 0) -> Any:
         return torch.stack(list(arrays), dim=axis)
@@ -162,7 +164,12 @@ class TorchOps(LoopOps):
         """Tensor from ``x``; floats get the context dtype, integers and bools keep theirs."""
         if dtype is not None:
             return torch.as_tensor(x, dtype=torch_dtype(dtype), device=self.device)
-        t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x), device=self.device)
+        if isinstance(x, torch.Tensor):
+            t = x
+        elif isinstance(x, np.ndarray) and x.flags.writeable and self.device.type == "cpu":
+            t = torch.from_numpy(x)  # shares memory: no copy, no dtype inspection in Python
+        else:
+            t = torch.as_tensor(np.asarray(x), device=self.device)
         if t.is_floating_point() and t.dtype != self.dtype:
             return t.to(self.dtype)
         if t.is_complex() and t.dtype != self._complex:
