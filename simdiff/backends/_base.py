@@ -134,6 +134,9 @@ class Backend:
 
     name: str = "base"
     differentiable: bool = True
+    #: True where compiling is a choice (torch.compile); False where the backend
+    #: always compiles (jax.jit) or never does (numpy).  See ``simdiff._compile``.
+    optional_compiler: bool = False
 
     def ops(self, dtype: Any = None, device: Any = None) -> Ops:
         raise NotImplementedError
@@ -142,6 +145,14 @@ class Backend:
     def block_until_ready(x: Any) -> Any:
         """Wait for an asynchronous result (JAX); eager backends return ``x`` at once."""
         return x
+
+    def hessian_method(self, n: int, m: int) -> str:
+        """Hessian method for ``method="auto"``: ``n`` inputs, ``m`` outputs (1 if scalar).
+
+        Forward over reverse by default (JAX's choice: one forward sweep per
+        input through the reverse pass); backends override it from measurements.
+        """
+        return "fwd-rev"
 
     def is_native(self, x: Any) -> bool:
         raise NotImplementedError

@@ -250,6 +250,7 @@ class TorchOps(LoopOps):
 
 class TorchBackend(Backend):
     name = "torch"
+    optional_compiler = True
     grad = staticmethod(torch.func.grad)
     jvp = staticmethod(torch.func.jvp)
     vjp = staticmethod(torch.func.vjp)
@@ -269,8 +270,21 @@ class TorchBackend(Backend):
         return fn
 
     @staticmethod
-    def compile(fn: Callable[..., Any]) -> Callable[..., Any]:
-        return torch.compile(fn, fullgraph=False, dynamic=False)
+    def compile(fn: Callable[..., Any], fullgraph: bool = False) -> Callable[..., Any]:
+        """``torch.compile`` for static shapes (simdiff builds one callable per shape).
+
+        ``fullgraph=True`` makes a graph break an error instead of a silent
+        eager fallback; the compile policy's ``"auto"`` uses it.
+        """
+        return torch.compile(fn, fullgraph=fullgraph, dynamic=False)
+
+    @staticmethod
+    def hessian_method(n: int, m: int) -> str:
+        """Reverse over reverse: torch.func's double backward beats jvp through a backward.
+
+        Measured with ``python -m validation.bench_torch_hessian`` (docs/performance.md).
+        """
+        return "rev-rev"
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
