@@ -175,16 +175,18 @@ class TorchOps(LoopOps):
         return x if isinstance(x, torch.Tensor) else self._tensors((x,))[0]
 
     # --- reductions (numpy keywords) ------------------------------------------
+    # A full reduction is already 0-d: reshape only for keepdims (each op costs
+    # microseconds under torch.func, so none is added that the result does not need).
     def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         x = self._tensor(x)
         if axis is None:
-            return torch.sum(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.sum(x).reshape((1,) * x.ndim) if keepdims else torch.sum(x)
         return torch.sum(x, dim=_axis(axis), keepdim=keepdims)
 
     def prod(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         x = self._tensor(x)
         if axis is None:
-            return torch.prod(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.prod(x).reshape((1,) * x.ndim) if keepdims else torch.prod(x)
         if isinstance(axis, (tuple, list)):
             for a in sorted((a % x.ndim for a in axis), reverse=True):
                 x = torch.prod(x, dim=a, keepdim=keepdims)
@@ -194,7 +196,7 @@ class TorchOps(LoopOps):
     def mean(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         x = self._tensor(x)
         if axis is None:
-            return torch.mean(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.mean(x).reshape((1,) * x.ndim) if keepdims else torch.mean(x)
         return torch.mean(x, dim=_axis(axis), keepdim=keepdims)
 
     def max(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -285,7 +287,12 @@ class TorchOps(LoopOps):
         """Tensor from ``x``; floats get the context dtype, integers and bools keep theirs."""
         if dtype is not None:
             return torch.as_tensor(x, dtype=torch_dtype(dtype), device=self.device)
-        t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x), device=self.device)
+        if isinstance(x, torch.Tensor):
+            t = x
+        elif isinstance(x, np.ndarray) and x.flags.writeable and self.device.type == "cpu":
+            t = torch.from_numpy(x)  # shares memory: no copy, no dtype inspection in Python
+        else:
+            t = torch.as_tensor(np.asarray(x), device=self.device)
         if t.is_floating_point() and t.dtype != self.dtype:
             return t.to(self.dtype)
         if t.is_complex() and t.dtype != self._complex:
@@ -376,7 +383,7 @@ class TorchOps(LoopOps):
 class TorchBackend(Backend):
     name = "torch"
     ops_class = TorchOps
-    can_compile = True
+    optional_compiler = True
     prefers_batched_calls = False
     grad = staticmethod(torch.func.grad)
     jvp = staticmethod(torch.func.jvp)
@@ -390,9 +397,21 @@ class TorchBackend(Backend):
     def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
         return torch.func.vmap(fn, in_dims=in_axes)
 
-    def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``torch.compile(fn, fullgraph=False, dynamic=False)``."""
-        return torch.compile(fn, fullgraph=False, dynamic=False)
+    def compile(self, fn: Callable[..., Any], fullgraph: bool = False) -> Callable[..., Any]:
+        """``torch.compile`` for static shapes (simdiff builds one callable per shape).
+
+        ``fullgraph=True`` makes a graph break an error instead of a silent
+        eager fallback; the compile policy's ``"auto"`` uses it.
+        """
+        return torch.compile(fn, fullgraph=fullgraph, dynamic=False)
+
+    @staticmethod
+    def hessian_method(n: int, m: int) -> str:
+        """Reverse over reverse: torch.func's double backward beats jvp through a backward.
+
+        Measured with ``python -m validation.bench_torch_hessian`` (docs/performance.md).
+        """
+        return "rev-rev"
 
     def warm_up(self) -> None:
         t = torch.tensor([0.5], dtype=torch.float64)
