@@ -415,7 +415,7 @@ class Derivatives:
                 "batched": any(a is not None for a in axes),
                 "calls": 0,
                 "compile": self.compile,
-                "path": "jit" if self.backend.name == "jax" else "eager",
+                "path": self.backend.plain_path,
             }
             start = time.perf_counter()
             out = self.backend.block_until_ready(fn(*native))  # honest first-call time

@@ -330,6 +330,8 @@ class Backend:
     #: True where compiling is a choice (torch.compile); False where the backend
     #: always compiles (jax.jit) or never does (numpy).  See ``simdiff._compile``.
     optional_compiler: bool = False
+    #: What an uncompiled call runs as (``cache_info()``'s ``path``): "jit" or "eager".
+    plain_path: str = "eager"
     prefers_batched_calls: bool = True
     precision_hint: str = ""
     #: The class of this backend's ``ops`` namespaces.
