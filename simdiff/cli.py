@@ -126,9 +126,15 @@ def cmd_check(args: argparse.Namespace) -> int:
                 label,
                 "check",
                 "all",
-                {"passed": res.passed, "n": p.n, "entries": [asdict(e) for e in res.entries]},
+                {
+                    "passed": res.passed,
+                    "verdict": res.verdict,
+                    "n": p.n,
+                    "entries": [asdict(e) for e in res.entries],
+                },
             )
-        status = status or (0 if res.passed else 1)
+        # 0 pass, 1 fail (any), 2 inconclusive or not checked
+        status = 1 if 1 in (status, res.exit_code) else max(status, res.exit_code)
     if store and run:
         store.finish_run(run)
     return status

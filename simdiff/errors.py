@@ -53,6 +53,10 @@ class BackendUnavailable(SimdiffError, ImportError):
     """A backend's framework is not installed; the message says how to install it."""
 
 
+class OptionError(SimdiffError, ValueError):
+    """An option has an unknown key or a bad value; the message names the accepted ones."""
+
+
 class SolverError(SimdiffError, RuntimeError):
     """A numerical solver failed (step budget exhausted, step size underflow, ...)."""
 
