@@ -38,10 +38,6 @@ class NonFiniteError(SimdiffError, FloatingPointError):
     """A derivative came out NaN or infinite; it is reported, never returned as valid."""
 
 
-class OptionError(SimdiffError, ValueError):
-    """An option has a value outside the accepted ones; the message lists them and the value got."""
-
-
 class UnsupportedError(SimdiffError, NotImplementedError):
     """An operation or transform is not available in a context.
 
