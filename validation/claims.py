@@ -29,10 +29,14 @@ from typing import Any
 import numpy as np
 
 import simdiff
-from problems.basic import rosenbrock, seed
+from simdiff._catalogue import catalogue
 from simdiff._compare import CONFIGS, CompareResult, compare
 
 from .simulators import lotka_volterra, op_chain
+
+# The catalogue as installed (simdiff.problems) or in a checkout (problems).
+rosenbrock = catalogue("basic").rosenbrock
+seed = catalogue("basic").seed
 
 __all__ = ["CLAIMS", "ClaimsContext", "run_claim"]
 
@@ -401,10 +405,10 @@ def C6(ctx: ClaimsContext) -> dict[str, Any]:
 _MEMORY_PROBE = """
 import json, resource, sys
 import numpy as np
-sys.path.insert(0, sys.argv[4])
 backend, kind, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 import simdiff
-from problems.basic import seed
+from simdiff._catalogue import catalogue
+seed = catalogue("basic").seed
 warm = simdiff.Derivatives(seed(4), backend)
 getattr(warm, kind)(warm.backend.from_numpy(np.linspace(0.1, 0.4, 4), np.float64))
 p = seed(n)
@@ -438,9 +442,12 @@ def memory_probe(backend: str, kind: str, n: int) -> dict[str, float]:
     the import of the framework sets a high-water mark the computation may not
     exceed.
     """
+    # The child imports the simdiff and the catalogue this process uses.
+    where = [Path(simdiff.__file__).parent.parent, Path(catalogue().__path__[0]).parent]
     env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, where), env.get("PYTHONPATH", "")])
     out = subprocess.run(
-        [sys.executable, "-c", _MEMORY_PROBE, backend, kind, str(n), str(ROOT)],
+        [sys.executable, "-c", _MEMORY_PROBE, backend, kind, str(n)],
         capture_output=True,
         text=True,
         timeout=600,
