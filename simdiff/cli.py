@@ -342,7 +342,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.run is None:
         print(f"{store.path}: {len(runs)} runs")
         for r in runs:
-            params = ", ".join(f"{k}={v}" for k, v in r["params"].items() if k != "fingerprints")
+            params = ", ".join(
+                f"{k}={v}"
+                for k, v in r["params"].items()
+                if not k.startswith("fingerprint") and not k.endswith("sha256")
+            )
             print(
                 f"{r['id']:28s} {r['status']:9s} {r['created']}  {r['n_entries']:5d} entries  "
                 f"git {r['env'].get('git', '?')[:12]}  {params[:80]}"
