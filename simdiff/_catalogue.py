@@ -14,16 +14,32 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from ._problem import Problem
 from .errors import SimdiffError
 
-__all__ = ["CatalogueUnavailable", "catalogue", "catalogue_digest", "validation"]
+__all__ = [
+    "CatalogueUnavailable",
+    "ProblemNotFound",
+    "catalogue",
+    "catalogue_digest",
+    "import_module",
+    "resolve",
+    "validation",
+]
 
 
 class CatalogueUnavailable(SimdiffError, ImportError):
     """Neither ``simdiff.<name>`` nor the checkout's top-level ``<name>`` package imports."""
+
+
+class ProblemNotFound(SimdiffError, LookupError):
+    """A catalogue name or ``module:attribute`` that names no problem; the message says why."""
 
 
 def _package(name: str, submodule: str | None) -> ModuleType:
@@ -67,3 +83,99 @@ def catalogue_digest() -> str:
     for path in sorted(Path(p) for d in catalogue().__path__ for p in Path(d).glob("*.py")):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- problem specs
+
+
+def import_module(module: str) -> ModuleType:
+    """Import ``module`` from the Python path, else from the current directory.
+
+    The fallback finds ``module.py`` or ``module/`` in the working directory as
+    ``python -m`` would, by loading it from its file; ``sys.path`` is not edited.
+    """
+    top = module.partition(".")[0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name not in (top, module):
+            raise ProblemNotFound(f"cannot import {module!r}: {exc}") from exc
+    cwd = Path.cwd()
+    for path, search in ((cwd / top / "__init__.py", [str(cwd / top)]), (cwd / f"{top}.py", None)):
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location(
+                top, path, submodule_search_locations=search
+            )
+            assert spec is not None and spec.loader is not None
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[top] = mod
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException:
+                sys.modules.pop(top, None)
+                raise
+            return importlib.import_module(module)
+    raise ProblemNotFound(
+        f"cannot import {module!r}: it is not on the Python path and there is no {top}.py "
+        f"or {top}/ in the current directory {cwd}"
+    )
+
+
+def resolve(spec: str) -> tuple[str, Callable[[], Problem]]:
+    """``(label, factory)`` for a catalogue name or a ``"module:attribute"`` string.
+
+    The attribute may be a Problem or a zero-argument function returning one.
+    Nothing is built until ``factory()`` is called; every way the spec can fail
+    raises :class:`ProblemNotFound` naming it.
+
+    Examples
+    --------
+    >>> from simdiff._catalogue import resolve
+    >>> label, factory = resolve("rosenbrock4")
+    >>> factory().n
+    4
+    >>> resolve("rosenbrock5")
+    Traceback (most recent call last):
+    ...
+    simdiff._catalogue.ProblemNotFound: unknown problem 'rosenbrock5'; valid catalogue names: ...
+    """
+    if ":" not in spec:
+        reg = catalogue().registry()
+        if spec not in reg:
+            raise ProblemNotFound(
+                f"unknown problem {spec!r}; valid catalogue names: "
+                f"{', '.join(sorted(reg))} (or module:attribute)"
+            )
+        return spec, reg[spec]
+    module, _, attr = spec.partition(":")
+    try:
+        mod = import_module(module)
+    except ProblemNotFound:
+        raise
+    except Exception as exc:  # the user's module raised while it was imported
+        raise ProblemNotFound(f"cannot load {spec!r}: {type(exc).__name__}: {exc}") from exc
+    if not hasattr(mod, attr):
+        public = sorted(a for a in vars(mod) if not a.startswith("_"))
+        raise ProblemNotFound(
+            f"module {module!r} has no attribute {attr!r}; it defines {', '.join(public)}"
+        )
+    obj = getattr(mod, attr)
+
+    def factory() -> Problem:
+        p = obj
+        if callable(obj) and not isinstance(obj, Problem):
+            try:
+                p = obj()
+            except TypeError as exc:
+                raise ProblemNotFound(
+                    f"{spec!r} is neither a simdiff.Problem nor a zero-argument function "
+                    f"returning one (calling it raised TypeError: {exc})"
+                ) from exc
+        if not isinstance(p, Problem):
+            raise ProblemNotFound(
+                f"{spec!r} is not a simdiff.Problem nor a function returning one; "
+                f"got {type(p).__name__}"
+            )
+        return p
+
+    return spec, factory

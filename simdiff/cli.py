@@ -14,17 +14,21 @@ valid ones, or a path that is not a results store).
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from ._catalogue import CatalogueUnavailable, catalogue, catalogue_digest, validation
+from ._catalogue import (
+    CatalogueUnavailable,
+    ProblemNotFound,
+    catalogue,
+    catalogue_digest,
+    resolve,
+    validation,
+)
 from .errors import SimdiffError, StoreError
 
 __all__ = ["UsageError", "main"]
@@ -38,81 +42,6 @@ class UsageError(SimdiffError, ValueError):
 
 
 # --------------------------------------------------------------------------- problems
-
-
-def _import(module: str) -> ModuleType:
-    """Import ``module`` from the Python path, else from the current directory (sys.path kept)."""
-    top = module.partition(".")[0]
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name not in (top, module):
-            raise UsageError(f"cannot import {module!r}: {exc}") from exc
-    cwd = Path.cwd()
-    for path, search in ((cwd / top / "__init__.py", [str(cwd / top)]), (cwd / f"{top}.py", None)):
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location(
-                top, path, submodule_search_locations=search
-            )
-            assert spec is not None and spec.loader is not None
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[top] = mod
-            try:
-                spec.loader.exec_module(mod)
-            except BaseException:
-                sys.modules.pop(top, None)
-                raise
-            return importlib.import_module(module)
-    raise UsageError(
-        f"cannot import {module!r}: it is not on the Python path and there is no {top}.py "
-        f"or {top}/ in the current directory {cwd}"
-    )
-
-
-def resolve(name: str) -> tuple[str, Callable[[], Any]]:
-    """``(label, factory)`` for a catalogue name or a ``module:attribute`` path."""
-    import simdiff
-
-    if ":" in name:
-        module, _, attr = name.partition(":")
-        try:
-            mod = _import(module)
-        except UsageError:
-            raise
-        except Exception as exc:
-            raise UsageError(f"cannot load {name!r}: {type(exc).__name__}: {exc}") from exc
-        if not hasattr(mod, attr):
-            public = sorted(a for a in vars(mod) if not a.startswith("_"))
-            raise UsageError(
-                f"module {module!r} has no attribute {attr!r}; it defines {', '.join(public)}"
-            )
-        obj = getattr(mod, attr)
-
-        def factory() -> Any:
-            p = obj
-            if callable(obj) and not isinstance(obj, simdiff.Problem):
-                try:
-                    p = obj()
-                except TypeError as exc:
-                    raise UsageError(
-                        f"{name!r} is neither a simdiff.Problem nor a zero-argument function "
-                        f"returning one (calling it raised TypeError: {exc})"
-                    ) from exc
-            if not isinstance(p, simdiff.Problem):
-                raise UsageError(
-                    f"{name!r} is not a simdiff.Problem nor a function returning "
-                    f"one; got {type(p).__name__}"
-                )
-            return p
-
-        return name, factory
-    reg = catalogue().registry()
-    if name not in reg:
-        raise UsageError(
-            f"unknown problem {name!r}; valid catalogue names: "
-            f"{', '.join(sorted(reg))} (or module:attribute)"
-        )
-    return name, reg[name]
 
 
 def _build(names: Sequence[str]) -> list[tuple[str, Any]]:
@@ -423,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_threads(args.threads)
     try:
         return int(args.fn(args))
-    except (UsageError, StoreError, CatalogueUnavailable) as exc:
+    except (UsageError, ProblemNotFound, StoreError, CatalogueUnavailable) as exc:
         print(f"simdiff: error: {exc}", file=sys.stderr)
         return 2
 

@@ -13,7 +13,6 @@ where the model fails is reported in the status array and the sweep goes on.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._api import Derivatives
-from .._catalogue import catalogue
+from .._catalogue import resolve
 from .._problem import Problem
 from ..errors import NonFiniteError, ShapeError, SimdiffError, SolverError
 from ..store import Store, fingerprint
@@ -98,7 +97,9 @@ def resolve_problem(spec: Any) -> Problem:
 
     The attribute may be a Problem or a zero-argument callable returning one.
     Catalogue names are those of ``simdiff.problems`` (the repository's
-    ``problems/``).
+    ``problems/``).  The same resolution as the ``simdiff`` command's; a spec
+    that names no problem raises :class:`simdiff._catalogue.ProblemNotFound`
+    (a ``LookupError``).
 
     Examples
     --------
@@ -113,14 +114,7 @@ def resolve_problem(spec: Any) -> Problem:
             "problem must be a simdiff.Problem, a catalogue name or a "
             f"'module:attribute' string; got {type(spec).__name__}"
         )
-    if ":" in spec:
-        module, attr = spec.split(":", 1)
-        obj = getattr(importlib.import_module(module), attr)
-        obj = obj if isinstance(obj, Problem) else obj()
-        if not isinstance(obj, Problem):
-            raise TypeError(f"{spec!r} did not give a simdiff.Problem; got {type(obj).__name__}")
-        return obj
-    return catalogue().get(spec)
+    return resolve(spec)[1]()
 
 
 _TOKENS: weakref.WeakKeyDictionary[Problem, str] = weakref.WeakKeyDictionary()
