@@ -27,7 +27,7 @@ __all__ = [
     "CatalogueUnavailable",
     "ProblemNotFound",
     "catalogue",
-    "catalogue_digest",
+    "code_digest",
     "import_module",
     "resolve",
     "validation",
@@ -77,11 +77,24 @@ def validation(submodule: str | None = None) -> ModuleType:
     return _package("validation", submodule)
 
 
-def catalogue_digest() -> str:
-    """SHA-256 of the catalogue's source files: a resumed report must see the same catalogue."""
+def code_digest() -> str:
+    """SHA-256 of the Python sources of simdiff, the catalogue and the validation package.
+
+    A resumed ``simdiff report`` run must have been made by the same code: a
+    changed catalogue entry, solver or claim starts a new run.
+    """
+    roots = [
+        ("simdiff", Path(__file__).resolve().parent),
+        ("problems", Path(catalogue().__path__[0]).resolve()),
+        ("validation", Path(validation().__path__[0]).resolve()),
+    ]
+    seen: dict[Path, str] = {}
+    for label, root in roots:
+        for path in sorted(root.rglob("*.py")):
+            seen.setdefault(path, f"{label}/{path.relative_to(root).as_posix()}")
     h = hashlib.sha256()
-    for path in sorted(Path(p) for d in catalogue().__path__ for p in Path(d).glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path, name in sorted(seen.items(), key=lambda kv: kv[1]):
+        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 

@@ -14,6 +14,7 @@ valid ones, or a path that is not a results store).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from ._catalogue import (
     CatalogueUnavailable,
     ProblemNotFound,
     catalogue,
-    catalogue_digest,
+    code_digest,
     resolve,
     validation,
 )
@@ -226,7 +227,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         "problems": names,
         "claims": claims,
         "threads": args.threads,
-        "catalogue_sha256": catalogue_digest(),  # a changed catalogue never resumes a run
+        "code_sha256": code_digest(),  # changed code (catalogue, solvers, claims) never resumes
     }
     run = store.start_run(
         "report-quick" if args.quick else "report", params, resume=not args.no_resume
@@ -355,6 +356,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ProblemNotFound, StoreError, CatalogueUnavailable) as exc:
         print(f"simdiff: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `simdiff list | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simdiff._catalogue import catalogue_digest
+from simdiff._catalogue import code_digest
 from simdiff.cli import main
 from simdiff.store import Store
 
@@ -192,9 +192,9 @@ def test_report_resumes_an_interrupted_run(tmp_path: Path) -> None:
     out = tmp_path / "results"
     store = Store(out / "store")
     params = {"quick": True, "problems": ["seed"], "claims": [], "threads": 1}
-    # A run made with another catalogue (its sources changed since) is not resumed ...
-    other = store.start_run("report-quick", {**params, "catalogue_sha256": "0" * 64})
-    params["catalogue_sha256"] = catalogue_digest()
+    # A run made by other code (a catalogue entry or solver changed since) is not resumed ...
+    other = store.start_run("report-quick", {**params, "code_sha256": "0" * 64})
+    params["code_sha256"] = code_digest()
     run = store.start_run("report-quick", params)  # as an interrupted `simdiff report` left it
     marker = {"passed": True, "n": 1, "entries": [], "marker": "from the interrupted run"}
     store.put(run, "seed", "check", "all", marker)
