@@ -34,25 +34,21 @@ format or version, or a damaged segment is refused with a
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import hashlib
-import importlib.metadata
 import json
 import os
-import platform
 import shutil
 import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 import numpy as np
 
+from ._environment import environment, now
 from ._fingerprint import fingerprint
 from .errors import StoreError
 
@@ -63,102 +59,8 @@ FORMAT = "simdiff-store"
 #: Version of the layout above; bumped on any incompatible change (1 was a single HDF5 file).
 SCHEMA_VERSION = 2
 _TAG_FILE = "simdiff-store.json"
-_PACKAGES = (
-    "numpy",
-    "scipy",
-    "jax",
-    "jaxlib",
-    "torch",
-    "h5py",
-    "matplotlib",
-    "diffrax",
-    "numdifftools",
-    "torchdiffeq",
-)
 # Run directories this process owns: path -> file descriptor holding the flock.
 _OWNED: dict[str, int] = {}
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _git_revision() -> str:
-    root = Path(__file__).resolve().parent.parent
-    if not (root / ".git").exists():  # an installed package: no checkout to ask
-        return "not a git checkout"
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout
-        return rev + ("-dirty" if dirty.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def environment() -> dict[str, Any]:
-    """Package versions, CPU model, thread counts, git revision, host and time.
-
-    Thread counts are those in effect now: ``torch.get_num_threads()`` if torch
-    is imported, and the XLA/OpenMP environment variables.  Every run of a
-    store records this once (``Store.runs()[i]["env"]``).
-
-    Examples
-    --------
-    >>> from simdiff.store import environment
-    >>> env = environment()
-    >>> sorted(k for k in env if k in ("cpu", "git", "versions"))
-    ['cpu', 'git', 'versions']
-    """
-    from . import __version__
-
-    versions = {"simdiff": __version__, "python": platform.python_version()}
-    for pkg in _PACKAGES:
-        try:
-            versions[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            versions[pkg] = None
-    threads: dict[str, Any] = {
-        "cpu_count": os.cpu_count(),
-        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-    }
-    if "torch" in sys.modules:
-        threads["torch_intra_op"] = sys.modules["torch"].get_num_threads()
-        threads["torch_inter_op"] = sys.modules["torch"].get_num_interop_threads()
-    for var in ("XLA_FLAGS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        threads[var] = os.environ.get(var)
-    return {
-        "versions": versions,
-        "cpu": _cpu_model(),
-        "threads": threads,
-        "git": _git_revision(),
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "time": _now(),
-    }
 
 
 def _jsonable(obj: Any) -> Any:
@@ -319,7 +221,7 @@ class Store:
             )
         return True
 
-    def _refuse_file(self) -> bool:
+    def _refuse_file(self) -> NoReturn:
         import h5py
 
         why = "a file, not a simdiff store (a store is a directory)"
@@ -347,7 +249,7 @@ class Store:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if not self._exists():  # the tag first, then the rest: see _exists
                 tmp = _tmp_name(self.path, ".json")
-                info = {"format": FORMAT, "version": SCHEMA_VERSION, "created": _now()}
+                info = {"format": FORMAT, "version": SCHEMA_VERSION, "created": now()}
                 tmp.write_text(json.dumps(info, indent=1))
                 os.replace(tmp, self.path / _TAG_FILE)
                 _fsync_dir(self.path)
@@ -456,7 +358,7 @@ class Store:
                 "run",
                 {
                     "name": name,
-                    "created": _now(),
+                    "created": now(),
                     "params": params_json,
                     "env": json.dumps(_jsonable(environment())),
                 },
@@ -489,7 +391,7 @@ class Store:
                 "problem": problem,
                 "kind": kind,
                 "config": config,
-                "written": _now(),
+                "written": now(),
                 "seq": time.time_ns(),
                 "record": json.dumps(_jsonable(record)),
             },
@@ -499,7 +401,7 @@ class Store:
     def finish_run(self, run: str) -> None:
         """Mark a run complete (a later :meth:`start_run` of its name appends a new one)."""
         d = self._run_dir(run)
-        _write_segment(d / "finished.h5", "finish", {"finished": _now()})
+        _write_segment(d / "finished.h5", "finish", {"finished": now()})
         fd = _OWNED.pop(str(d), None)
         if fd is not None:
             os.close(fd)
@@ -518,7 +420,8 @@ class Store:
         if not self._exists() or not (self.path / "runs").exists():
             return []
         out = []
-        for d in sorted(c for c in (self.path / "runs").iterdir() if not c.name.startswith(".")):
+        dirs = [c for c in (self.path / "runs").iterdir() if not c.name.startswith(".")]
+        for d in sorted(dirs, key=lambda c: (len(c.name.partition("-")[0]), c.name)):
             with self._segment(d / "run.h5", "run") as f:
                 a = dict(f.attrs)
             finished = ""
