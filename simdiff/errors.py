@@ -18,6 +18,7 @@ __all__ = [
     "SimdiffError",
     "SolverError",
     "StabilityError",
+    "StoreError",
     "UnsupportedError",
 ]
 
@@ -59,6 +60,14 @@ class SolverError(SimdiffError, RuntimeError):
 
 class StabilityError(SimdiffError, ValueError):
     """An explicit time step exceeds the method's stability limit; the message names the limit."""
+
+
+class StoreError(SimdiffError, ValueError):
+    """A path is not a simdiff results store, or the store is damaged.
+
+    The message names the path and says what to do (another path, restore a
+    copy, delete a damaged segment).
+    """
 
 
 class PrecisionWarning(UserWarning):

@@ -92,7 +92,7 @@ def write_report(
     >>> from simdiff.store import Store
     >>> from simdiff.report import write_report
     >>> d = tempfile.mkdtemp()
-    >>> s = Store(os.path.join(d, "r.h5"))
+    >>> s = Store(os.path.join(d, "store"))
     >>> run = s.start_run("demo")
     >>> s.put(run, "seed", "skipped", "-", {"reason": "example"})
     >>> write_report(s, run, d).name
