@@ -255,6 +255,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         log(f"{cid}: {rec['verdict']} ({rec['seconds']:.1f} s)")
     store.finish_run(run)
     cmd = "simdiff report" + (" --quick" if args.quick else "") + f" --out {args.out}"
+    if args.problems:
+        cmd += f" --problems {args.problems}"
+    if args.claims is not None:
+        cmd += f" --claims '{args.claims}'"
     path = write_report(store, run, out, command=cmd)
     log(f"wrote {path} and {store.path}; checks {'passed' if ok else 'FAILED'}")
     return 0 if ok else 1
