@@ -29,7 +29,7 @@ import scipy.differentiate as sd
 
 from ._api import Derivatives
 from ._problem import Problem
-from .backends import get_backend
+from .backends import AD_BACKENDS, get_backend
 from .errors import ShapeError, SimdiffError
 
 __all__ = ["DERIVATIVES", "CheckEntry", "CheckResult", "check", "tolerance"]
@@ -200,8 +200,8 @@ def _batched(
 
 
 def _chunk(d: Derivatives) -> int:
-    """Points per AD call under finite differences: vmapped chunks on JAX, one by one on torch."""
-    return 1 if d.backend.name == "torch" else FD_CHUNK
+    """Points per AD call under finite differences: vmapped chunks where batched calls pay."""
+    return FD_CHUNK if d.backend.prefers_batched_calls else 1
 
 
 def _line(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, v: np.ndarray):
@@ -329,9 +329,11 @@ def _validate(
     unknown = [d for d in derivatives if d not in DERIVATIVES]
     if unknown:
         raise ValueError(f"unknown derivatives {unknown}; expected a subset of {list(DERIVATIVES)}")
-    bad = [b for b in backends if b not in ("jax", "torch")]
+    bad = [b for b in backends if b not in AD_BACKENDS]
     if bad or not backends:
-        raise ValueError(f"backends must be a non-empty subset of ['jax', 'torch']; got {backends}")
+        raise ValueError(
+            f"backends must be a non-empty subset of {list(AD_BACKENDS)}; got {backends}"
+        )
     if any(not isinstance(k, int) or k < 1 for k in orders):
         raise ValueError(f"orders must be positive integers; got {list(orders)}")
     x = problem.x0 if x is None else np.asarray(x, dtype=np.float64)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ._cache import DerivativeCache
 from .backends import BACKENDS, get_backend
 from .errors import DTypeError, ShapeError, UnsupportedError
 
@@ -36,6 +37,13 @@ class Problem:
         The contexts ``fn`` runs in (default: all of ``("jax", "torch", "numpy")``).
     meta : mapping, optional
         Free-form facts (literature values, citations, tolerances).
+
+    Attributes
+    ----------
+    cache : DerivativeCache
+        The derivatives simdiff has built (and compiled) for this problem.
+        The problem owns them: they live as long as it does, and
+        ``problem.cache.clear()`` frees them sooner.
 
     Examples
     --------
@@ -80,7 +88,9 @@ class Problem:
         self.backends = tuple(backends) if backends else BACKENDS
         self.meta = dict(meta or {})
         self._output_shape: tuple[int, ...] | None = None
-        self._cache: dict[Any, Any] = {}
+        #: What simdiff builds for this problem (see :class:`~simdiff._cache.DerivativeCache`):
+        #: owned by the problem, freed with it.
+        self.cache = DerivativeCache()
 
     # ------------------------------------------------------------------ wrappers
     @classmethod
@@ -158,7 +168,7 @@ class Problem:
     def __getstate__(self) -> dict[str, Any]:
         """Pickle without the cache of compiled callables (jit functions do not pickle)."""
         state = dict(self.__dict__)
-        state["_cache"] = {}
+        state["cache"] = DerivativeCache()
         return state
 
     def __repr__(self) -> str:
@@ -167,7 +177,7 @@ class Problem:
 
 def _only(f: Callable[[Any], Any], backend: str) -> Callable[[Any, Any], Any]:
     def fn(x: Any, ops: Any) -> Any:
-        if ops.name != backend:
+        if not get_backend(backend).runs(ops):
             raise UnsupportedError(
                 f"this problem was written in {backend} (Problem.from_{backend}) and cannot run "
                 f"in the {ops.name!r} context"

@@ -135,7 +135,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ._compare import CONFIGS, compare
+    from ._compare import CONFIGS, compare, config_backend
     from .store import Store
 
     configs = _split(args.configs) or ["jax-jit", "torch-eager", "scipy-fd"]
@@ -154,9 +154,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         derivs = _split(args.derivatives) or (
             ["grad", "hessian"] if p.is_scalar else ["jacobian", "jvp", "vjp"]
         )
-        usable = [
-            c for c in configs if not c.startswith(("jax", "torch")) or p.supports(c.split("-")[0])
-        ]
+        usable = [c for c in configs if (b := config_backend(c)) is None or p.supports(b)]
         r = compare(p, derivs, usable, repeats=args.repeats)
         print(r)
         print()
@@ -271,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     2
     """
     args = build_parser().parse_args(argv)
-    from ._compare import set_threads  # before jax is imported: XLA reads its flags once
+    from .backends import set_threads  # before jax is imported: XLA reads its flags once
 
     set_threads(args.threads)
     try:

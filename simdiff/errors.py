@@ -12,6 +12,7 @@ __all__ = [
     "BackendUnavailable",
     "DTypeError",
     "NonFiniteError",
+    "OptionError",
     "PrecisionWarning",
     "ShapeError",
     "SimdiffError",
@@ -35,6 +36,10 @@ class DTypeError(SimdiffError, TypeError):
 
 class NonFiniteError(SimdiffError, FloatingPointError):
     """A derivative came out NaN or infinite; it is reported, never returned as valid."""
+
+
+class OptionError(SimdiffError, ValueError):
+    """An option has a value outside the accepted ones; the message lists them and the value got."""
 
 
 class UnsupportedError(SimdiffError, NotImplementedError):
