@@ -16,17 +16,19 @@ from typing import Any
 import numpy as np
 
 from . import _arrays as A
+from ._compile import CompiledCall, check_compile
 from ._problem import Problem
 from ._tree import tree_map
 from .backends import Ops, get_backend
 from .backends.taylor import taylor_function
-from .errors import ShapeError, UnsupportedError
+from .errors import OptionError, ShapeError, UnsupportedError
 from .taylor_tensor import assemble_tensor
 
 __all__ = [
     "HESSIAN_METHODS",
     "JACOBIAN_MODES",
     "Derivatives",
+    "auto_hessian_method",
     "derivative",
     "derivative_tensor",
     "grad",
@@ -128,6 +130,23 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any
     raise AssertionError(kind)
 
 
+def auto_hessian_method(backend: Any, n: int, m: int) -> str:
+    """The Hessian method ``method="auto"`` runs for ``n`` inputs and ``m`` outputs.
+
+    The backend decides (``Backend.hessian_method``), from measurements kept
+    in docs/performance.md (``python -m validation.bench_torch_hessian``): on
+    JAX forward-over-reverse; on torch.func reverse-over-reverse, whose
+    double-backward kernels beat forward mode through a backward pass.
+
+    Examples
+    --------
+    >>> from simdiff.backends import get_backend
+    >>> auto_hessian_method(get_backend("jax"), 114, 1)
+    'fwd-rev'
+    """
+    return backend.hessian_method(int(n), int(m))
+
+
 # --------------------------------------------------------------------------- Derivatives
 
 
@@ -146,10 +165,17 @@ class Derivatives:
     backend : {"jax", "torch"}
     dtype : {"float64", "float32"}, optional
         Computation dtype (default float64); inputs are cast to it.
-    compile : bool
-        torch only: wrap each callable in ``torch.compile``.  A compilation
+    compile : {False, True, "auto"}
+        torch: ``True`` wraps each callable in ``torch.compile``; a compilation
         failure raises :class:`~simdiff.errors.UnsupportedError` with torch's
-        reason; it is never silently replaced by eager execution.
+        reason.  ``"auto"`` compiles a callable once the expected number of
+        calls pays for the compile (break-even from the measured eager time and
+        the compile time; :meth:`expect_calls` announces the number), and runs
+        eagerly, saying why, when torch.compile fails or does not speed it up.
+        :meth:`cache_info` states the path each callable ran and the numbers.
+        JAX always jit-compiles: ``False`` and ``"auto"`` are accepted there,
+        ``True`` is refused.  Any other value raises
+        :class:`~simdiff.errors.OptionError`.  See docs/performance.md.
     check_finite : bool
         Reject non-finite inputs (``ValueError`` naming the first bad index)
         and non-finite results (:class:`~simdiff.errors.NonFiniteError`).
@@ -173,25 +199,21 @@ class Derivatives:
         backend: str = "jax",
         *,
         dtype: Any = None,
-        compile: bool = False,
+        compile: bool | str = False,
         check_finite: bool = True,
     ) -> None:
         if not isinstance(problem, Problem):
             raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
         self.backend = get_backend(backend)
         problem.require(self.backend.name)
-        if compile and not self.backend.can_compile:
-            raise ValueError(
-                "compile=True means torch.compile and needs backend='torch' "
-                f"({self.backend.name!r} has no compiler beyond jit; JAX always jit-compiles)"
-            )
         self.problem = problem
         self.dtype = A.resolve_dtype(dtype)
-        self.compile = bool(compile)
+        self.compile = check_compile(compile, self.backend)
         self.check_finite = bool(check_finite)
         self._fns: dict[tuple, Callable] = {}
         self._info: dict[tuple, dict[str, Any]] = {}
         self._traces = 0
+        self._expected_calls: int | None = None
 
     # ------------------------------------------------------------------ public
     @property
@@ -200,8 +222,41 @@ class Derivatives:
         return self._traces
 
     def cache_info(self) -> list[dict[str, Any]]:
-        """One record per built callable: kind, parameters, shapes, first-call seconds, calls."""
-        return [dict(v) for v in self._info.values()]
+        """One record per built callable: kind, parameters, shapes, first-call seconds, calls.
+
+        Also the compile policy's account: ``compile`` (the setting), ``path``
+        (``"jit"``, ``"eager"`` or ``"compiled"``: what the last call ran) and,
+        under ``compile=True | "auto"`` on torch, ``eager_s`` (seconds per eager
+        call), ``compile_s``, ``compiled_s``, ``break_even_calls``, ``reason``
+        and, when torch.compile failed, ``compile_error`` with torch's reason.
+        """
+        out = []
+        for key, info in self._info.items():
+            fn = self._fns[key]
+            out.append({**info, **fn.record} if isinstance(fn, CompiledCall) else dict(info))
+        return out
+
+    def expect_calls(self, n: int | None) -> Derivatives:
+        """Announce how many calls each derivative will get (``None``: unknown); returns self.
+
+        ``compile="auto"`` compiles a callable at once when the remaining
+        announced calls exceed its break-even number; without an announcement
+        it compiles once the eager time spent reaches the expected compile time.
+
+        Examples
+        --------
+        >>> import numpy as np, simdiff
+        >>> p = simdiff.Problem(lambda x, ops: ops.sum(x ** 2), x0=np.ones(2))
+        >>> d = simdiff.Derivatives(p, backend="torch", compile="auto").expect_calls(1)
+        >>> d.grad()
+        array([2., 2.])
+        >>> d.cache_info()[0]["path"]
+        'eager'
+        """
+        if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0):
+            raise OptionError(f"expect_calls needs a non-negative integer or None; got {n!r}")
+        self._expected_calls = None if n is None else int(n)
+        return self
 
     def value(self, x: Any = None) -> Any:
         """``f(x)``: shape ``out`` (``()`` or ``(m,)``), with a leading batch axis if batched."""
@@ -216,9 +271,16 @@ class Derivatives:
         return self._call("value_and_grad", {}, x, [])
 
     def hessian(self, x: Any = None, *, method: str = "auto") -> Any:
-        """Hessian, shape ``(out..., n, n)``; ``method`` is fwd-rev, rev-rev or fwd-fwd."""
+        """Hessian, shape ``(out..., n, n)``; ``method`` is fwd-rev, rev-rev or fwd-fwd.
+
+        ``"auto"`` asks the backend (:func:`auto_hessian_method`); the method
+        that ran is the ``method`` field of :meth:`cache_info`.
+        """
         method = _choice(method, HESSIAN_METHODS, "Hessian method")
-        return self._call("hessian", {"method": "fwd-rev" if method == "auto" else method}, x, [])
+        if method == "auto":
+            m = math.prod(self.problem.output_shape)
+            method = auto_hessian_method(self.backend, self.problem.n, m)
+        return self._call("hessian", {"method": method}, x, [])
 
     def hvp(self, v: Any, x: Any = None) -> Any:
         """Hessian-vector product ``H(x) v`` (forward over reverse), shape ``(n,)``.
@@ -352,6 +414,8 @@ class Derivatives:
                 "shape": tuple(x.shape),
                 "batched": any(a is not None for a in axes),
                 "calls": 0,
+                "compile": self.compile,
+                "path": self.backend.plain_path,
             }
             start = time.perf_counter()
             out = self.backend.block_until_ready(fn(*native))  # honest first-call time
@@ -369,31 +433,31 @@ class Derivatives:
         if any(a is not None for a in axes):
             core = T.vmap(core, in_axes=axes)
         core = T.jit(core, on_compile=self._count_compilation)
-        if self.compile:
-            return _reporting_compile(T.compile(core), kind)
-        return core
+        if self.compile is False or not T.optional_compiler:
+            return core
+        # "auto" insists on one whole graph: a graph break would otherwise run
+        # eagerly behind the compiled wrapper, and the break-even would be a fiction.
+        compiler = T.compile if self.compile is True else _fullgraph(T.compile)
+        return CompiledCall(core, compiler, self.compile, kind, lambda: self._expected_calls)
 
     def _count_compilation(self) -> None:
         self._traces += 1
 
 
-def _reporting_compile(fn: Callable, kind: str) -> Callable:
-    def call(*args: Any) -> Any:
-        try:
-            return fn(*args)
-        except Exception as exc:  # torch.compile failures come in many types
-            raise UnsupportedError(
-                f"torch.compile failed on {kind}: {type(exc).__name__}: {str(exc)[:500]}"
-            ) from exc
-
-    return call
+def _fullgraph(compile: Callable) -> Callable[[Callable], Callable]:
+    return lambda fn: compile(fn, fullgraph=True)
 
 
 # --------------------------------------------------------------------------- functions
 
 
 def cached_derivatives(
-    problem: Problem, backend: str, *, dtype: Any = None, check_finite: bool = True
+    problem: Problem,
+    backend: str,
+    *,
+    dtype: Any = None,
+    check_finite: bool = True,
+    compile: bool | str = False,
 ) -> Derivatives:
     """The problem's shared :class:`Derivatives` for these settings (built on first use).
 
@@ -404,9 +468,12 @@ def cached_derivatives(
     """
     if not isinstance(problem, Problem):
         raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
-    key = ("derivatives", str(backend), str(dtype), bool(check_finite))
+    key = ("derivatives", str(backend), str(dtype), bool(check_finite), str(compile))
     return problem.cache.get(
-        key, lambda: Derivatives(problem, backend, dtype=dtype, check_finite=check_finite)
+        key,
+        lambda: Derivatives(
+            problem, backend, dtype=dtype, check_finite=check_finite, compile=compile
+        ),
     )
 
 

@@ -323,7 +323,7 @@ class Backend:
     name : str
     differentiable : bool
         Whether the transforms exist (numpy: evaluation only).
-    can_compile : bool
+    optional_compiler : bool
         Whether :meth:`compile` exists (an optional compiler on top of ``jit``:
         ``torch.compile``).
     prefers_batched_calls : bool
@@ -335,7 +335,11 @@ class Backend:
 
     name: str = "base"
     differentiable: bool = True
-    can_compile: bool = False
+    #: True where compiling is a choice (torch.compile); False where the backend
+    #: always compiles (jax.jit) or never does (numpy).  See ``simdiff._compile``.
+    optional_compiler: bool = False
+    #: What an uncompiled call runs as (``cache_info()``'s ``path``): "jit" or "eager".
+    plain_path: str = "eager"
     prefers_batched_calls: bool = True
     precision_hint: str = ""
     #: The class of this backend's ``ops`` namespaces.
@@ -371,7 +375,7 @@ class Backend:
         return fn
 
     def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """An optional compiler on top of :meth:`jit` (see ``can_compile``)."""
+        """An optional compiler on top of :meth:`jit` (see ``optional_compiler``)."""
         raise UnsupportedError(f"backend {self.name!r} has no compiler beyond jit")
 
     @staticmethod
@@ -383,6 +387,15 @@ class Backend:
         """Initialise the framework (imports, runtime start-up) outside any timing."""
 
     # --- arrays
+
+    def hessian_method(self, n: int, m: int) -> str:
+        """Hessian method for ``method="auto"``: ``n`` inputs, ``m`` outputs (1 if scalar).
+
+        Forward over reverse by default (JAX's choice: one forward sweep per
+        input through the reverse pass); backends override it from measurements.
+        """
+        return "fwd-rev"
+
     def is_native(self, x: Any) -> bool:
         raise NotImplementedError
 

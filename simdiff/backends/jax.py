@@ -55,6 +55,7 @@ class JaxOps(XPOps):
 
 class JaxBackend(Backend):
     name = "jax"
+    plain_path = "jit"
     ops_class = JaxOps
     precision_hint = (
         " (JAX makes float32 arrays until x64 is on: import simdiff.backends.jax, or call "
