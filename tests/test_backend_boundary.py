@@ -1,7 +1,7 @@
 """Backend logic lives in simdiff/backends/: nothing above it branches on a backend's name.
 
 Code outside ``simdiff/backends/`` asks the Backend or ops object for a
-capability (``optional_compiler``, ``traced``, ``device_of``, ``concrete``,
+capability (``optional_compiler``, ``ops.eager``, ``device_of``, ``concrete``,
 ``block_until_ready``, ``thread_info`` ...) instead of comparing names, and it
 never imports jax or torch itself.  This test reads the source (AST) and
 fails naming file, line and code for each violation.

@@ -11,9 +11,7 @@ Arithmetic (``+ - * / ** @``), comparisons and indexing (``x[i]``,
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from .._tree import tree_flatten, tree_map, tree_unflatten
@@ -119,8 +117,8 @@ class Ops(Protocol):
 
     # --- capabilities (see CAPABILITIES)
     @property
-    def traced(self) -> bool: ...
-    def errstate(self) -> AbstractContextManager[Any]: ...
+    def eager(self) -> bool: ...
+    def concrete(self, x: Array, /) -> Any: ...
     def jacfwd(self, fn: Callable[[Array], Array], /) -> Callable[[Array], Array]: ...
 
     # --- unary
@@ -214,10 +212,11 @@ class Ops(Protocol):
 
 
 #: What a context says about itself beyond the ops (asked by solvers instead of its name):
-#: ``traced`` (values are symbolic while a transform runs: no Python control flow on
-#: them), ``errstate()`` (a context manager silencing floating-point warnings where the
-#: context emits them) and ``jacfwd(fn)`` (forward-mode Jacobian inside a solver).
-CAPABILITIES = ("traced", "errstate", "jacfwd")
+#: ``eager`` (Python control flow runs on concrete values: numpy, torch and Taylor over
+#: them; False where functions are traced and compiled, JAX), ``concrete(x)`` (``x`` as
+#: numpy, or ``None`` where it has no value now: a tracer, a vmapped tensor) and
+#: ``jacfwd(fn)`` (forward-mode Jacobian inside a solver).
+CAPABILITIES = ("eager", "concrete", "jacfwd")
 
 
 class OpsBase:
@@ -229,22 +228,23 @@ class OpsBase:
         The context: ``"numpy"``, ``"jax"``, ``"torch"`` or ``"taylor"``.
     dtype : object
         The floating dtype new arrays get (float64 unless asked otherwise).
-    traced : bool
-        Whether values are symbolic under the context's transforms (JAX, and
-        Taylor over JAX): loops must be ``ops.scan``, and a value cannot be
-        read as a Python bool.
+    eager : bool
+        True where Python control flow runs on concrete values (numpy, torch,
+        and the Taylor context over them), so a loop can stop as soon as its
+        condition fails; False where functions are traced and compiled (JAX),
+        so loops need ``ops.scan`` and static bounds.
     """
 
     name: str = "base"
     dtype: Any = None
-    traced: bool = False
+    eager: bool = False
     pi = 3.141592653589793
     e = 2.718281828459045
     inf = float("inf")
 
-    def errstate(self) -> AbstractContextManager[Any]:
-        """Silence floating-point warnings for a block (numpy emits them; the others do not)."""
-        return contextlib.nullcontext()
+    def concrete(self, x: Array) -> Any:
+        """``x`` as a numpy array, or ``None`` where it has no value now."""
+        raise UnsupportedError(f"ops.concrete is not available in the {self.name!r} context")
 
     def jacfwd(self, fn: Callable[[Array], Array]) -> Callable[[Array], Array]:
         """Forward-mode Jacobian of ``fn`` inside a solver (the context's own transform)."""
@@ -265,6 +265,8 @@ class OpsBase:
 
 class LoopOps(OpsBase):
     """Shared Python-loop implementation of ``scan`` for the eager contexts."""
+
+    eager = True
 
     def scan(
         self,

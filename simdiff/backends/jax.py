@@ -23,11 +23,16 @@ jax.config.update("jax_enable_x64", True)
 __all__ = ["JaxBackend", "JaxOps"]
 
 
+def _concrete(x: Any) -> Any:
+    if isinstance(x, jax.core.Tracer):
+        return None
+    return np.asarray(x)
+
+
 class JaxOps(XPOps):
     """``ops`` over ``jax.numpy``; ``scan`` is ``lax.scan`` (one compile for any length)."""
 
     name = "jax"
-    traced = True
 
     def __init__(self, dtype: Any = jnp.float64) -> None:
         super().__init__(jnp, dtype)
@@ -51,6 +56,11 @@ class JaxOps(XPOps):
     def jacfwd(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``jax.jacfwd``: forward-mode Jacobian, usable inside a solver."""
         return jax.jacfwd(fn)
+
+    @staticmethod
+    def concrete(x: Any) -> Any:
+        """``x`` as numpy, or ``None`` when it is traced (under ``jit``/``vmap``/``grad``)."""
+        return _concrete(x)
 
 
 class JaxBackend(Backend):
@@ -102,9 +112,7 @@ class JaxBackend(Backend):
         return np.dtype(x.dtype).name
 
     def concrete(self, x: Any) -> Any:
-        if isinstance(x, jax.core.Tracer):
-            return None
-        return np.asarray(x)
+        return _concrete(x)
 
     def threads(self) -> dict[str, Any]:
         """XLA's CPU threads: 1 if ``XLA_FLAGS`` made it single-threaded, else the affinity."""

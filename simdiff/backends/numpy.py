@@ -8,7 +8,6 @@ identity.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -36,9 +35,9 @@ class NumpyOps(XPOps, LoopOps):
         """Identity (numpy has no gradients to stop)."""
         return x
 
-    def errstate(self) -> AbstractContextManager[Any]:
-        """``numpy.errstate(all="ignore")``: no overflow/invalid warnings inside the block."""
-        return np.errstate(all="ignore")
+    def concrete(self, x: Any) -> Any:
+        """``x`` as a numpy array (always concrete here)."""
+        return np.asarray(x)
 
     def jacfwd(self, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """Jacobian by central differences (numpy has no AD), step ``eps**(1/3) max(1, |z_i|)``.

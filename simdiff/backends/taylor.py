@@ -83,7 +83,6 @@ class TaylorOps(LoopOps):
         self.order = int(order)
         self.rows = self.order + 1  # coefficient rows of an array (the collapsed context has more)
         self.dtype = base.dtype
-        self.traced = base.traced  # Taylor over JAX traces like JAX
         self.s: Any = Series(base, self.order)  # subclasses (collapsed) bring their own
         if base.name == "jax":
             register_jax_pytree()
@@ -102,9 +101,14 @@ class TaylorOps(LoopOps):
             f"<simdiff ops: taylor(order={self.order}) over {self.base.name}, dtype={self.dtype}>"
         )
 
-    def errstate(self) -> Any:
-        """The base context's floating-point-warning guard."""
-        return self.base.errstate()
+    @property
+    def eager(self) -> bool:  # type: ignore[override]
+        """As the base context: a Python loop over numpy/torch, traced over jax."""
+        return bool(self.base.eager)
+
+    def concrete(self, x: Any) -> Any:
+        """The base context's :meth:`concrete` of the primal of ``x``."""
+        return self.base.concrete(_primal(x))
 
     # ------------------------------------------------------------------ plumbing
     def wrap(self, coeffs: Any) -> TaylorArray:

@@ -110,6 +110,15 @@ def _accepting_scalars(fn: Callable[..., Any], ops: TorchOps, arity: int = 0) ->
     return op
 
 
+def _concrete(x: Any) -> Any:
+    if not isinstance(x, torch.Tensor):
+        return np.asarray(x)
+    try:
+        return np.asarray(float(x.detach())) if x.ndim == 0 else x.detach().cpu().numpy()
+    except RuntimeError:  # vmap / functional tensors without a value
+        return None
+
+
 class TorchOps(LoopOps):
     """``ops`` over torch tensors with Array-API names and numpy-style keywords."""
 
@@ -379,6 +388,11 @@ class TorchOps(LoopOps):
         """``torch.func.jacfwd``: forward-mode Jacobian, usable inside a solver."""
         return torch.func.jacfwd(fn)
 
+    @staticmethod
+    def concrete(x: Any) -> Any:
+        """``x`` as numpy, or ``None`` when it has no value (under ``torch.func.vmap``)."""
+        return _concrete(x)
+
 
 class TorchBackend(Backend):
     name = "torch"
@@ -437,10 +451,7 @@ class TorchBackend(Backend):
         return x.device
 
     def concrete(self, x: Any) -> Any:
-        try:
-            return np.asarray(float(x.detach())) if x.ndim == 0 else x.detach().cpu().numpy()
-        except RuntimeError:  # vmap / functional tensors without a value
-            return None
+        return _concrete(x)
 
     def threads(self) -> dict[str, Any]:
         """torch's intra-op and inter-op thread counts."""
