@@ -22,6 +22,18 @@ jax.config.update("jax_enable_x64", True)
 __all__ = ["JaxBackend", "JaxOps"]
 
 
+@jax.custom_jvp
+def _abs_real(x: Any) -> Any:
+    return jnp.abs(x)
+
+
+@_abs_real.defjvp
+def _abs_real_jvp(primals: tuple[Any], tangents: tuple[Any]) -> tuple[Any, Any]:
+    # d|x| = sign(x) dx, so d|x|/dx = 0 at 0 (jnp.abs gives 1 there; torch gives 0).
+    (x,), (t,) = primals, tangents
+    return _abs_real(x), jnp.sign(x) * t  # the primal through the rule: nested AD agrees
+
+
 class JaxOps(XPOps):
     """``ops`` over ``jax.numpy``; ``scan`` is ``lax.scan`` (one compile for any length)."""
 
@@ -29,6 +41,30 @@ class JaxOps(XPOps):
 
     def __init__(self, dtype: Any = jnp.float64) -> None:
         super().__init__(jnp, dtype)
+
+    # --- kinks: simdiff's conventions (docs/errors.md), where jax.numpy's differ
+    @staticmethod
+    def abs(x: Any) -> Any:
+        """``|x|`` with derivative ``sign(x)``: 0 at ``x = 0`` (a custom JVP rule)."""
+        x = jnp.asarray(x)
+        if jnp.issubdtype(x.dtype, jnp.complexfloating):
+            return jnp.abs(x)
+        return _abs_real(x)
+
+    @staticmethod
+    def clip(x: Any, min: Any = None, max: Any = None) -> Any:
+        """Limit ``x`` to ``[min, max]``; the derivative is 1 on the closed interval.
+
+        ``jnp.clip`` splits the derivative at a bound (0.5); simdiff's
+        convention, shared with torch.clamp and the Taylor context, selects
+        ``x`` while ``min <= x <= max``.
+        """
+        out = jnp.asarray(x)
+        if min is not None:
+            out = jnp.where(out < min, min, out)
+        if max is not None:
+            out = jnp.where(out > max, max, out)
+        return out
 
     @staticmethod
     def scan(step: Callable[..., Any], carry: Any, xs: Any = None, length: int | None = None):

@@ -57,8 +57,11 @@ class TaylorOps(LoopOps):
     Notes
     -----
     Comparisons, ``where``, ``abs``, ``sign``, ``maximum``/``minimum``,
-    ``clip`` and ``max``/``min`` select on the primal ``c_0`` (ties in
-    ``max``/``min`` share the series equally, like JAX's rule).  Power with a
+    ``clip`` and ``max``/``min`` select on the primal ``c_0``, with the
+    conventions of every context at kinks and ties (docs/errors.md): ties in
+    ``maximum``/``minimum`` and ``max``/``min`` share the series equally,
+    ``abs`` has derivative ``sign(c_0)`` (0 at 0), ``clip`` selects ``x`` on
+    the closed interval.  Power with a
     real exponent, ``sqrt``, ``log`` and the inverse functions are singular
     where their derivatives are (e.g. ``sqrt`` at 0); integer powers are
     exact everywhere.  ``checkpoint`` is the identity: Taylor propagation is
@@ -192,13 +195,25 @@ class TaylorOps(LoopOps):
         x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.maximum(x, y)
-        return self.where(_primal(x) >= _primal(y), x, y)
+        return self._select_tie(_primal(x) > _primal(y), _primal(x) < _primal(y), x, y)
 
     def minimum(self, x: Any, y: Any) -> Any:
         x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.minimum(x, y)
-        return self.where(_primal(x) <= _primal(y), x, y)
+        return self._select_tie(_primal(x) < _primal(y), _primal(x) > _primal(y), x, y)
+
+    def _select_tie(self, pick_x: Any, pick_y: Any, x: Any, y: Any) -> Any:
+        """``x`` where ``pick_x``, ``y`` where ``pick_y``, their mean at a tie (neither).
+
+        At a tie the values agree and every higher coefficient is the mean of
+        the two series: the derivative of ``maximum``/``minimum`` at a tie is
+        split equally between the arguments, as JAX and torch do in nested AD.
+        """
+        nd = max(_ndim(x), _ndim(y))
+        cx, cy = self.coeffs(x, nd), self.coeffs(y, nd)
+        b = self.base
+        return self.wrap(b.where(pick_x, cx, b.where(pick_y, cy, (cx + cy) * 0.5)))
 
     # ------------------------------------------------------------------ unary
     def _unary(self, name: str, x: Any, rule: Callable[[Any], Any]) -> Any:
@@ -214,7 +229,12 @@ class TaylorOps(LoopOps):
         return self._unary("negative", x, lambda c: -c)
 
     def abs(self, x: Any) -> Any:
-        return self._unary("abs", x, lambda c: self.base.where(c[0] < 0, -c, c))
+        """``|x|``: every coefficient times ``sign(c_0)``, so all derivatives are 0 at ``c_0 = 0``.
+
+        This is the chain rule with ``d|u|/du = sign(u)`` (0 at 0), the
+        convention of every context (docs/errors.md).
+        """
+        return self._unary("abs", x, lambda c: c * self.base.sign(c[0]))
 
     def sign(self, x: Any) -> Any:
         return self._unary("sign", x, lambda c: self.s.lift(self.base.sign(c[0])))

@@ -402,5 +402,6 @@ class TorchBackend(Backend):
         return t.to(torch_dtype(dtype)) if t.dtype != torch_dtype(dtype) else t
 
     def to_numpy(self, x: Any) -> Any:
-        # ifft of a real tensor is a lazy conjugate view, which .numpy() refuses
-        return x.detach().cpu().resolve_conj().resolve_neg().numpy()
+        # force: detach, copy to the host, and materialise lazy conjugate/negative views
+        # (ifft of a real tensor) and the ZeroTensors torch.func returns for zero derivatives
+        return x.numpy(force=True)
