@@ -33,7 +33,22 @@ from .errors import (
     DTypeError as DTypeError,
 )
 from .errors import (
+    InputError as InputError,
+)
+from .errors import (
+    InputTypeError as InputTypeError,
+)
+from .errors import (
+    LeakError as LeakError,
+)
+from .errors import (
     NonFiniteError as NonFiniteError,
+)
+from .errors import (
+    NotFoundError as NotFoundError,
+)
+from .errors import (
+    OutOfRangeError as OutOfRangeError,
 )
 from .errors import (
     PrecisionWarning as PrecisionWarning,

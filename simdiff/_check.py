@@ -30,7 +30,7 @@ import scipy.differentiate as sd
 from ._api import Derivatives
 from ._problem import Problem
 from .backends import get_backend
-from .errors import ShapeError, SimdiffError
+from .errors import InputError, InputTypeError, ShapeError, SimdiffError
 
 __all__ = ["DERIVATIVES", "CheckEntry", "CheckResult", "check", "tolerance"]
 
@@ -325,15 +325,15 @@ def _validate(
     problem: Any, x: Any, derivatives: Sequence[str], backends: Sequence[str], orders: Sequence[int]
 ) -> tuple[np.ndarray, list[str]]:
     if not isinstance(problem, Problem):
-        raise TypeError(f"check expects a simdiff.Problem; got {type(problem).__name__}")
+        raise InputTypeError(f"check expects a simdiff.Problem; got {type(problem).__name__}")
     unknown = [d for d in derivatives if d not in DERIVATIVES]
     if unknown:
-        raise ValueError(f"unknown derivatives {unknown}; expected a subset of {list(DERIVATIVES)}")
+        raise InputError(f"unknown derivatives {unknown}; expected a subset of {list(DERIVATIVES)}")
     bad = [b for b in backends if b not in ("jax", "torch")]
     if bad or not backends:
-        raise ValueError(f"backends must be a non-empty subset of ['jax', 'torch']; got {backends}")
+        raise InputError(f"backends must be a non-empty subset of ['jax', 'torch']; got {backends}")
     if any(not isinstance(k, int) or k < 1 for k in orders):
-        raise ValueError(f"orders must be positive integers; got {list(orders)}")
+        raise InputError(f"orders must be positive integers; got {list(orders)}")
     x = problem.x0 if x is None else np.asarray(x, dtype=np.float64)
     if x.shape != (problem.n,):
         raise ShapeError(f"check: x must have shape ({problem.n},); got {x.shape}")

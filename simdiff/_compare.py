@@ -27,7 +27,7 @@ import numpy as np
 
 from ._api import Derivatives
 from ._problem import Problem
-from .errors import UnsupportedError
+from .errors import InputError, NotFoundError, UnsupportedError
 
 __all__ = [
     "CONFIGS",
@@ -61,7 +61,7 @@ def register_config(name: str, builder: Builder, *, replace: bool = False) -> No
     True
     """
     if name in CONFIGS and not replace:
-        raise ValueError(f"configuration {name!r} is already registered")
+        raise InputError(f"configuration {name!r} is already registered")
     CONFIGS[name] = builder
 
 
@@ -106,11 +106,11 @@ def make_task(problem: Problem, label: str, x: Any = None, seed: int = 0) -> Tas
     if label.startswith("derivative"):
         body, _, method = label[len("derivative") :].partition(".")
         if not body.isdigit():
-            raise ValueError(f"derivative labels are 'derivative<k>[.taylor]'; got {label!r}")
+            raise InputError(f"derivative labels are 'derivative<k>[.taylor]'; got {label!r}")
         return Task("derivative", x, v=v, order=int(body), method=method or "nested")
     kinds = ("value", "grad", "hessian", "hvp", "jvp", "vjp", "jacobian")
     if label not in kinds:
-        raise ValueError(
+        raise InputError(
             f"unknown derivative {label!r}; expected one of {list(kinds)} "
             "or 'derivative<k>[.taylor]'"
         )
@@ -211,7 +211,7 @@ def set_threads(n: int) -> dict[str, Any]:
     every core in the process affinity, which :func:`thread_info` records.
     """
     if n < 1:
-        raise ValueError(f"threads must be >= 1; got {n}")
+        raise InputError(f"threads must be >= 1; got {n}")
     if n == 1 and "jax" not in sys.modules:
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = (
@@ -336,7 +336,7 @@ class CompareResult:
         for e in self.entries:
             if e.derivative == derivative and e.config == config:
                 return e
-        raise KeyError((derivative, config))
+        raise NotFoundError((derivative, config))
 
     def ratio(self, derivative: str, config: str, *, of: str = "steady_s") -> float:
         """``config``'s time over the baseline's (``> 1``: slower than the baseline)."""
@@ -516,15 +516,15 @@ def compare(
     table = {**CONFIGS, **(builders or {})}
     unknown = [c for c in configs if c not in table]
     if unknown:
-        raise ValueError(f"unknown configurations {unknown}; registered: {sorted(table)}")
+        raise InputError(f"unknown configurations {unknown}; registered: {sorted(table)}")
     if not configs:
-        raise ValueError("compare needs at least one configuration")
+        raise InputError("compare needs at least one configuration")
     if repeats < 1:
-        raise ValueError(f"repeats must be >= 1; got {repeats}")
+        raise InputError(f"repeats must be >= 1; got {repeats}")
     tasks = [make_task(problem, label, x, seed) for label in derivatives]
     baseline = baseline or configs[0]
     if baseline not in configs:
-        raise ValueError(f"baseline {baseline!r} is not among the configurations {list(configs)}")
+        raise InputError(f"baseline {baseline!r} is not among the configurations {list(configs)}")
     warm_frameworks(configs)
     result = CompareResult(
         problem.name, problem.n, tasks[0].batch if tasks else 0, baseline, thread_info()

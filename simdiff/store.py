@@ -38,6 +38,8 @@ from urllib.parse import quote
 
 import numpy as np
 
+from .errors import InputError
+
 __all__ = ["SCHEMA_VERSION", "Store", "environment"]
 
 #: Version of the file layout above; bumped on any incompatible change.
@@ -215,7 +217,7 @@ class Store:
     def _check_schema(self, f: Any) -> None:
         version = int(f.attrs.get("schema_version", -1))
         if version != SCHEMA_VERSION:
-            raise ValueError(
+            raise InputError(
                 f"{self.path}: schema_version {version}; this simdiff reads and "
                 f"writes schema_version {SCHEMA_VERSION}"
             )

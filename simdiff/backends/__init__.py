@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..errors import BackendUnavailable, UnsupportedError
+from ..errors import BackendUnavailable, InputError, UnsupportedError
 from ._base import CONSTANTS, OP_NAMES, Backend, Ops
 
 __all__ = ["BACKENDS", "CONSTANTS", "OP_NAMES", "Backend", "Ops", "get_backend", "get_ops"]
@@ -46,7 +46,7 @@ def get_backend(name: str | Backend) -> Backend:
             "use simdiff.taylor(...) or simdiff.derivative(..., method='taylor')"
         )
     if name not in _CLASSES:
-        raise ValueError(f"unknown backend {name!r}; expected one of {list(BACKENDS)}")
+        raise InputError(f"unknown backend {name!r}; expected one of {list(BACKENDS)}")
     try:
         module = importlib.import_module(f"simdiff.backends.{name}")
     except ImportError as exc:

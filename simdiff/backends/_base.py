@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._tree import tree_flatten, tree_map, tree_unflatten
-from ..errors import UnsupportedError
+from ..errors import InputError, UnsupportedError
 
 __all__ = ["OP_NAMES", "Backend", "LoopOps", "Namespace", "Ops"]
 
@@ -152,7 +152,7 @@ class LoopOps(Ops):
             carry, y = step(carry, x)
             ys.append(y)
         if n == 0:
-            raise ValueError("ops.scan: length 0 loops are not supported outside JAX")
+            raise InputError("ops.scan: length 0 loops are not supported outside JAX")
         leaves0, treedef = tree_flatten(ys[0])
         if not leaves0:
             return carry, tree_unflatten(treedef, [])
@@ -163,15 +163,15 @@ class LoopOps(Ops):
 def _scan_length(xs: Any, length: int | None) -> int:
     if xs is None:
         if length is None:
-            raise ValueError("ops.scan needs xs or length; got neither")
+            raise InputError("ops.scan needs xs or length; got neither")
         return int(length)
     leaves, _ = tree_flatten(xs)
     lengths = {int(leaf.shape[0]) for leaf in leaves}
     if len(lengths) != 1:
-        raise ValueError(f"ops.scan: xs leaves have different leading lengths {sorted(lengths)}")
+        raise InputError(f"ops.scan: xs leaves have different leading lengths {sorted(lengths)}")
     (n,) = lengths
     if length is not None and int(length) != n:
-        raise ValueError(f"ops.scan: length={length} but xs has leading length {n}")
+        raise InputError(f"ops.scan: length={length} but xs has leading length {n}")
     return n
 
 
@@ -185,6 +185,18 @@ class Backend:
 
     name: str = "base"
     differentiable: bool = True
+    #: The tracer itself raises when a problem leaves the traced computation
+    #: (``float(x)``, ``.item()``, numpy): JAX.  Where it does not (torch), the
+    #: leak probe of :class:`simdiff.Derivatives` checks the first call.
+    catches_leaks: bool = False
+
+    def leak_cause(self, exc: BaseException) -> str | None:
+        """What ``exc`` says the problem did to leave the traced computation, or None."""
+        return None
+
+    #: Messages (regular expressions) of warnings the framework emits when a value
+    #: leaves the traced computation; simdiff turns them into errors (``leak_cause``).
+    leak_warnings: tuple[str, ...] = ()
 
     def ops(self, dtype: Any = None, device: Any = None) -> Ops:
         raise NotImplementedError

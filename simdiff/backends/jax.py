@@ -82,8 +82,17 @@ class JaxOps(XPOps):
         return jax.lax.stop_gradient(x)
 
 
+_LEAKS = (
+    (jax.errors.TracerBoolConversionError, "a Python `if`/`while`/bool() on an array value"),
+    (jax.errors.TracerArrayConversionError, "a round trip through numpy (np.asarray(x), np.*)"),
+    (jax.errors.TracerIntegerConversionError, "int(...) or an array used as a Python index"),
+    (jax.errors.ConcretizationTypeError, "float(x[i]), x.item() or x.tolist() on an array"),
+)
+
+
 class JaxBackend(Backend):
     name = "jax"
+    catches_leaks = True
     grad = staticmethod(jax.grad)
     jvp = staticmethod(jax.jvp)
     vjp = staticmethod(jax.vjp)
@@ -98,6 +107,12 @@ class JaxBackend(Backend):
     @staticmethod
     def vmap(fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
         return jax.vmap(fn, in_axes=in_axes)
+
+    def leak_cause(self, exc: BaseException) -> str | None:
+        for kind, cause in _LEAKS:
+            if isinstance(exc, kind):
+                return cause
+        return None
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, jax.Array)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import InputError, InputTypeError, UnsupportedError
 from . import _taylor_linear as linear
 from ._base import LoopOps, Namespace
 from ._taylor_array import TaylorArray, register_jax_pytree
@@ -81,7 +81,7 @@ class TaylorOps(LoopOps):
 
     def __init__(self, base: Any, order: int) -> None:
         if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
-            raise ValueError(f"Taylor order must be a non-negative integer; got {order!r}")
+            raise InputError(f"Taylor order must be a non-negative integer; got {order!r}")
         self.base = base
         self.order = int(order)
         self.dtype = base.dtype
@@ -320,7 +320,9 @@ class TaylorOps(LoopOps):
     def where(self, condition: Any, x1: Any, x2: Any) -> Any:
         """Select on a plain boolean ``condition`` (from comparisons of primals)."""
         if _is(condition):
-            raise TypeError("ops.where: the condition must be a boolean array, got a TaylorArray")
+            raise InputTypeError(
+                "ops.where: the condition must be a boolean array, got a TaylorArray"
+            )
         condition, x1, x2 = self._plain(condition, x1, x2)
         if not (_is(x1) or _is(x2)):
             return self.base.where(condition, x1, x2)

@@ -18,6 +18,7 @@ import torch
 import torch.func
 import torch.utils.checkpoint
 
+from ..errors import InputTypeError
 from ._base import BINARY, UNARY, Backend, LoopOps, Namespace
 
 __all__ = ["TorchBackend", "TorchOps"]
@@ -44,7 +45,7 @@ def torch_dtype(dtype: Any) -> torch.dtype:
     try:
         return _DTYPES[key]
     except KeyError:
-        raise TypeError(f"expected a float32 or float64 dtype, got {dtype!r}") from None
+        raise InputTypeError(f"expected a float32 or float64 dtype, got {dtype!r}") from None
 
 
 def _axis(axis: Any) -> Any:
@@ -368,6 +369,15 @@ class TorchOps(LoopOps):
         return x.detach() if isinstance(x, torch.Tensor) else x
 
 
+# torch's messages when a problem leaves the traced computation, and what it did
+_LEAK_ERRORS = (
+    ("Can't call numpy() on Tensor that requires grad", "a round trip through numpy (x.numpy())"),
+    ("doesn't have storage", "a round trip through numpy (np.asarray(x), np.*)"),
+    ("calling .item() on a Tensor", "x.item() or float(x[i]) on an array"),
+    ("data-dependent control flow", "a Python `if`/`while` on an array value"),
+)
+
+
 class TorchBackend(Backend):
     name = "torch"
     grad = staticmethod(torch.func.grad)
@@ -391,6 +401,17 @@ class TorchBackend(Backend):
     @staticmethod
     def compile(fn: Callable[..., Any]) -> Callable[..., Any]:
         return torch.compile(fn, fullgraph=False, dynamic=False)
+
+    leak_warnings = ("Converting a tensor with requires_grad=True to a scalar",)
+
+    def leak_cause(self, exc: BaseException) -> str | None:
+        if isinstance(exc, UserWarning) and str(exc).startswith(self.leak_warnings):
+            return "float(x[i]) or int(...) on an array"
+        if isinstance(exc, RuntimeError):
+            for fragment, cause in _LEAK_ERRORS:
+                if fragment in str(exc):
+                    return cause
+        return None
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
