@@ -84,7 +84,10 @@ class TaylorOps(LoopOps):
             raise InputError(f"Taylor order must be a non-negative integer; got {order!r}")
         self.base = base
         self.order = int(order)
+        self.rows = self.order + 1  # coefficient rows of an array (the collapsed context has more)
         self.dtype = base.dtype
+        self.traced = base.traced  # Taylor over JAX traces like JAX
+        self.errstate = base.errstate
         self.s = Series(base, self.order)
         if base.name == "jax":
             register_jax_pytree()
@@ -142,7 +145,7 @@ class TaylorOps(LoopOps):
         t, p = (x, y) if _is(x) else (y, x)
         c = self.coeffs(t, max(t.ndim, _ndim(p)))
         c0 = c[0] + p if _is(x) else p + c[0]
-        rest = self.base.broadcast_to(c[1:], (self.order, *c0.shape))
+        rest = self.base.broadcast_to(c[1:], (self.rows - 1, *c0.shape))
         return self.wrap(self.base.concat([c0[None], rest]))
 
     def subtract(self, x: Any, y: Any) -> Any:
@@ -186,10 +189,7 @@ class TaylorOps(LoopOps):
         y, x = self._plain(y, x)
         if not (_is(x) or _is(y)):
             return self.base.atan2(y, x)
-        s, (cy, cx) = self.s, self._pair(y, x)
-        num = s.cauchy(cx, s.deriv(cy)) - s.cauchy(cy, s.deriv(cx))
-        den = s.cauchy(cx, cx) + s.cauchy(cy, cy)
-        return self.wrap(s.integral(self.base.atan2(cy[0], cx[0]), s.divide(num, den)))
+        return self.wrap(self.s.atan2(*self._pair(y, x)))
 
     def maximum(self, x: Any, y: Any) -> Any:
         x, y = self._plain(x, y)
@@ -366,9 +366,7 @@ class TaylorOps(LoopOps):
         if not _is(x):
             return self.base.cumsum(x, axis=axis)
         if axis is None:
-            return self.wrap(
-                self.base.cumsum(self.base.reshape(x.coeffs, (self.order + 1, -1)), axis=1)
-            )
+            return self.wrap(self.base.cumsum(self.base.reshape(x.coeffs, (self.rows, -1)), axis=1))
         return self.wrap(self.base.cumsum(x.coeffs, axis=self._axes(axis, x.ndim)[0]))
 
     def prod(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -381,7 +379,7 @@ class TaylorOps(LoopOps):
         keep = [a for a in range(1, x.ndim + 1) if a not in axes]
         c = b.permute_dims(x.coeffs, (0, *axes, *keep))
         kept_shape = tuple(c.shape[1 + len(axes) :])
-        c = b.reshape(c, (self.order + 1, -1, *kept_shape))
+        c = b.reshape(c, (self.rows, -1, *kept_shape))
         while c.shape[1] > 1:
             n = int(c.shape[1])
             half = n // 2
@@ -421,7 +419,7 @@ class TaylorOps(LoopOps):
         if not _is(x):
             return self.base.reshape(x, shape)
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        return self._mapped(x, lambda c: self.base.reshape(c, (self.order + 1, *shape)))
+        return self._mapped(x, lambda c: self.base.reshape(c, (self.rows, *shape)))
 
     def _join(self, name: str, arrays: Any, axis: int) -> Any:
         arrays = list(arrays)
@@ -443,7 +441,7 @@ class TaylorOps(LoopOps):
             return self.base.roll(x, shift, axis=axis)
         b = self.base
         if axis is None:
-            flat = b.reshape(x.coeffs, (self.order + 1, -1))
+            flat = b.reshape(x.coeffs, (self.rows, -1))
             return self.wrap(b.reshape(b.roll(flat, shift, axis=1), x.coeffs.shape))
         axes = self._axes(axis, x.ndim)
         return self.wrap(b.roll(x.coeffs, shift, axis=axes if isinstance(axis, tuple) else axes[0]))
@@ -474,7 +472,7 @@ class TaylorOps(LoopOps):
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         return self._mapped(
             x,
-            lambda c: self.base.broadcast_to(self.s.align(c, len(shape)), (self.order + 1, *shape)),
+            lambda c: self.base.broadcast_to(self.s.align(c, len(shape)), (self.rows, *shape)),
         )
 
     def flip(self, x: Any, axis: Any = None) -> Any:
@@ -488,7 +486,7 @@ class TaylorOps(LoopOps):
             return self.base.take(x, indices, axis=axis)
         b = self.base
         if axis is None:
-            return self.wrap(b.take(b.reshape(x.coeffs, (self.order + 1, -1)), indices, axis=1))
+            return self.wrap(b.take(b.reshape(x.coeffs, (self.rows, -1)), indices, axis=1))
         return self._mapped(x, lambda c: b.take(c, indices, axis=self._axes(axis, x.ndim)[0]))
 
     # ------------------------------------------------------------------ linear

@@ -176,16 +176,18 @@ class TorchOps(LoopOps):
         return x if isinstance(x, torch.Tensor) else self._tensors((x,))[0]
 
     # --- reductions (numpy keywords) ------------------------------------------
+    # A full reduction is already 0-d: reshape only for keepdims (each op costs
+    # microseconds under torch.func, so none is added that the result does not need).
     def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         x = self._tensor(x)
         if axis is None:
-            return torch.sum(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.sum(x).reshape((1,) * x.ndim) if keepdims else torch.sum(x)
         return torch.sum(x, dim=_axis(axis), keepdim=keepdims)
 
     def prod(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         x = self._tensor(x)
         if axis is None:
-            return torch.prod(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.prod(x).reshape((1,) * x.ndim) if keepdims else torch.prod(x)
         if isinstance(axis, (tuple, list)):
             for a in sorted((a % x.ndim for a in axis), reverse=True):
                 x = torch.prod(x, dim=a, keepdim=keepdims)
@@ -195,7 +197,7 @@ class TorchOps(LoopOps):
     def mean(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         x = self._tensor(x)
         if axis is None:
-            return torch.mean(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.mean(x).reshape((1,) * x.ndim) if keepdims else torch.mean(x)
         return torch.mean(x, dim=_axis(axis), keepdim=keepdims)
 
     def max(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -286,7 +288,12 @@ class TorchOps(LoopOps):
         """Tensor from ``x``; floats get the context dtype, integers and bools keep theirs."""
         if dtype is not None:
             return torch.as_tensor(x, dtype=torch_dtype(dtype), device=self.device)
-        t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x), device=self.device)
+        if isinstance(x, torch.Tensor):
+            t = x
+        elif isinstance(x, np.ndarray) and x.flags.writeable and self.device.type == "cpu":
+            t = torch.from_numpy(x)  # shares memory: no copy, no dtype inspection in Python
+        else:
+            t = torch.as_tensor(np.asarray(x), device=self.device)
         if t.is_floating_point() and t.dtype != self.dtype:
             return t.to(self.dtype)
         if t.is_complex() and t.dtype != self._complex:
@@ -368,6 +375,11 @@ class TorchOps(LoopOps):
         """``x.detach()`` (host scalars have no gradient: returned as they are)."""
         return x.detach() if isinstance(x, torch.Tensor) else x
 
+    @staticmethod
+    def jacfwd(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``torch.func.jacfwd``: forward-mode Jacobian, usable inside a solver."""
+        return torch.func.jacfwd(fn)
+
 
 # torch's messages when a problem leaves the traced computation, and what it did
 _LEAK_ERRORS = (
@@ -380,6 +392,9 @@ _LEAK_ERRORS = (
 
 class TorchBackend(Backend):
     name = "torch"
+    ops_class = TorchOps
+    optional_compiler = True
+    prefers_batched_calls = False
     grad = staticmethod(torch.func.grad)
     jvp = staticmethod(torch.func.jvp)
     vjp = staticmethod(torch.func.vjp)
@@ -389,18 +404,28 @@ class TorchBackend(Backend):
     def ops(self, dtype: Any = None, device: Any = None) -> TorchOps:
         return TorchOps(torch.float64 if dtype is None else dtype, device)
 
-    @staticmethod
-    def vmap(fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
+    def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
         return torch.func.vmap(fn, in_dims=in_axes)
 
-    @staticmethod
-    def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Eager torch has no compiler step: identity (``compile=True`` uses torch.compile)."""
-        return fn
+    def compile(self, fn: Callable[..., Any], fullgraph: bool = False) -> Callable[..., Any]:
+        """``torch.compile`` for static shapes (simdiff builds one callable per shape).
+
+        ``fullgraph=True`` makes a graph break an error instead of a silent
+        eager fallback; the compile policy's ``"auto"`` uses it.
+        """
+        return torch.compile(fn, fullgraph=fullgraph, dynamic=False)
 
     @staticmethod
-    def compile(fn: Callable[..., Any]) -> Callable[..., Any]:
-        return torch.compile(fn, fullgraph=False, dynamic=False)
+    def hessian_method(n: int, m: int) -> str:
+        """Reverse over reverse: torch.func's double backward beats jvp through a backward.
+
+        Measured with ``python -m validation.bench_torch_hessian`` (docs/performance.md).
+        """
+        return "rev-rev"
+
+    def warm_up(self) -> None:
+        t = torch.tensor([0.5], dtype=torch.float64)
+        torch.func.grad(lambda y: torch.sin(y).sum())(t)
 
     leak_warnings = ("Converting a tensor with requires_grad=True to a scalar",)
 
@@ -426,3 +451,23 @@ class TorchBackend(Backend):
         # force: detach, copy to the host, and materialise lazy conjugate/negative views
         # (ifft of a real tensor) and the ZeroTensors torch.func returns for zero derivatives
         return x.numpy(force=True)
+
+    def dtype_name(self, x: Any) -> str:
+        return str(x.dtype).removeprefix("torch.")
+
+    def device_of(self, x: Any) -> Any:
+        return x.device
+
+    def concrete(self, x: Any) -> Any:
+        try:
+            return np.asarray(float(x.detach())) if x.ndim == 0 else x.detach().cpu().numpy()
+        except RuntimeError:  # vmap / functional tensors without a value
+            return None
+
+    def threads(self) -> dict[str, Any]:
+        """torch's intra-op and inter-op thread counts."""
+        return {"torch": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads()}
+
+    def set_threads(self, n: int) -> None:
+        """``torch.set_num_threads(n)``."""
+        torch.set_num_threads(n)
