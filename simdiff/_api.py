@@ -46,7 +46,8 @@ HESSIAN_METHODS = ("auto", "fwd-rev", "rev-rev", "fwd-fwd")
 JACOBIAN_MODES = ("auto", "fwd", "rev")
 DERIVATIVE_METHODS = ("taylor", "nested")
 _SCALAR_ONLY = {"grad", "value_and_grad", "hvp"}
-_NO_AD_KINDS = {"value", "taylor", "taylor_derivative", "derivative_sum"}  # what the numpy context can do
+# what the numpy context can do (it evaluates, it does not differentiate)
+_NO_AD_KINDS = {"value", "taylor", "taylor_derivative", "derivative_sum"}
 
 
 def _check_order(order: Any, what: str = "order") -> int:
@@ -96,6 +97,7 @@ def _value_and_grad(f: Callable[[Any], Any], T: Any) -> Callable[[Any], Any]:
 def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Any, T: Any) -> Callable:
     if kind in OPERATOR_KINDS:  # laplacian, biharmonic, derivative_sum (simdiff/_operators*.py)
         return build_operator(kind, params, problem, ops, T)
+
     def f(x: Any) -> Any:
         return problem.fn(x, ops)
 
