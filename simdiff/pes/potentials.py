@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..backends import Ops
+from ..errors import InputError
 
 __all__ = ["PairPotential", "SmoothCutoff", "lennard_jones", "morse", "smooth_cutoff", "switch_c2"]
 
@@ -173,4 +174,4 @@ class SmoothCutoff:
 
 def _check_cutoffs(r_on: float, r_cut: float) -> None:
     if not (0.0 < float(r_on) < float(r_cut)):
-        raise ValueError(f"cutoffs must satisfy 0 < r_on < r_cut; got r_on={r_on}, r_cut={r_cut}")
+        raise InputError(f"cutoffs must satisfy 0 < r_on < r_cut; got r_on={r_on}, r_cut={r_cut}")
