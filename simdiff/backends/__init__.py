@@ -118,7 +118,7 @@ def set_threads(n: int) -> dict[str, Any]:
     >>> set_threads(0)
     Traceback (most recent call last):
     ...
-    ValueError: threads must be >= 1; got 0
+    simdiff.errors.InputError: threads must be >= 1; got 0
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InputError(f"threads must be >= 1; got {n!r}")
