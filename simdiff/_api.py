@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _arrays as A
 from ._compile import CompiledCall, check_compile
+from ._operators_core import OPERATOR_KINDS, OperatorMethods, build_operator
 from ._probe import probe
 from ._problem import Problem
 from ._tree import tree_map
@@ -47,7 +48,8 @@ HESSIAN_METHODS = ("auto", "fwd-rev", "rev-rev", "fwd-fwd")
 JACOBIAN_MODES = ("auto", "fwd", "rev")
 DERIVATIVE_METHODS = ("taylor", "nested")
 _SCALAR_ONLY = {"grad", "value_and_grad", "hvp"}
-_NO_AD_KINDS = {"value", "taylor", "taylor_derivative"}  # what the numpy context can do
+# what the numpy context can do (it evaluates, it does not differentiate)
+_NO_AD_KINDS = {"value", "taylor", "taylor_derivative", "derivative_sum"}
 
 
 def _check_order(order: Any, what: str = "order") -> int:
@@ -95,6 +97,9 @@ def _value_and_grad(f: Callable[[Any], Any], T: Any) -> Callable[[Any], Any]:
 
 
 def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Any, T: Any) -> Callable:
+    if kind in OPERATOR_KINDS:  # laplacian, biharmonic, derivative_sum (simdiff/_operators*.py)
+        return build_operator(kind, params, problem, ops, T)
+
     def f(x: Any) -> Any:
         return problem.fn(x, ops)
 
@@ -152,7 +157,7 @@ def auto_hessian_method(backend: Any, n: int, m: int) -> str:
 # --------------------------------------------------------------------------- Derivatives
 
 
-class Derivatives:
+class Derivatives(OperatorMethods):
     """Compiled, cached derivative callables of one problem on one backend.
 
     Each derivative is built (and on JAX jit-compiled) once per input shape,
