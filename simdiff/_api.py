@@ -186,14 +186,16 @@ class Derivatives(OperatorMethods):
     check_finite : bool
         Reject non-finite inputs (``ValueError`` naming the first bad index)
         and non-finite results (:class:`~simdiff.errors.NonFiniteError`).
-    probe : bool
+    probe : bool, optional
         On the first derivative call, on a backend whose tracer does not
         catch a problem leaving the traced computation (torch), compare one
-        JVP with a difference quotient of the values and raise
-        :class:`~simdiff.errors.LeakError` if they disagree (cost: one JVP
-        and five function evaluations, once; see docs/errors.md).  On every
-        backend, the framework's own leak errors and warnings become
-        ``LeakError``.
+        directional derivative with a difference quotient of the values and
+        raise :class:`~simdiff.errors.LeakError` if they disagree (cost, once:
+        three function evaluations, plus one VJP unless the first call was a
+        gradient or Jacobian; see docs/errors.md).  Default: as
+        ``check_finite``, so benchmarks that switch the checks off do not pay
+        for it.  On every backend, the framework's own leak errors and
+        warnings become ``LeakError``.
 
     Examples
     --------
@@ -216,7 +218,7 @@ class Derivatives(OperatorMethods):
         dtype: Any = None,
         compile: bool | str = False,
         check_finite: bool = True,
-        probe: bool = True,
+        probe: bool | None = None,
     ) -> None:
         if not isinstance(problem, Problem):
             raise InputTypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
@@ -226,7 +228,7 @@ class Derivatives(OperatorMethods):
         self.dtype = A.resolve_dtype(dtype)
         self.compile = check_compile(compile, self.backend)
         self.check_finite = bool(check_finite)
-        self.probe = bool(probe)
+        self.probe = self.check_finite if probe is None else bool(probe)
         #: The leak probe's findings (None until it ran; see simdiff._probe).
         self.probe_result: dict[str, Any] | None = None
         self._fns: dict[tuple, Callable] = {}
@@ -479,7 +481,7 @@ class Derivatives(OperatorMethods):
         """Run the leak probe once (simdiff._probe) where the backend's tracer does not.
 
         A gradient or Jacobian just computed gives the probe its directional
-        derivative; other first calls cost the probe one JVP.
+        derivative; other first calls cost the probe one VJP.
         """
         T = self.backend
         if T.catches_leaks:

@@ -48,7 +48,7 @@ def test_leak_is_an_error_on_every_backend(leak, backend):
 
 @pytest.mark.parametrize("leak", sorted(LEAKS))
 def test_leak_found_when_the_first_call_is_second_order(leak):
-    """A Hessian first: the probe computes a JVP of its own (torch, whose tracer runs on)."""
+    """A Hessian first: the probe computes a VJP of its own (torch, whose tracer runs on)."""
     fn, _ = LEAKS[leak]
     d = simdiff.Derivatives(simdiff.Problem(fn, x0=X0, name=leak), backend="torch")
     with pytest.raises(simdiff.LeakError, match="leaves the traced computation"):
@@ -60,6 +60,8 @@ def test_probe_off_returns_what_torch_computes():
     d = simdiff.Derivatives(simdiff.Problem(_item_leak, x0=X0), backend="torch", probe=False)
     got = d.grad()
     assert not np.allclose(got, TRUE_GRAD) and d.probe_result is None
+    # benchmarks switch the checks off, and with them the probe
+    assert simdiff.Derivatives(d.problem, backend="torch", check_finite=False).probe is False
 
 
 def test_clean_problem_passes_and_records_the_probe(backend):
@@ -81,7 +83,7 @@ def test_probe_honours_stop_gradient():
 
 @pytest.mark.parametrize("name", ["rosenbrock4", "lj13", "ishigami", "muller-brown", "spherical"])
 def test_probe_is_silent_on_catalogue_problems(name):
-    """Both forms (reused gradient, own JVP); validation/probe_catalogue.py runs all of them."""
+    """Both forms (reused gradient, own VJP); validation/probe_catalogue.py runs all of them."""
     p = problems.get(name)
     T = get_backend("torch")
     assert probe(p, T, T.ops(), np.asarray(p.x0), np.float64)["status"] == "agree"

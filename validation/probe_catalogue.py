@@ -2,11 +2,11 @@
 
 For each problem with a torch context, two forms of the probe (simdiff/_probe.py):
 
-* ``jvp``: its own JVP at a shifted point (what a first Hessian/HVP call costs);
+* ``vjp``: its own VJP at a shifted point (what a first Hessian/HVP call costs);
 * ``reuse``: the first ``grad`` (or ``jacobian``) call of a ``Derivatives``
   object, whose result the probe reuses.
 
-Printed: the status, the gap between JVP and difference quotient as a
+Printed: the status, the gap between derivative and difference quotient as a
 fraction of the tolerance (a leak gives >1), and the probe's cost in units
 of one evaluation of the function (noisy on a loaded machine; single runs).
 
@@ -42,11 +42,11 @@ def main() -> int:
             start = time.perf_counter()
             r = probe(p, T, T.ops(), x, np.float64)
             cost = (time.perf_counter() - start) / t_value
-            gap = np.max(np.abs(r["jvp"] - r["difference"])) / r["tolerance"]
-            cells.append(f"jvp: {r['status']}, gap/tol {gap:.1e}, {cost:.1f} values")
+            gap = np.max(np.abs(r["derivative"] - r["difference"])) / r["tolerance"]
+            cells.append(f"vjp: {r['status']}, gap/tol {gap:.1e}, {cost:.1f} values")
         except simdiff.LeakError as exc:
             fired += 1
-            cells.append(f"jvp: FIRED {str(exc)[:160]}")
+            cells.append(f"vjp: FIRED {str(exc)[:160]}")
         d = simdiff.Derivatives(p, backend="torch")
         try:
             d.grad(x) if p.is_scalar else d.jacobian(x)
