@@ -83,8 +83,8 @@ def batched(
 
 
 def chunk_for(d: Derivatives) -> int:
-    """Points per AD call under finite differences: vmapped chunks on JAX, one by one on torch."""
-    return 1 if d.backend.name == "torch" else FD_CHUNK
+    """Points per AD call under finite differences: vmapped chunks where batched calls pay."""
+    return FD_CHUNK if d.backend.prefers_batched_calls else 1
 
 
 def _line(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, v: np.ndarray):

@@ -9,8 +9,16 @@ from typing import Any
 
 import numpy as np
 
+from ._cache import DerivativeCache
 from .backends import BACKENDS, get_backend
-from .errors import DTypeError, OptionError, ShapeError, UnsupportedError
+from .errors import (
+    DTypeError,
+    InputError,
+    InputTypeError,
+    OptionError,
+    ShapeError,
+    UnsupportedError,
+)
 
 __all__ = ["EXACT_KEYS", "CheckOptions", "Problem"]
 
@@ -129,6 +137,13 @@ class Problem:
         a discretisation error, a finite-difference step): what
         :func:`simdiff.check` needs to compare fairly.
 
+    Attributes
+    ----------
+    cache : DerivativeCache
+        The derivatives simdiff has built (and compiled) for this problem.
+        The problem owns them: they live as long as it does, and
+        ``problem.cache.clear()`` frees them sooner.
+
     Examples
     --------
     >>> import numpy as np, simdiff
@@ -153,7 +168,7 @@ class Problem:
         check_options: CheckOptions | None = None,
     ) -> None:
         if not callable(fn):
-            raise TypeError(f"Problem needs a callable fn(x, ops); got {type(fn).__name__}")
+            raise InputTypeError(f"Problem needs a callable fn(x, ops); got {type(fn).__name__}")
         x0 = np.asarray(x0)
         if x0.dtype.kind not in "fiu":
             raise DTypeError(f"Problem x0 must be a real float array; got dtype {x0.dtype}")
@@ -162,7 +177,7 @@ class Problem:
             raise ShapeError(f"Problem x0 must have shape (n,) with n >= 1; got shape {x0.shape}")
         if not np.all(np.isfinite(x0)):
             bad = int(np.flatnonzero(~np.isfinite(x0))[0])
-            raise ValueError(f"Problem x0 must be finite; x0[{bad}] = {x0[bad]}")
+            raise InputError(f"Problem x0 must be finite; x0[{bad}] = {x0[bad]}")
         self.fn = fn
         self.x0 = x0
         self.name = name or getattr(fn, "__name__", "problem")
@@ -177,11 +192,13 @@ class Problem:
         self.check_options = check_options
         unknown = set(backends or ()) - set(BACKENDS)
         if unknown:
-            raise ValueError(f"unknown backends {sorted(unknown)}; expected a subset of {BACKENDS}")
+            raise InputError(f"unknown backends {sorted(unknown)}; expected a subset of {BACKENDS}")
         self.backends = tuple(backends) if backends else BACKENDS
         self.meta = dict(meta or {})
         self._output_shape: tuple[int, ...] | None = None
-        self._cache: dict[Any, Any] = {}
+        #: What simdiff builds for this problem (see :class:`~simdiff._cache.DerivativeCache`):
+        #: owned by the problem, freed with it.
+        self.cache = DerivativeCache()
 
     # ------------------------------------------------------------------ wrappers
     @classmethod
@@ -259,7 +276,7 @@ class Problem:
     def __getstate__(self) -> dict[str, Any]:
         """Pickle without the cache of compiled callables (jit functions do not pickle)."""
         state = dict(self.__dict__)
-        state["_cache"] = {}
+        state["cache"] = DerivativeCache()
         return state
 
     def __repr__(self) -> str:
@@ -268,7 +285,7 @@ class Problem:
 
 def _only(f: Callable[[Any], Any], backend: str) -> Callable[[Any, Any], Any]:
     def fn(x: Any, ops: Any) -> Any:
-        if ops.name != backend:
+        if not get_backend(backend).runs(ops):
             raise UnsupportedError(
                 f"this problem was written in {backend} (Problem.from_{backend}) and cannot run "
                 f"in the {ops.name!r} context"

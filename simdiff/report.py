@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ._report_figures import fig_claims, fig_first_call, fig_ratio_to_jax
+from .errors import InputError
 from .store import Store
 
 __all__ = ["write_report"]
@@ -92,7 +93,7 @@ def write_report(
     >>> from simdiff.store import Store
     >>> from simdiff.report import write_report
     >>> d = tempfile.mkdtemp()
-    >>> s = Store(os.path.join(d, "r.h5"))
+    >>> s = Store(os.path.join(d, "store"))
     >>> run = s.start_run("demo")
     >>> s.put(run, "seed", "skipped", "-", {"reason": "example"})
     >>> write_report(s, run, d).name
@@ -101,7 +102,7 @@ def write_report(
     store = store if isinstance(store, Store) else Store(store)
     run = run or store.latest_run()
     if run is None:
-        raise ValueError(f"{store.path} holds no runs to report on")
+        raise InputError(f"{store.path} holds no runs to report on")
     info = next(r for r in store.runs() if r["id"] == run)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -9,12 +9,15 @@ from typing import Any
 import numpy as np
 
 import simdiff
-from problems.basic import rosenbrock
+from simdiff._catalogue import catalogue
 
 from ..simulators import lotka_volterra
 from ._common import SPEED_MARGIN, ClaimsContext, claim_result, ms
 from ._measure import measure, probe_threads
 from ._verdict import Interval, bootstrap_ratio, decide
+
+# The catalogue as installed (simdiff.problems) or in a checkout (problems).
+rosenbrock = catalogue("basic").rosenbrock
 
 __all__ = ["C2", "C2_FPS_RATIO", "C4", "c2_verdict"]
 

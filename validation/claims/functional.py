@@ -7,10 +7,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import simdiff
-from problems.basic import seed
+from simdiff._catalogue import catalogue
 
 from ._common import ClaimsContext, claim_result
 from ._measure import measure
+
+# The catalogue as installed (simdiff.problems) or in a checkout (problems).
+seed = catalogue("basic").seed
 
 __all__ = ["C9", "c9_verdict"]
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 import simdiff
+from simdiff._catalogue import catalogue
 
 from ..simulators import lotka_volterra, op_chain
 from ._common import ClaimsContext, claim_result, ms, us
@@ -86,19 +87,19 @@ def C6(ctx: ClaimsContext) -> dict[str, Any]:
 _MEMORY_PROBE = """
 import json, sys
 import numpy as np
-sys.path.insert(0, sys.argv[4])
 backend, kind, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 import simdiff
-from problems.basic import seed
+from simdiff._catalogue import catalogue
+seed = catalogue("basic").seed
 warm = simdiff.Derivatives(seed(4), backend)
 getattr(warm, kind)(warm.backend.from_numpy(np.linspace(0.1, 0.4, 4), np.float64))
 p = seed(n)
 d = simdiff.Derivatives(p, backend, check_finite=False)
 x = d.backend.from_numpy(p.x0, np.float64)
-from simdiff._compare import _PeakRSS
+from simdiff._memory import PeakRSS
 deltas = []
 for _ in range(2):  # first call (with compilation), then the steady-state call
-    with _PeakRSS(0.0005) as probe:
+    with PeakRSS(0.0005) as probe:
         y = d.backend.block_until_ready(getattr(d, kind)(x))
     deltas.append(probe.delta_mb)
     del y
@@ -116,12 +117,16 @@ def memory_probe(backend: str, kind: str, n: int) -> dict[str, float]:
     while the derivative runs, twice (``first_mb`` with compilation,
     ``delta_mb`` steady).  ``output_mb`` is the size of the result itself.
     """
+    # The child imports the simdiff and the catalogue this process uses.
+    where = [Path(simdiff.__file__).parent.parent, Path(catalogue().__path__[0]).parent]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, where), env.get("PYTHONPATH", "")])
     out = subprocess.run(
-        [sys.executable, "-c", _MEMORY_PROBE, backend, kind, str(n), str(ROOT)],
+        [sys.executable, "-c", _MEMORY_PROBE, backend, kind, str(n)],
         capture_output=True,
         text=True,
         timeout=600,
-        env=dict(os.environ),
+        env=env,
     )
     if out.returncode != 0:
         raise RuntimeError(f"memory probe {backend}/{kind} failed: {out.stderr[-500:]}")

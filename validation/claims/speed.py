@@ -13,11 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from problems.basic import rosenbrock, seed
+from simdiff._catalogue import catalogue
 
 from ._common import ClaimsContext, claim_result, ms
 from ._measure import measure
 from ._verdict import Interval, bootstrap, break_even_calls, decide
+
+# The catalogue as installed (simdiff.problems) or in a checkout (problems).
+rosenbrock = catalogue("basic").rosenbrock
+seed = catalogue("basic").seed
 
 __all__ = ["BREAK_EVEN_CALLS", "C1", "C1_THRESHOLD", "C3", "C5", "c1_verdict"]
 
