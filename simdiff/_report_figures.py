@@ -86,7 +86,11 @@ def fig_ratio_to_jax(compares: dict[str, dict], path: Path, base: str = "jax-jit
 
 
 def fig_claims(claims: list[dict[str, Any]], path: Path) -> bool:
-    """Each claim's statistic over its threshold, with the bootstrap interval (log axis)."""
+    """Each claim's statistic over its threshold, with the bootstrap interval (log axis).
+
+    A claim whose interval reaches zero or below (a slope within noise of 0)
+    cannot be drawn on the log axis and is left to the table.
+    """
     rows = [
         c
         for c in claims
@@ -102,7 +106,8 @@ def fig_claims(claims: list[dict[str, Any]], path: Path) -> bool:
         t = c["threshold"]
         lo, hi = (v / t for v in c["interval"])
         r = c["ratio"] / t
-        col = colors.get(c["verdict"].split(":")[0], "tab:orange")
+        word = c["verdict"].split(":")[0].split(" (")[0]  # "confirmed (fails on ...)" too
+        col = colors.get(word, "tab:orange")
         ax.errorbar(r, i, xerr=[[r - lo], [hi - r]], fmt="o", color=col, capsize=3)
     ax.axvline(1.0, color="k", lw=0.8, ls=":")
     ax.set_xscale("log")

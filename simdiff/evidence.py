@@ -9,7 +9,9 @@ from ._check import DERIVATIVES as DERIVATIVES
 from ._check import CheckEntry as CheckEntry
 from ._check import CheckResult as CheckResult
 from ._check import check as check
+from ._check import rtols as rtols
 from ._check import tolerance as tolerance
+from ._check_tol import compare_arrays as compare_arrays
 from ._compare import CONFIGS as CONFIGS
 from ._compare import CompareEntry as CompareEntry
 from ._compare import CompareResult as CompareResult
