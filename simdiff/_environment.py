@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata
-import os
 import platform
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from .backends import thread_info
 
 __all__ = ["environment"]
 
@@ -91,15 +91,13 @@ def environment() -> dict[str, Any]:
             versions[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             versions[pkg] = None
-    threads: dict[str, Any] = {
-        "cpu_count": os.cpu_count(),
-        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-    }
-    if "torch" in sys.modules:
-        threads["torch_intra_op"] = sys.modules["torch"].get_num_threads()
-        threads["torch_inter_op"] = sys.modules["torch"].get_num_interop_threads()
+    info = thread_info()  # the backends' own record; imports no framework
+    threads: dict[str, Any] = {"cpu_count": info["cpu_count"], "affinity": info["affinity"]}
+    if info["torch"] is not None:
+        threads["torch_intra_op"] = info["torch"]
+        threads["torch_inter_op"] = info["torch_interop"]
     for var in ("XLA_FLAGS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        threads[var] = os.environ.get(var)
+        threads[var] = info[var] or None
     return {
         "versions": versions,
         "cpu": _cpu_model(),

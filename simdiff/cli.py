@@ -8,7 +8,9 @@ would find it.
 
 Exit status: 0 when everything asked for passed, 1 when a check failed, 2 on
 a usage error (a bad option value, an unknown name, which is listed with the
-valid ones, or a path that is not a results store).
+valid ones, or a path that is not a results store; the message says which) and
+when a check was inconclusive or could not be checked
+(:attr:`simdiff.evidence.CheckResult.exit_code`).
 """
 
 from __future__ import annotations
@@ -142,27 +144,34 @@ def cmd_check(args: argparse.Namespace) -> int:
     if store is not None:
         params = {**kw, "problems": args.problems, "fingerprints": _fingerprints(problems)}
         run = store.start_run("check", params)
-    status = 0
+    status = 0  # 0 pass, 1 a check failed, 2 a check inconclusive or not checked
     for label, p in problems:
         done = store.get(run, label, "check", "all", arrays=False) if store else None
         if done is not None:
-            print(f"{label}: {'PASS' if done['record']['passed'] else 'FAIL'} (stored in {run})")
-            status = status or (0 if done["record"]["passed"] else 1)
-            continue
-        res = check(p, **kw)
-        print(res)
-        print()
-        if store is not None:
-            record = {"passed": res.passed, "n": p.n, "entries": [asdict(e) for e in res.entries]}
-            store.put(run, label, "check", "all", record)
-        status = status or (0 if res.passed else 1)
+            verdict = done["record"]["verdict"]
+            print(f"{label}: {verdict} (stored in {run})")
+            code = {"pass": 0, "fail": 1}.get(verdict, 2)
+        else:
+            res = check(p, **kw)
+            print(res)
+            print()
+            if store is not None:
+                record = {
+                    "passed": res.passed,
+                    "verdict": res.verdict,
+                    "n": p.n,
+                    "entries": [asdict(e) for e in res.entries],
+                }
+                store.put(run, label, "check", "all", record)
+            code = res.exit_code
+        status = 1 if 1 in (status, code) else max(status, code)
     if store is not None:
         store.finish_run(run)
     return status
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ._compare import CONFIGS, compare, make_task
+    from ._compare import CONFIGS, compare, config_backend, make_task
 
     configs = _subset("--configs", args.configs, sorted(CONFIGS)) or [
         "jax-jit",
@@ -180,9 +189,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 make_task(p, d)
             except ValueError as exc:
                 raise UsageError(f"--derivatives: {exc}") from exc
-        usable = [
-            c for c in configs if not c.startswith(("jax", "torch")) or p.supports(c.split("-")[0])
-        ]
+        usable = [c for c in configs if (b := config_backend(c)) is None or p.supports(b)]
         plan.append((label, p, derivs, usable))
     store = _store(args.out) if args.out else None
     run = None
@@ -348,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage error (status 2) or --help (0)
         return int(exc.code or 0)
-    from ._compare import set_threads  # before jax is imported: XLA reads its flags once
+    from .backends import set_threads  # before jax is imported: XLA reads its flags once
 
     set_threads(args.threads)
     try:

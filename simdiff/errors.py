@@ -12,6 +12,7 @@ __all__ = [
     "BackendUnavailable",
     "DTypeError",
     "NonFiniteError",
+    "OptionError",
     "PrecisionWarning",
     "ShapeError",
     "SimdiffError",
@@ -47,6 +48,10 @@ class UnsupportedError(SimdiffError, NotImplementedError):
 
 class BackendUnavailable(SimdiffError, ImportError):
     """A backend's framework is not installed; the message says how to install it."""
+
+
+class OptionError(SimdiffError, ValueError):
+    """An option has an unknown key or a bad value; the message names the accepted ones."""
 
 
 class SolverError(SimdiffError, RuntimeError):

@@ -52,7 +52,10 @@ class Series:
     def lift(self, p: Any) -> Any:
         """Coefficients of a constant: ``p`` then ``K`` zeros."""
         b = self.b
-        p = p if hasattr(p, "shape") and hasattr(p, "dtype") else b.asarray(p)
+        if isinstance(p, (int, np.integer)) and not isinstance(p, bool):
+            p = float(p)  # an integer constant next to a series is a floating constant
+        if isinstance(p, (np.generic, np.ndarray)) or not hasattr(p, "dtype"):
+            p = b.asarray(p)  # Python and numpy scalars become arrays of the base context
         if self.K == 0:
             return p[None]
         return b.concat([p[None], b.zeros((self.K, *p.shape), dtype=p.dtype)])

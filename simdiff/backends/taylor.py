@@ -82,6 +82,8 @@ class TaylorOps(LoopOps):
         self.base = base
         self.order = int(order)
         self.dtype = base.dtype
+        self.traced = base.traced  # Taylor over JAX traces like JAX
+        self.errstate = base.errstate
         self.s = Series(base, self.order)
         if base.name == "jax":
             register_jax_pytree()
@@ -116,6 +118,10 @@ class TaylorOps(LoopOps):
         c = x.coeffs if _is(x) else self.s.lift(x)
         return c if nd is None else self.s.align(c, nd)
 
+    def _plain(self, *xs: Any) -> list[Any]:
+        """Host arrays (numpy) as arrays of the base context; everything else as it is."""
+        return [self.base.asarray(x) if isinstance(x, np.ndarray) else x for x in xs]
+
     def _pair(self, x: Any, y: Any) -> tuple[Any, Any]:
         nd = max(_ndim(x), _ndim(y))
         return self.coeffs(x, nd), self.coeffs(y, nd)
@@ -126,6 +132,7 @@ class TaylorOps(LoopOps):
 
     # ------------------------------------------------------------------ binary arithmetic
     def add(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.add(x, y)
         if _is(x) and _is(y):
@@ -143,6 +150,7 @@ class TaylorOps(LoopOps):
         return self.add(x, self.negative(y) if _is(y) else -y)
 
     def multiply(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.multiply(x, y)
         if _is(x) and _is(y):
@@ -152,6 +160,7 @@ class TaylorOps(LoopOps):
         return self._scaled(y, x, lambda c, p: p * c)
 
     def divide(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.divide(x, y)
         if not _is(y):
@@ -159,6 +168,7 @@ class TaylorOps(LoopOps):
         return self.wrap(self.s.divide(*self._pair(x, y)))
 
     def pow(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.pow(x, y)
         if _is(y):  # x ** y = exp(y log x)
@@ -172,6 +182,7 @@ class TaylorOps(LoopOps):
         return self._scaled(x, y, self.s.pow_real)
 
     def atan2(self, y: Any, x: Any) -> Any:
+        y, x = self._plain(y, x)
         if not (_is(x) or _is(y)):
             return self.base.atan2(y, x)
         s, (cy, cx) = self.s, self._pair(y, x)
@@ -180,11 +191,13 @@ class TaylorOps(LoopOps):
         return self.wrap(s.integral(self.base.atan2(cy[0], cx[0]), s.divide(num, den)))
 
     def maximum(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.maximum(x, y)
         return self.where(_primal(x) >= _primal(y), x, y)
 
     def minimum(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.minimum(x, y)
         return self.where(_primal(x) <= _primal(y), x, y)
@@ -290,12 +303,14 @@ class TaylorOps(LoopOps):
         """Select on a plain boolean ``condition`` (from comparisons of primals)."""
         if _is(condition):
             raise TypeError("ops.where: the condition must be a boolean array, got a TaylorArray")
+        condition, x1, x2 = self._plain(condition, x1, x2)
         if not (_is(x1) or _is(x2)):
             return self.base.where(condition, x1, x2)
         nd = max(_ndim(condition), _ndim(x1), _ndim(x2))
         return self.wrap(self.base.where(condition, self.coeffs(x1, nd), self.coeffs(x2, nd)))
 
     def clip(self, x: Any, min: Any = None, max: Any = None) -> Any:
+        x, min, max = self._plain(x, min, max)
         if not (_is(x) or _is(min) or _is(max)):
             return self.base.clip(x, min, max)
         out = x
@@ -510,8 +525,12 @@ class TaylorOps(LoopOps):
         return self.wrap(self.s.lift(self.base.stop_gradient(x.coeffs[0])))
 
     def checkpoint(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Identity: Taylor propagation is forward-only, there is nothing to rematerialise."""
-        return fn
+        """Identity: Taylor propagation is forward-only, there is nothing to rematerialise.
+
+        Host (numpy) arguments are made arrays of the base context, as the
+        base context's ``checkpoint`` does.
+        """
+        return lambda *args: fn(*self._plain(*args))
 
     def scan(self, step: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any = None,
              length: int | None = None) -> tuple[Any, Any]:  # fmt: skip

@@ -8,7 +8,6 @@ the AD Hessian along each mode.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -21,10 +20,6 @@ from ..errors import NonFiniteError, ShapeError
 from .cluster import check_positions, cluster_info
 
 __all__ = ["cubic_force_constants", "forces"]
-
-_THIRD: weakref.WeakKeyDictionary[Problem, dict[str, Callable[..., Any]]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def _point(problem: Problem, x: Any) -> np.ndarray:
@@ -56,8 +51,9 @@ def forces(problem: Problem, x: Any = None, *, backend: str = "jax") -> np.ndarr
 
 
 def _third_fn(problem: Problem, backend: str) -> Callable[..., Any]:
-    fns = _THIRD.setdefault(problem, {})
-    if backend not in fns:
+    """The compiled contraction, kept in the problem's derivative cache."""
+
+    def build() -> Callable[..., Any]:
         T = get_backend(backend)
         ops = T.ops()
 
@@ -73,8 +69,9 @@ def _third_fn(problem: Problem, backend: str) -> Callable[..., Any]:
             dhs = T.vmap(dh)(block.T)  # (c, n, n): H'[block[:, k]]
             return modes.T @ dhs @ modes  # (c, m, m): phi[i, j, k] at [k, i, j]
 
-        fns[backend] = T.jit(contract)
-    return fns[backend]
+        return T.jit(contract)
+
+    return problem.cache.get(("pes.cubic_force_constants", backend), build)
 
 
 def cubic_force_constants(

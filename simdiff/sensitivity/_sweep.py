@@ -2,8 +2,8 @@
 
 In process, each chunk is one vmapped call.  Given a ``dask.distributed``
 client, chunks run on the workers; each worker process builds (and on JAX
-compiles) the problem's derivative functions once and keeps them in a
-module-level cache.  Finished chunks stream into a results store
+compiles) the problem's derivative functions once and keeps them in the
+problem's own derivative cache.  Finished chunks stream into a results store
 (:class:`simdiff.store.Store`), one entry per chunk, so an interrupted sweep
 resumes without recomputing them; the sweep is matched to its stored run by
 the problem's fingerprint (what it computes), never by its name.  A point
@@ -12,9 +12,9 @@ where the model fails is reported in the status array and the sweep goes on.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .._api import Derivatives
+from .._api import Derivatives, cached_derivatives
 from .._catalogue import resolve
 from .._problem import Problem
 from ..errors import NonFiniteError, ShapeError, SimdiffError, SolverError
@@ -117,25 +117,24 @@ def resolve_problem(spec: Any) -> Problem:
     return resolve(spec)[1]()
 
 
-_TOKENS: weakref.WeakKeyDictionary[Problem, str] = weakref.WeakKeyDictionary()
-_WORKER_CACHE: dict[tuple[str, str], Derivatives] = {}
+@functools.lru_cache(maxsize=8)
+def _resolve_spec(spec: str) -> Problem:
+    """A worker's Problem for a catalogue name or ``"module:attribute"``, resolved once.
+
+    Bounded: at most 8 resolved problems (and, in their caches, their compiled
+    derivatives) stay alive per worker process.
+    """
+    return resolve_problem(spec)
 
 
-def _token(spec: Any, problem: Problem) -> str:
-    if isinstance(spec, str):
-        return spec
-    if problem not in _TOKENS:
-        _TOKENS[problem] = f"{problem.name}-{uuid.uuid4().hex}"
-    return _TOKENS[problem]
+def _derivatives_for(spec: Problem | str, backend: str) -> Derivatives:
+    """The problem's shared Derivatives (one compilation per shape), from its own cache.
 
-
-def _derivatives_for(spec: Any, token: str, backend: str) -> Derivatives:
-    """The per-process cache: one Derivatives (one compilation per shape) per problem."""
-    key = (token, backend)
-    d = _WORKER_CACHE.get(key)
-    if d is None:
-        d = _WORKER_CACHE[key] = Derivatives(resolve_problem(spec), backend, check_finite=False)
-    return d
+    A Problem scattered to dask workers is one object per worker, so its cache
+    serves every chunk there; a string spec is resolved once per worker.
+    """
+    problem = spec if isinstance(spec, Problem) else _resolve_spec(spec)
+    return cached_derivatives(problem, backend, check_finite=False)
 
 
 # --------------------------------------------------------------------------- one chunk
@@ -160,7 +159,6 @@ def _row_finite(results: dict[str, np.ndarray], k: int) -> np.ndarray:
 
 def _compute_chunk(
     spec: Any,
-    token: str,
     backend: str,
     derivatives: tuple[str, ...],
     shapes: dict[str, tuple[int, ...]],
@@ -168,7 +166,7 @@ def _compute_chunk(
     size: int,
 ) -> dict[str, Any]:
     """Evaluate one chunk (padded to ``size`` rows so one compilation serves every chunk)."""
-    d = _derivatives_for(spec, token, backend)
+    d = _derivatives_for(spec, backend)
     k = points.shape[0]
     padded = points if k == size else np.concatenate([points, np.repeat(points[-1:], size - k, 0)])
     messages: dict[int, str] = {}
@@ -343,7 +341,6 @@ def sweep(
     size = int(min(chunk_size, pts.shape[0]))
     n_chunks = -(-pts.shape[0] // size)
     shapes = _shapes(prob, derivatives)
-    token = _token(problem, prob)
     spec = problem if isinstance(problem, str) else prob  # pickles without its cache
     results = {name: np.full((pts.shape[0], *shape), np.nan) for name, shape in shapes.items()}
     status = np.zeros(pts.shape[0], dtype=np.int8)
@@ -383,10 +380,10 @@ def sweep(
             accept(i, stored, fresh=False)
         else:
             todo.append(i)
-    args = (token, backend, derivatives, shapes)
+    args = (backend, derivatives, shapes)
     if client is None:
         for i in todo:
-            accept(i, _compute_chunk(spec, *args, pts[i * size : (i + 1) * size], size), True)
+            accept(i, _compute_chunk(prob, *args, pts[i * size : (i + 1) * size], size), True)
     else:
         _run_dask(client, spec, args, pts, size, todo, accept, retries)
     if db is not None and not complete:
