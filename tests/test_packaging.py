@@ -103,8 +103,10 @@ def test_the_wheel_works_outside_the_repository(tmp_path: Path) -> None:
     assert "rosenbrock4" in _run([simdiff, "list"], work, env)
     out = _run([simdiff, "check", "mymodule:problem", "--derivatives", "grad,hessian"], work, env)
     assert "PASS" in out
-    out = _run([simdiff, "report", "--quick", "--problems", "seed", "--claims", "C6",
-                "--out", "res"], work, env)  # fmt: skip
+    # The catalogue and the claims package import from the wheel; running claims is
+    # test_cli's and the validation tests' job (each costs tens of seconds).
+    _run([simdiff, "report", "--quick", "--problems", "seed", "--claims", "", "--out", "res"],
+         work, env)  # fmt: skip
     text = (work / "res" / "report.md").read_text()
-    assert "| C6 |" in text and "seed" in text
+    assert "seed" in text and "simdiff report --quick" in text
     assert "complete" in _run([simdiff, "show", "res/store"], work, env)
