@@ -72,8 +72,7 @@ def _git_revision() -> str:
 def environment() -> dict[str, Any]:
     """Package versions, CPU model, thread counts, git revision, host and time.
 
-    Thread counts are those in effect now: ``torch.get_num_threads()`` if torch
-    is imported, and the XLA/OpenMP environment variables.  Every run of a
+    Thread counts are those in effect now (:func:`simdiff.backends.thread_info`).  Every run of a
     store records this once (``Store.runs()[i]["env"]``).
 
     Examples
@@ -91,17 +90,10 @@ def environment() -> dict[str, Any]:
             versions[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             versions[pkg] = None
-    info = thread_info()  # the backends' own record; imports no framework
-    threads: dict[str, Any] = {"cpu_count": info["cpu_count"], "affinity": info["affinity"]}
-    if info["torch"] is not None:
-        threads["torch_intra_op"] = info["torch"]
-        threads["torch_inter_op"] = info["torch_interop"]
-    for var in ("XLA_FLAGS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        threads[var] = info[var] or None
     return {
         "versions": versions,
         "cpu": _cpu_model(),
-        "threads": threads,
+        "threads": thread_info(),
         "git": _git_revision(),
         "hostname": socket.gethostname(),
         "platform": platform.platform(),

@@ -148,7 +148,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for label, p in problems:
         done = store.get(run, label, "check", "all", arrays=False) if store else None
         if done is not None:
-            verdict = done["record"]["verdict"]
+            rec = done["record"]  # records from before verdicts were stored have `passed` only
+            verdict = rec.get("verdict") or ("pass" if rec["passed"] else "fail")
             print(f"{label}: {verdict} (stored in {run})")
             code = {"pass": 0, "fail": 1}.get(verdict, 2)
         else:
@@ -264,6 +265,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         log(f"{cid}: {rec['verdict']} ({rec['seconds']:.1f} s)")
     store.finish_run(run)
     cmd = "simdiff report" + (" --quick" if args.quick else "") + f" --out {args.out}"
+    if args.problems:
+        cmd += f" --problems {args.problems}"
+    if args.claims is not None:
+        cmd += f" --claims '{args.claims}'"
     path = write_report(store, run, out, command=cmd)
     log(f"wrote {path} and {store.path}; checks {'passed' if ok else 'FAILED'}")
     return 0 if ok else 1

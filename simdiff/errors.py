@@ -11,8 +11,13 @@ from __future__ import annotations
 __all__ = [
     "BackendUnavailable",
     "DTypeError",
+    "InputError",
+    "InputTypeError",
+    "LeakError",
     "NonFiniteError",
+    "NotFoundError",
     "OptionError",
+    "OutOfRangeError",
     "PrecisionWarning",
     "ShapeError",
     "SimdiffError",
@@ -25,6 +30,42 @@ __all__ = [
 
 class SimdiffError(Exception):
     """Base class of every simdiff error."""
+
+
+class InputError(SimdiffError, ValueError):
+    """An argument has an invalid value (non-finite data, an unknown option, a bad order, ...).
+
+    The message names the argument, what was expected and what was got.
+    """
+
+
+class InputTypeError(SimdiffError, TypeError):
+    """An argument has the wrong type (e.g. ``Derivatives(problem=...)`` given a function)."""
+
+
+class NotFoundError(SimdiffError, KeyError):
+    """A name is unknown (a catalogue problem, a stored run); the message lists the known ones.
+
+    ``str()`` is the message itself: a plain ``KeyError`` would wrap it in quotes.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class OutOfRangeError(SimdiffError, IndexError):
+    """An index is outside the valid range; the message names the index and the range."""
+
+
+class LeakError(SimdiffError, RuntimeError):
+    """A derivative ignores part of the problem's computation.
+
+    The problem left the traced computation: ``float(x[i])``, ``x.item()``,
+    a round trip through numpy, or a Python ``if`` on an array value turned
+    part of it into a constant.  Raised by JAX's tracer (converted) and by the
+    leak probe of :class:`simdiff.Derivatives` on torch; the message names the
+    likely causes.
+    """
 
 
 class ShapeError(SimdiffError, ValueError):
@@ -50,7 +91,7 @@ class BackendUnavailable(SimdiffError, ImportError):
     """A backend's framework is not installed; the message says how to install it."""
 
 
-class OptionError(SimdiffError, ValueError):
+class OptionError(InputError):
     """An option has an unknown key or a bad value; the message names the accepted ones."""
 
 
