@@ -8,7 +8,9 @@ would find it.
 
 Exit status: 0 when everything asked for passed, 1 when a check failed, 2 on
 a usage error (a bad option value, an unknown name, which is listed with the
-valid ones, or a path that is not a results store).
+valid ones, or a path that is not a results store; the message says which) and
+when a check was inconclusive or could not be checked
+(:attr:`simdiff.evidence.CheckResult.exit_code`).
 """
 
 from __future__ import annotations
@@ -143,20 +145,28 @@ def cmd_check(args: argparse.Namespace) -> int:
     if store is not None:
         params = {**kw, "problems": args.problems, "fingerprints": _fingerprints(problems)}
         run = store.start_run("check", params)
-    status = 0
+    status = 0  # 0 pass, 1 a check failed, 2 a check inconclusive or not checked
     for label, p in problems:
         done = store.get(run, label, "check", "all", arrays=False) if store else None
         if done is not None:
-            print(f"{label}: {'PASS' if done['record']['passed'] else 'FAIL'} (stored in {run})")
-            status = status or (0 if done["record"]["passed"] else 1)
-            continue
-        res = check(p, **kw)
-        print(res)
-        print()
-        if store is not None:
-            record = {"passed": res.passed, "n": p.n, "entries": [asdict(e) for e in res.entries]}
-            store.put(run, label, "check", "all", record)
-        status = status or (0 if res.passed else 1)
+            rec = done["record"]  # records from before verdicts were stored have `passed` only
+            verdict = rec.get("verdict") or ("pass" if rec["passed"] else "fail")
+            print(f"{label}: {verdict} (stored in {run})")
+            code = {"pass": 0, "fail": 1}.get(verdict, 2)
+        else:
+            res = check(p, **kw)
+            print(res)
+            print()
+            if store is not None:
+                record = {
+                    "passed": res.passed,
+                    "verdict": res.verdict,
+                    "n": p.n,
+                    "entries": [asdict(e) for e in res.entries],
+                }
+                store.put(run, label, "check", "all", record)
+            code = res.exit_code
+        status = 1 if 1 in (status, code) else max(status, code)
     if store is not None:
         store.finish_run(run)
     return status

@@ -381,9 +381,15 @@ class Store:
 
         The entry is one segment written beside its final name and renamed into
         place: when ``put`` returns it is in the store, whole, and no other
-        file was touched.
+        file was touched.  A complete run (:meth:`finish_run`) is closed:
+        writing into it raises :class:`~simdiff.errors.StoreError`.
         """
         d = self._run_dir(run)
+        if (d / "finished.h5").exists():
+            raise StoreError(
+                f"{self.path}: run {run!r} is complete and closed to new entries; "
+                "start a new run (Store.start_run)"
+            )
         _write_segment(
             d / "entries" / _entry_file(problem, kind, config),
             "entry",

@@ -83,6 +83,8 @@ def test_roundtrip_format_and_environment(tmp_path: Path) -> None:
         assert r["env"]["versions"][key]
     assert r["env"]["cpu"] and r["env"]["git"] and r["env"]["hostname"]
     s.finish_run(run)
+    with pytest.raises(StoreError, match=f"run '{run}' is complete and closed to new entries"):
+        s.put(run, "late", "grad", "jax-jit", {})
     # Append-only: a finished run is never resumed.
     run2 = s.start_run("demo", {"quick": True})
     assert run2 != run and [x["status"] for x in s.runs()] == ["complete", "running"]

@@ -2,8 +2,8 @@
 
 In process, each chunk is one vmapped call.  Given a ``dask.distributed``
 client, chunks run on the workers; each worker process builds (and on JAX
-compiles) the problem's derivative functions once and keeps them in a
-module-level cache.  Finished chunks stream into a results store
+compiles) the problem's derivative functions once and keeps them in the
+problem's own derivative cache.  Finished chunks stream into a results store
 (:class:`simdiff.store.Store`), one entry per chunk, so an interrupted sweep
 resumes without recomputing them; the sweep is matched to its stored run by
 the problem's fingerprint (what it computes), never by its name.  A point

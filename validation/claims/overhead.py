@@ -23,7 +23,6 @@ from ._verdict import bootstrap, bootstrap_ratio, decide
 
 __all__ = ["C6", "C6_THRESHOLD_S", "C7", "C7_THRESHOLD", "C8", "C8_THRESHOLD", "memory_probe"]
 
-ROOT = Path(__file__).resolve().parents[2]
 #: C6: the article's 5-10 us per op (its lower end; a GPU launch figure).
 C6_THRESHOLD_S = 5e-6
 #: C7: the article's 18% less memory for JAX: torch / JAX >= 1 / 0.82.
