@@ -117,6 +117,7 @@ def _annotate(res: scipy.optimize.OptimizeResult, c: _Counted, method: str):
     res["method"] = method
     res["backend"] = c.d.backend.name
     res["compilations"] = c.d.compilations - c.compilations0
+    res["compile_info"] = c.d.cache_info()
     return res
 
 
@@ -128,6 +129,7 @@ def minimize(
     backend: str = "jax",
     bounds: Any = None,
     dtype: Any = None,
+    compile: bool | str = False,
     **options: Any,
 ) -> scipy.optimize.OptimizeResult:
     """Minimise a scalar problem with ``scipy.optimize.minimize`` and exact derivatives.
@@ -149,6 +151,11 @@ def minimize(
     bounds : sequence of (low, high) pairs or scipy.optimize.Bounds, optional
         ``None`` for an unbounded side.  ``x0`` must lie inside.
     dtype : {"float64", "float32"}, optional
+    compile : {False, True, "auto"}
+        Compile policy on torch (see :class:`simdiff.Derivatives`): an
+        optimisation calls its derivatives many times, and ``"auto"`` compiles
+        each once the eager time spent reaches the compile time; the result's
+        ``compile_info`` says which path ran.
     **options
         Passed to ``scipy.optimize.minimize`` (``tol``, ``options``,
         ``constraints``, ``callback``).
@@ -188,7 +195,7 @@ def minimize(
         raise ValueError(
             f"method {method!r} does not accept bounds; use one of {list(BOUNDED_METHODS)}"
         )
-    c = _Counted(derivatives(problem, backend, dtype=dtype))
+    c = _Counted(derivatives(problem, backend, dtype=dtype, compile=compile))
     kwargs: dict[str, Any] = dict(options)
     if b is not None:
         kwargs["bounds"] = scipy.optimize.Bounds(b[:, 0], b[:, 1])
@@ -211,6 +218,7 @@ def least_squares(
     bounds: Any = None,
     method: str = "trf",
     dtype: Any = None,
+    compile: bool | str = False,
     **options: Any,
 ) -> scipy.optimize.OptimizeResult:
     """Solve ``min 1/2 sum r_i(x)^2`` with ``scipy.optimize.least_squares`` and the exact Jacobian.
@@ -224,6 +232,11 @@ def least_squares(
     bounds : sequence of (low, high) pairs or scipy.optimize.Bounds, optional
     method : {"trf", "dogbox", "lm"}
     dtype : {"float64", "float32"}, optional
+    compile : {False, True, "auto"}
+        Compile policy on torch (see :class:`simdiff.Derivatives`): an
+        optimisation calls its derivatives many times, and ``"auto"`` compiles
+        each once the eager time spent reaches the compile time; the result's
+        ``compile_info`` says which path ran.
     **options
         Passed to ``scipy.optimize.least_squares`` (``ftol``, ``xtol``,
         ``loss``, ``x_scale``, ...).
@@ -256,7 +269,7 @@ def least_squares(
         raise ValueError(f"unknown method {method!r}; expected one of ['trf', 'dogbox', 'lm']")
     if b is not None and method == "lm":
         raise ValueError("method 'lm' does not accept bounds; use 'trf' or 'dogbox'")
-    c = _Counted(derivatives(problem, backend, dtype=dtype))
+    c = _Counted(derivatives(problem, backend, dtype=dtype, compile=compile))
     kwargs: dict[str, Any] = dict(options)
     if b is not None:
         kwargs["bounds"] = (b[:, 0], b[:, 1])

@@ -66,6 +66,10 @@ class SweepResult:
         Chunks in the sweep, computed in this call, and read back from the store.
     store : str or None
         The HDF5 file.
+    compile_info : list of dict
+        ``Derivatives.cache_info()`` of the process that computed the last
+        chunk: the path each derivative ran (``"jit"``, ``"eager"``,
+        ``"compiled"``) and, under ``compile="auto"``, why.
     """
 
     points: np.ndarray = field(repr=False)
@@ -76,6 +80,7 @@ class SweepResult:
     chunks_computed: int
     chunks_resumed: int
     store: str | None = None
+    compile_info: list = field(default_factory=list, repr=False)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.results[name]
@@ -119,7 +124,7 @@ def resolve_problem(spec: Any) -> Problem:
 
 
 _TOKENS: weakref.WeakKeyDictionary[Problem, str] = weakref.WeakKeyDictionary()
-_WORKER_CACHE: dict[tuple[str, str], Derivatives] = {}
+_WORKER_CACHE: dict[tuple[str, str, str], Derivatives] = {}
 
 
 def _token(spec: Any, problem: Problem) -> str:
@@ -130,12 +135,14 @@ def _token(spec: Any, problem: Problem) -> str:
     return _TOKENS[problem]
 
 
-def _derivatives_for(spec: Any, token: str, backend: str) -> Derivatives:
+def _derivatives_for(spec: Any, token: str, backend: str, compile: bool | str) -> Derivatives:
     """The per-process cache: one Derivatives (one compilation per shape) per problem."""
-    key = (token, backend)
+    key = (token, backend, str(compile))
     d = _WORKER_CACHE.get(key)
     if d is None:
-        d = _WORKER_CACHE[key] = Derivatives(resolve_problem(spec), backend, check_finite=False)
+        d = _WORKER_CACHE[key] = Derivatives(
+            resolve_problem(spec), backend, check_finite=False, compile=compile
+        )
     return d
 
 
@@ -163,13 +170,17 @@ def _compute_chunk(
     spec: Any,
     token: str,
     backend: str,
+    compile: tuple[bool | str, int],
     derivatives: tuple[str, ...],
     shapes: dict[str, tuple[int, ...]],
     points: np.ndarray,
     size: int,
 ) -> dict[str, Any]:
-    """Evaluate one chunk (padded to ``size`` rows so one compilation serves every chunk)."""
-    d = _derivatives_for(spec, token, backend)
+    """Evaluate one chunk (padded to ``size`` rows so one compilation serves every chunk).
+
+    ``compile`` is the policy and the number of chunks announced to it.
+    """
+    d = _derivatives_for(spec, token, backend, compile[0]).expect_calls(compile[1])
     k = points.shape[0]
     padded = points if k == size else np.concatenate([points, np.repeat(points[-1:], size - k, 0)])
     messages: dict[int, str] = {}
@@ -194,7 +205,8 @@ def _compute_chunk(
             for name, a in row.items():
                 results[name][i] = a
             status[i] = OK if _row_finite({n: a[None] for n, a in row.items()}, 1)[0] else NONFINITE
-    return {"results": results, "status": status, "messages": messages}
+    info = d.cache_info()
+    return {"results": results, "status": status, "messages": messages, "compile_info": info}
 
 
 # --------------------------------------------------------------------------- HDF5 store
@@ -312,6 +324,7 @@ def sweep(
     backend: str = "jax",
     callback: Callable[[int, int, int], None] | None = None,
     retries: int = 1,
+    compile: bool | str = False,
 ) -> SweepResult:
     """Evaluate values and derivatives of a problem at many parameter points.
 
@@ -341,6 +354,10 @@ def sweep(
         sweep, and what is stored stays).
     retries : int
         dask retries of a chunk whose task raised.
+    compile : {False, True, "auto"}
+        Compile policy on torch (see :class:`simdiff.Derivatives`; JAX always
+        compiles).  ``"auto"`` is told the number of chunks and compiles when
+        they pay for the compile; ``compile_info`` in the result says what ran.
 
     Returns
     -------
@@ -384,6 +401,7 @@ def sweep(
     }
     db = _Store(store, meta, pts) if store is not None else None
     counts = {"computed": 0, "resumed": 0}
+    compile_info: list = []
 
     def accept(i: int, chunk: dict[str, Any], fresh: bool) -> None:
         start = i * size
@@ -392,6 +410,7 @@ def sweep(
             results[name][start : start + k] = chunk["results"][name]
         status[start : start + k] = chunk["status"]
         messages.update({start + j: m for j, m in chunk["messages"].items()})
+        compile_info[:] = chunk.get("compile_info", compile_info)
         if fresh and db is not None:
             db.write(i, chunk)
         counts["computed" if fresh else "resumed"] += 1
@@ -405,7 +424,7 @@ def sweep(
                 accept(i, db.read(i), fresh=False)
             else:
                 todo.append(i)
-        args = (token, backend, derivatives, shapes)
+        args = (token, backend, (compile, n_chunks), derivatives, shapes)
         if client is None:
             for i in todo:
                 accept(i, _compute_chunk(spec, *args, pts[i * size : (i + 1) * size], size), True)
@@ -423,6 +442,7 @@ def sweep(
         counts["computed"],
         counts["resumed"],
         None if store is None else str(store),
+        compile_info,
     )
 
 
