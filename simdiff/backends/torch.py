@@ -164,8 +164,18 @@ class TorchOps(LoopOps):
         out = []
         for a in args:
             if isinstance(a, _HOST):
-                a = np.asarray(a)
-                kind = a.dtype.kind
+                # Python scalars are typed without numpy: Dynamo cannot trace
+                # np.asarray(1.0).dtype.kind, and the graph break made every problem
+                # with a scalar operand (ops.where(c, x, 1.0)) run eagerly when compiled.
+                if isinstance(a, bool):
+                    kind = "b"
+                elif isinstance(a, int):
+                    kind = "i"
+                elif isinstance(a, float):
+                    kind = "f"
+                else:
+                    a = np.asarray(a)
+                    kind = a.dtype.kind
                 to_float = kind == "f" or (kind in "iub" and (like is not None or floating))
                 a = torch.as_tensor(a, dtype=dtype if to_float else None, device=device)
             out.append(a)
@@ -290,8 +300,10 @@ class TorchOps(LoopOps):
             return torch.as_tensor(x, dtype=torch_dtype(dtype), device=self.device)
         if isinstance(x, torch.Tensor):
             t = x
-        elif isinstance(x, np.ndarray) and x.flags.writeable and self.device.type == "cpu":
-            t = torch.from_numpy(x)  # shares memory: no copy, no dtype inspection in Python
+        elif isinstance(x, np.ndarray):
+            # no x.flags here: Dynamo cannot trace ndarray.flags (a graph break that made
+            # every problem with a numpy constant run eagerly under torch.compile)
+            t = torch.from_numpy(x).to(self.device)
         else:
             t = torch.as_tensor(np.asarray(x), device=self.device)
         if t.is_floating_point() and t.dtype != self.dtype:
