@@ -117,6 +117,8 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any
         }[params["method"]]
         return getattr(T, outer)(getattr(T, inner)(f))
     if kind == "hvp":
+        if params["method"] == "rev-rev":  # gradient of <grad f(x), v>
+            return lambda x, v: T.grad(lambda y: ops.sum(T.grad(f)(y) * v))(x)
         return lambda x, v: T.jvp(T.grad(f), (x,), (v,))[1]
     if kind == "jvp":
         return lambda x, v: T.jvp(f, (x,), (v,))[1]
@@ -142,14 +144,18 @@ def auto_hessian_method(backend: Any, n: int, m: int) -> str:
 
     The backend decides (``Backend.hessian_method``), from measurements kept
     in docs/performance.md (``python -m validation.bench_torch_hessian``): on
-    JAX forward-over-reverse; on torch.func reverse-over-reverse, whose
-    double-backward kernels beat forward mode through a backward pass.
+    JAX forward over reverse for scalar functions and forward over forward for
+    vector-valued ones with ``n <= m``; on torch.func reverse over reverse
+    everywhere (its double backward beats forward mode through a backward pass
+    by 1.4x to 20x on every catalogue entry measured).
 
     Examples
     --------
     >>> from simdiff.backends import get_backend
     >>> auto_hessian_method(get_backend("jax"), 114, 1)
     'fwd-rev'
+    >>> auto_hessian_method(get_backend("jax"), 4, 12)
+    'fwd-fwd'
     """
     return backend.hessian_method(int(n), int(m))
 
@@ -304,11 +310,14 @@ class Derivatives(OperatorMethods):
         return self._call("hessian", {"method": method}, x, [])
 
     def hvp(self, v: Any, x: Any = None) -> Any:
-        """Hessian-vector product ``H(x) v`` (forward over reverse), shape ``(n,)``.
+        """Hessian-vector product ``H(x) v``, shape ``(n,)``.
 
         Arguments in the order of :func:`simdiff.hvp`: direction first, ``x`` last.
+        Forward over reverse on JAX, reverse over reverse on torch (the
+        backend's ``hvp_method``; ``cache_info()`` names it).
         """
-        return self._call("hvp", {}, x, [("v", v, (self.problem.n,))])
+        params = {"method": self.backend.hvp_method}
+        return self._call("hvp", params, x, [("v", v, (self.problem.n,))])
 
     def jvp(self, v: Any, x: Any = None) -> Any:
         """Jacobian-vector product ``J(x) v``, shape ``out``."""
@@ -551,7 +560,14 @@ def cached_derivatives(
     )
 
 
-def grad(problem: Problem, x: Any = None, *, backend: str = "jax", dtype: Any = None) -> Any:
+def grad(
+    problem: Problem,
+    x: Any = None,
+    *,
+    backend: str = "jax",
+    dtype: Any = None,
+    compile: bool | str = False,
+) -> Any:
     """Gradient of a scalar problem.
 
     Parameters
@@ -562,6 +578,9 @@ def grad(problem: Problem, x: Any = None, *, backend: str = "jax", dtype: Any = 
         Point(s); default ``problem.x0``.
     backend : {"jax", "torch"}
     dtype : {"float64", "float32"}, optional
+    compile : {False, True, "auto"}
+        Compile policy on torch (see :class:`Derivatives`); every function of
+        this module takes it and shares one cached ``Derivatives`` per setting.
 
     Returns
     -------
@@ -577,10 +596,17 @@ def grad(problem: Problem, x: Any = None, *, backend: str = "jax", dtype: Any = 
     >>> simdiff.grad(p, np.ones((3, 2)), backend="torch").shape
     (3, 2)
     """
-    return cached_derivatives(problem, backend, dtype=dtype).grad(x)
+    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).grad(x)
 
 
-def value_and_grad(problem: Problem, x: Any = None, *, backend: str = "jax", dtype: Any = None):
+def value_and_grad(
+    problem: Problem,
+    x: Any = None,
+    *,
+    backend: str = "jax",
+    dtype: Any = None,
+    compile: bool | str = False,
+):
     """``(f(x), grad f(x))`` of a scalar problem in one reverse pass.
 
     Examples
@@ -590,7 +616,7 @@ def value_and_grad(problem: Problem, x: Any = None, *, backend: str = "jax", dty
     >>> simdiff.value_and_grad(p)
     (array(5.), array([2., 4.]))
     """
-    return cached_derivatives(problem, backend, dtype=dtype).value_and_grad(x)
+    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).value_and_grad(x)
 
 
 def hessian(
@@ -600,6 +626,7 @@ def hessian(
     backend: str = "jax",
     method: str = "auto",
     dtype: Any = None,
+    compile: bool | str = False,
 ) -> Any:
     """Hessian, shape ``(out..., n, n)`` (``(n, n)`` for a scalar problem).
 
@@ -614,10 +641,20 @@ def hessian(
     array([[4., 2.],
            [2., 0.]])
     """
-    return cached_derivatives(problem, backend, dtype=dtype).hessian(x, method=method)
+    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).hessian(
+        x, method=method
+    )
 
 
-def hvp(problem: Problem, v: Any, x: Any = None, *, backend: str = "jax", dtype: Any = None):
+def hvp(
+    problem: Problem,
+    v: Any,
+    x: Any = None,
+    *,
+    backend: str = "jax",
+    dtype: Any = None,
+    compile: bool | str = False,
+):
     """Hessian-vector product ``H(x) v`` of a scalar problem without forming ``H``.
 
     Examples
@@ -627,10 +664,18 @@ def hvp(problem: Problem, v: Any, x: Any = None, *, backend: str = "jax", dtype:
     >>> simdiff.hvp(p, np.array([1.0, 0.0]))
     array([4., 2.])
     """
-    return cached_derivatives(problem, backend, dtype=dtype).hvp(v, x)
+    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).hvp(v, x)
 
 
-def jvp(problem: Problem, v: Any, x: Any = None, *, backend: str = "jax", dtype: Any = None):
+def jvp(
+    problem: Problem,
+    v: Any,
+    x: Any = None,
+    *,
+    backend: str = "jax",
+    dtype: Any = None,
+    compile: bool | str = False,
+):
     """Jacobian-vector product ``J(x) v`` (forward mode), shape ``out``.
 
     Examples
@@ -641,10 +686,18 @@ def jvp(problem: Problem, v: Any, x: Any = None, *, backend: str = "jax", dtype:
     >>> simdiff.jvp(p, np.array([1.0, 0.0]))
     array([2., 1.])
     """
-    return cached_derivatives(problem, backend, dtype=dtype).jvp(v, x)
+    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).jvp(v, x)
 
 
-def vjp(problem: Problem, u: Any, x: Any = None, *, backend: str = "jax", dtype: Any = None):
+def vjp(
+    problem: Problem,
+    u: Any,
+    x: Any = None,
+    *,
+    backend: str = "jax",
+    dtype: Any = None,
+    compile: bool | str = False,
+):
     """Vector-Jacobian product ``u^T J(x)`` (reverse mode), shape ``(n,)``.
 
     Examples
@@ -655,11 +708,17 @@ def vjp(problem: Problem, u: Any, x: Any = None, *, backend: str = "jax", dtype:
     >>> simdiff.vjp(p, np.array([1.0, 1.0]))
     array([3., 0.])
     """
-    return cached_derivatives(problem, backend, dtype=dtype).vjp(u, x)
+    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).vjp(u, x)
 
 
 def jacobian(
-    problem: Problem, x: Any = None, *, backend: str = "jax", mode: str = "auto", dtype: Any = None
+    problem: Problem,
+    x: Any = None,
+    *,
+    backend: str = "jax",
+    mode: str = "auto",
+    dtype: Any = None,
+    compile: bool | str = False,
 ) -> Any:
     """Jacobian, shape ``(out..., n)``; ``mode`` is ``"fwd"``, ``"rev"`` or ``"auto"``.
 
@@ -672,7 +731,7 @@ def jacobian(
     array([[2., 0.],
            [1., 0.]])
     """
-    return cached_derivatives(problem, backend, dtype=dtype).jacobian(x, mode=mode)
+    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).jacobian(x, mode=mode)
 
 
 def derivative(
@@ -684,6 +743,7 @@ def derivative(
     backend: str = "jax",
     method: str = "taylor",
     dtype: Any = None,
+    compile: bool | str = False,
 ) -> Any:
     """The ``order``-th directional derivative ``d^k/dt^k f(x + t v) |_{t=0}``.
 
@@ -698,13 +758,20 @@ def derivative(
     >>> float(simdiff.derivative(p, 3, np.ones(1), method="nested"))
     8.0
     """
-    return cached_derivatives(problem, backend, dtype=dtype).derivative(
+    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).derivative(
         order, direction, x, method=method
     )
 
 
 def taylor(
-    problem: Problem, x: Any, direction: Any, order: int, *, backend: str = "jax", dtype: Any = None
+    problem: Problem,
+    x: Any,
+    direction: Any,
+    order: int,
+    *,
+    backend: str = "jax",
+    dtype: Any = None,
+    compile: bool | str = False,
 ) -> Any:
     """Taylor coefficients ``c_0..c_K`` of ``t -> f(x + t v)``, shape ``(K+1, out...)``.
 
@@ -717,7 +784,9 @@ def taylor(
     >>> simdiff.taylor(p, np.zeros(1), np.ones(1), 3)
     array([1.        , 1.        , 0.5       , 0.16666667])
     """
-    return cached_derivatives(problem, backend, dtype=dtype).taylor(x, direction, order)
+    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).taylor(
+        x, direction, order
+    )
 
 
 def derivative_tensor(
@@ -728,6 +797,7 @@ def derivative_tensor(
     method: str = "nested",
     backend: str = "jax",
     dtype: Any = None,
+    compile: bool | str = False,
 ) -> Any:
     """Full ``order``-th derivative tensor, shape ``(out..., n, ..., n)``.
 
@@ -765,6 +835,6 @@ def derivative_tensor(
     array([[4., 2.],
            [2., 0.]])
     """
-    return cached_derivatives(problem, backend, dtype=dtype).derivative_tensor(
+    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).derivative_tensor(
         order, x, method=method
     )

@@ -467,10 +467,17 @@ class Backend:
     def hessian_method(self, n: int, m: int) -> str:
         """Hessian method for ``method="auto"``: ``n`` inputs, ``m`` outputs (1 if scalar).
 
-        Forward over reverse by default (JAX's choice: one forward sweep per
-        input through the reverse pass); backends override it from measurements.
+        The default is JAX's measured rule (``python -m
+        validation.bench_torch_hessian``, docs/performance.md): forward over
+        reverse for a scalar function, forward over forward for a vector-valued
+        one with no more inputs than outputs (each output's reverse pass costs
+        as much as a forward pass over all inputs).  Backends override it.
         """
-        return "fwd-rev"
+        return "fwd-fwd" if 1 < m and n <= m else "fwd-rev"
+
+    #: How ``Derivatives.hvp`` differentiates: "fwd-rev" (jvp of the gradient) or
+    #: "rev-rev" (gradient of <grad f, v>); measured per backend (docs/performance.md).
+    hvp_method: str = "fwd-rev"
 
     def is_native(self, x: Any) -> bool:
         raise NotImplementedError

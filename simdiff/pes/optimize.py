@@ -136,6 +136,7 @@ def find_minimum(
     backend: str = "jax",
     gtol: float = 1e-8,
     maxiter: int = 2000,
+    compile: bool | str = False,
 ) -> StationaryPoint:
     """Local minimum by :func:`scipy.optimize.minimize` with exact derivatives.
 
@@ -155,6 +156,8 @@ def find_minimum(
         Gradient-norm tolerance handed to SciPy (``xtol`` for Newton-CG,
         ``pgtol`` for L-BFGS-B).
     maxiter : int
+    compile : {False, True, "auto"}
+        Compile policy of the derivatives on torch (see :class:`simdiff.Derivatives`).
 
     Returns
     -------
@@ -175,15 +178,19 @@ def find_minimum(
     start = _point(problem, x0)
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        e, g = _value_and_grad(problem, x, backend=backend)
+        e, g = _value_and_grad(problem, x, backend=backend, compile=compile)
         return float(e), np.asarray(g)
 
     kwargs: dict[str, Any] = {}
     kind = MINIMIZE_METHODS[method]
     if kind == "hess":
-        kwargs["hess"] = lambda x: np.asarray(_hessian(problem, x, backend=backend))
+        kwargs["hess"] = lambda x: np.asarray(
+            _hessian(problem, x, backend=backend, compile=compile)
+        )
     elif kind == "hessp":
-        kwargs["hessp"] = lambda x, p: np.asarray(_hvp(problem, p, x, backend=backend))
+        kwargs["hessp"] = lambda x, p: np.asarray(
+            _hvp(problem, p, x, backend=backend, compile=compile)
+        )
     options: dict[str, Any] = {"maxiter": maxiter}
     if method == "Newton-CG":
         options["xtol"] = gtol
@@ -232,6 +239,7 @@ def find_saddle(
     max_steps: int = 500,
     trust_radius: float = 0.1,
     max_trust: float = 0.5,
+    compile: bool | str = False,
 ) -> StationaryPoint:
     r"""First-order saddle point by partitioned rational-function optimisation (P-RFO).
 
@@ -257,6 +265,8 @@ def find_saddle(
     max_steps : int
     trust_radius, max_trust : float
         Initial and largest step length (in the problem's length unit).
+    compile : {False, True, "auto"}
+        Compile policy of the derivatives on torch (see :class:`simdiff.Derivatives`).
 
     Returns
     -------
@@ -280,12 +290,12 @@ def find_saddle(
     x = _point(problem, x0).copy()
     followed: np.ndarray | None = None
     trust = float(trust_radius)
-    e, g = _value_and_grad(problem, x, backend=backend)
+    e, g = _value_and_grad(problem, x, backend=backend, compile=compile)
     e, g = float(e), np.asarray(g)
     for step_no in range(max_steps):
         q = _search_basis(problem, x)
         gq = q.T @ g
-        hq = q.T @ np.asarray(_hessian(problem, x, backend=backend)) @ q
+        hq = q.T @ np.asarray(_hessian(problem, x, backend=backend, compile=compile)) @ q
         b, V = np.linalg.eigh(hq)
         k = mode if followed is None else int(np.argmax(np.abs(V.T @ (q.T @ followed))))
         followed = q @ V[:, k]
@@ -302,7 +312,7 @@ def find_saddle(
             s *= trust / length
         predicted = float(F @ s + 0.5 * s @ (b * s))
         x_new = x + q @ (V @ s)
-        e_new, g_new = _value_and_grad(problem, x_new, backend=backend)
+        e_new, g_new = _value_and_grad(problem, x_new, backend=backend, compile=compile)
         if not abs(float(e_new)) < _RUNAWAY:
             return _result(
                 problem,

@@ -29,7 +29,14 @@ def point(problem: Problem, x: Any, what: str = "x") -> np.ndarray:
 
 
 def derivatives(
-    problem: Problem, backend: str, *, dtype: Any = None, check_finite: bool = True
+    problem: Problem,
+    backend: str,
+    *,
+    dtype: Any = None,
+    check_finite: bool = True,
+    compile: bool | str = False,
 ) -> Derivatives:
     """The problem's shared :class:`~simdiff.Derivatives` (see ``cached_derivatives``)."""
-    return cached_derivatives(problem, backend, dtype=dtype, check_finite=check_finite)
+    return cached_derivatives(
+        problem, backend, dtype=dtype, check_finite=check_finite, compile=compile
+    )

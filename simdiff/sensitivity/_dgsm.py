@@ -57,6 +57,10 @@ class DGSMResult:
     confidence : float
     ranking : ndarray of int
         Inputs ordered from the largest bound to the smallest.
+    compile_info : list of dict
+        ``Derivatives.cache_info()`` of the gradient callable: the path that
+        ran (``"jit"``, ``"eager"``, ``"compiled"``) and, under
+        ``compile="auto"``, the numbers behind the choice and any compile error.
     """
 
     nu: np.ndarray
@@ -70,6 +74,7 @@ class DGSMResult:
     samples: np.ndarray = field(repr=False)
     n_bootstrap: int = 0
     confidence: float = 0.95
+    compile_info: list = field(default_factory=list, repr=False)
 
     @property
     def ranking(self) -> np.ndarray:
@@ -83,6 +88,7 @@ def batched_value_and_grad(
     backend: str = "jax",
     chunk_size: int | None = None,
     derivatives: Derivatives | None = None,
+    compile: bool | str = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Values ``(N,)`` and exact gradients ``(N, n)`` of a scalar problem over many points.
 
@@ -91,6 +97,9 @@ def batched_value_and_grad(
     ``chunk_size`` so that JAX compiles once.  Default chunk size: 256 on
     JAX, 2048 on torch (eager torch pays a per-operation cost, so it
     prefers bigger batches; see docs/sensitivity.md for the measurement).
+    ``compile`` is the compile policy of :class:`simdiff.Derivatives`; the
+    number of chunks is announced to it (``expect_calls``), so ``"auto"``
+    compiles only when the run is long enough to pay for the compile.
 
     Examples
     --------
@@ -116,10 +125,11 @@ def batched_value_and_grad(
     d = (
         derivatives
         if derivatives is not None
-        else _derivatives(problem, backend, check_finite=False)
+        else _derivatives(problem, backend, check_finite=False, compile=compile)
     )
     n_points = points.shape[0]
     size = int(min(chunk_size, n_points))
+    d.expect_calls(-(-n_points // size))
     values = np.empty(n_points)
     grads = np.empty((n_points, problem.n))
     for start in range(0, n_points, size):
@@ -153,6 +163,7 @@ def dgsm(
     chunk_size: int | None = None,
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
+    compile: bool | str = False,
 ) -> DGSMResult:
     """Derivative-based global sensitivity measures and the total-index bounds they give.
 
@@ -178,6 +189,10 @@ def dgsm(
         intervals are then NaN).
     confidence : float
         Level of the percentile intervals.
+    compile : {False, True, "auto"}
+        Compile policy of the gradient on torch (see :class:`simdiff.Derivatives`;
+        JAX always compiles).  ``"auto"`` compiles when the number of chunks
+        pays for the compile; ``compile_info`` in the result says what ran.
 
     Returns
     -------
@@ -229,7 +244,8 @@ def dgsm(
     if n_bootstrap < 0:
         raise InputError(f"n_bootstrap must be a non-negative integer; got {n_bootstrap}")
     xs = sample(dists, n_samples, method=method, seed=seed)
-    values, grads = batched_value_and_grad(problem, xs, backend=backend, chunk_size=chunk_size)
+    d = _derivatives(problem, backend, check_finite=False, compile=compile)
+    values, grads = batched_value_and_grad(problem, xs, chunk_size=chunk_size, derivatives=d)
     bad = ~(np.isfinite(values) & np.isfinite(grads).all(axis=1))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -273,4 +289,5 @@ def dgsm(
         samples=xs,
         n_bootstrap=int(n_bootstrap),
         confidence=float(confidence),
+        compile_info=[i for i in d.cache_info() if i["kind"] == "value_and_grad"],
     )

@@ -173,6 +173,7 @@ def _annotate(res: scipy.optimize.OptimizeResult, c: _Counted, method: str):
     res["method"] = method
     res["backend"] = c.d.backend.name
     res["compilations"] = c.d.compilations - c.compilations0
+    res["compile_info"] = c.d.cache_info()
     return res
 
 
@@ -186,6 +187,7 @@ def minimize(
     dtype: Any = None,
     gtol: float | None = None,
     maxiter: int | None = None,
+    compile: bool | str = False,
     **options: Any,
 ) -> scipy.optimize.OptimizeResult:
     """Minimise a scalar problem with ``scipy.optimize.minimize`` and exact derivatives.
@@ -213,6 +215,11 @@ def minimize(
         gradient test).  A derivative-free method given ``gtol`` raises.
     maxiter : int, optional
         Iteration limit (``maxfun`` for TNC).
+    compile : {False, True, "auto"}
+        Compile policy on torch (see :class:`simdiff.Derivatives`): an
+        optimisation calls its derivatives many times, and ``"auto"`` compiles
+        each once the eager time spent reaches the compile time; the result's
+        ``compile_info`` says which path ran.
     **options
         Passed to ``scipy.optimize.minimize`` (``tol``, ``options``,
         ``constraints``, ``callback``).  ``options`` must not repeat what
@@ -255,7 +262,7 @@ def minimize(
         )
     kwargs: dict[str, Any] = dict(options)
     kwargs["options"] = _method_options(key, method, gtol, maxiter, kwargs.get("options"))
-    c = _Counted(derivatives(problem, backend, dtype=dtype))
+    c = _Counted(derivatives(problem, backend, dtype=dtype, compile=compile))
     if b is not None:
         kwargs["bounds"] = scipy.optimize.Bounds(b[:, 0], b[:, 1])
     fed = FED[key]
@@ -278,6 +285,7 @@ def least_squares(
     bounds: Any = None,
     method: str = "trf",
     dtype: Any = None,
+    compile: bool | str = False,
     **options: Any,
 ) -> scipy.optimize.OptimizeResult:
     """Solve ``min 1/2 sum r_i(x)^2`` with ``scipy.optimize.least_squares`` and the exact Jacobian.
@@ -291,6 +299,11 @@ def least_squares(
     bounds : sequence of (low, high) pairs or scipy.optimize.Bounds, optional
     method : {"trf", "dogbox", "lm"}
     dtype : {"float64", "float32"}, optional
+    compile : {False, True, "auto"}
+        Compile policy on torch (see :class:`simdiff.Derivatives`): an
+        optimisation calls its derivatives many times, and ``"auto"`` compiles
+        each once the eager time spent reaches the compile time; the result's
+        ``compile_info`` says which path ran.
     **options
         Passed to ``scipy.optimize.least_squares`` (``ftol``, ``xtol``,
         ``loss``, ``x_scale``, ...).
@@ -323,7 +336,7 @@ def least_squares(
         raise InputError(f"unknown method {method!r}; expected one of ['trf', 'dogbox', 'lm']")
     if b is not None and method == "lm":
         raise InputError("method 'lm' does not accept bounds; use 'trf' or 'dogbox'")
-    c = _Counted(derivatives(problem, backend, dtype=dtype))
+    c = _Counted(derivatives(problem, backend, dtype=dtype, compile=compile))
     kwargs: dict[str, Any] = dict(options)
     if b is not None:
         kwargs["bounds"] = (b[:, 0], b[:, 1])

@@ -75,6 +75,10 @@ class SweepResult:
         The results store (a directory, :class:`simdiff.store.Store`).
     run : str or None
         The sweep's run in the store.
+    compile_info : list of dict
+        ``Derivatives.cache_info()`` of the process that computed the last
+        chunk: the path each derivative ran (``"jit"``, ``"eager"``,
+        ``"compiled"``) and, under ``compile="auto"``, why.
     """
 
     points: np.ndarray = field(repr=False)
@@ -86,6 +90,7 @@ class SweepResult:
     chunks_resumed: int
     store: str | None = None
     run: str | None = None
+    compile_info: list = field(default_factory=list, repr=False)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.results[name]
@@ -134,14 +139,14 @@ def _resolve_spec(spec: str) -> Problem:
     return resolve_problem(spec)
 
 
-def _derivatives_for(spec: Problem | str, backend: str) -> Derivatives:
+def _derivatives_for(spec: Problem | str, backend: str, compile: bool | str = False) -> Derivatives:
     """The problem's shared Derivatives (one compilation per shape), from its own cache.
 
     A Problem scattered to dask workers is one object per worker, so its cache
     serves every chunk there; a string spec is resolved once per worker.
     """
     problem = spec if isinstance(spec, Problem) else _resolve_spec(spec)
-    return cached_derivatives(problem, backend, check_finite=False)
+    return cached_derivatives(problem, backend, check_finite=False, compile=compile)
 
 
 # --------------------------------------------------------------------------- one chunk
@@ -167,13 +172,17 @@ def _row_finite(results: dict[str, np.ndarray], k: int) -> np.ndarray:
 def _compute_chunk(
     spec: Any,
     backend: str,
+    compile: tuple[bool | str, int],
     derivatives: Sequence[str],
     shapes: dict[str, tuple[int, ...]],
     points: np.ndarray,
     size: int,
 ) -> dict[str, Any]:
-    """Evaluate one chunk (padded to ``size`` rows so one compilation serves every chunk)."""
-    d = _derivatives_for(spec, backend)
+    """Evaluate one chunk (padded to ``size`` rows so one compilation serves every chunk).
+
+    ``compile`` is the policy and the number of chunks announced to it.
+    """
+    d = _derivatives_for(spec, backend, compile[0]).expect_calls(compile[1])
     k = points.shape[0]
     padded = points if k == size else np.concatenate([points, np.repeat(points[-1:], size - k, 0)])
     messages: dict[int, str] = {}
@@ -198,7 +207,8 @@ def _compute_chunk(
             for name, a in row.items():
                 results[name][i] = a
             status[i] = OK if _row_finite({n: a[None] for n, a in row.items()}, 1)[0] else NONFINITE
-    return {"results": results, "status": status, "messages": messages}
+    info = d.cache_info()
+    return {"results": results, "status": status, "messages": messages, "compile_info": info}
 
 
 # --------------------------------------------------------------------------- store
@@ -287,6 +297,7 @@ def sweep(
     backend: str = "jax",
     callback: Callable[[int, int, int], None] | None = None,
     retries: int = 1,
+    compile: bool | str = False,
 ) -> SweepResult:
     """Evaluate values and derivatives of a problem at many parameter points.
 
@@ -320,6 +331,10 @@ def sweep(
         sweep, and what is stored stays).
     retries : int
         dask retries of a chunk whose task raised.
+    compile : {False, True, "auto"}
+        Compile policy on torch (see :class:`simdiff.Derivatives`; JAX always
+        compiles).  ``"auto"`` is told the number of chunks and compiles when
+        they pay for the compile; ``compile_info`` in the result says what ran.
 
     Returns
     -------
@@ -366,6 +381,7 @@ def sweep(
         }
         run, complete = _open_run(db, params, pts)
     counts = {"computed": 0, "resumed": 0}
+    compile_info: list = []
 
     def accept(i: int, chunk: dict[str, Any], fresh: bool) -> None:
         start = i * size
@@ -374,6 +390,7 @@ def sweep(
             results[name][start : start + k] = chunk["results"][name]
         status[start : start + k] = chunk["status"]
         messages.update({start + j: m for j, m in chunk["messages"].items()})
+        compile_info[:] = chunk.get("compile_info", compile_info)
         if fresh and db is not None and run is not None:
             _write_chunk(db, run, i, chunk)
         counts["computed" if fresh else "resumed"] += 1
@@ -387,7 +404,7 @@ def sweep(
             accept(i, stored, fresh=False)
         else:
             todo.append(i)
-    args = (backend, derivatives, shapes)
+    args = (backend, (compile, n_chunks), derivatives, shapes)
     if client is None:
         for i in todo:
             accept(i, _compute_chunk(prob, *args, pts[i * size : (i + 1) * size], size), True)
@@ -405,6 +422,7 @@ def sweep(
         counts["resumed"],
         None if store is None else str(store),
         run,
+        compile_info,
     )
 
 

@@ -1,0 +1,206 @@
+"""Torch against JAX over the catalogue: eager, compiled, compile seconds, break-even calls.
+
+For each catalogue problem and derivative (scalar problems: gradient, HVP,
+Hessian; vector-valued ones: VJP, JVP, Hessian) three configurations are
+timed, interleaved in one run per problem (order shuffled each round, median
+of rounds): ``Derivatives(p, "jax")`` (jit), ``Derivatives(p, "torch")``
+(torch.func eager) and ``Derivatives(p, "torch", compile=True)``, all with the
+Hessian method ``"auto"`` picks for the backend.  The first call of the JAX
+and the compiled torch configuration is reported as the compile time; the
+break-even number of calls is ``compile_s / (eager_s - compiled_s)`` (``inf``
+where compiling does not pay).  The compiled and eager results are compared
+(largest relative difference, to be below 1e-12).
+
+Each problem's record is appended as one JSON line to ``--out`` as soon as it
+is measured (a long run can be stopped and its table printed from the file);
+``--table FILE`` prints the markdown table of such a file.
+
+    python -m validation.bench_torch --out docs/results/bench_torch.jsonl
+    python -m validation.bench_torch --table docs/results/bench_torch.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import problems
+import simdiff
+
+
+def _derivatives(p: simdiff.Problem) -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(p.n)
+    if p.is_scalar:
+        return {
+            "grad": lambda d: d.grad(),
+            "hvp": lambda d: d.hvp(v),
+            "hessian": lambda d: d.hessian(),
+        }
+    u = rng.standard_normal(p.output_shape)
+    return {"vjp": lambda d: d.vjp(u), "jvp": lambda d: d.jvp(v), "hessian": lambda d: d.hessian()}
+
+
+def _timed(fn: Any) -> tuple[float, Any]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def measure(name: str, rounds: int, budget: float) -> dict[str, Any]:
+    """One problem: every derivative in the three configurations, interleaved."""
+    p = problems.get(name)
+    ds = {
+        "jax": simdiff.Derivatives(p, "jax", check_finite=False),
+        "eager": simdiff.Derivatives(p, "torch", check_finite=False),
+        "compiled": simdiff.Derivatives(p, "torch", compile=True, check_finite=False),
+    }
+    calls, first, results, errors = {}, {}, {}, {}
+    for kind, call in _derivatives(p).items():
+        for config, d in ds.items():
+            try:
+                first[(kind, config)], out = _timed(lambda c=call, d=d: c(d))
+            except simdiff.UnsupportedError as exc:
+                errors[(kind, config)] = str(exc)[:300]
+                continue
+            results[(kind, config)] = np.asarray(out)
+            calls[(kind, config)] = lambda c=call, d=d: c(d)
+    once = {k: _timed(fn)[0] for k, fn in calls.items()}
+    times: dict[tuple, list[float]] = {k: [once[k]] for k in calls}
+    keys = list(calls)
+    rng = random.Random(0)
+    for r in range(rounds):
+        rng.shuffle(keys)
+        for k in keys:
+            if once[k] * (r + 1) <= budget:
+                times[k].append(_timed(calls[k])[0])
+    rows = []
+    for kind in _derivatives(p):
+        row: dict[str, Any] = {"problem": name, "n": p.n, "m": math.prod(p.output_shape)}
+        row["derivative"] = kind
+        for config in ds:
+            k = (kind, config)
+            if k in times:
+                row[f"{config}_s"] = statistics.median(times[k])
+                row[f"{config}_rounds"] = len(times[k])
+            if k in errors:
+                row[f"{config}_error"] = errors[k]
+        row["jax_first_s"] = first.get((kind, "jax"))
+        row["compile_s"] = first.get((kind, "compiled"))
+        if (kind, "compiled") in results:
+            e, c = results[(kind, "eager")], results[(kind, "compiled")]
+            row["compiled_vs_eager_rel"] = float(
+                np.max(np.abs(c - e)) / max(np.max(np.abs(e)), 1e-300)
+            )
+        if "eager_s" in row and "compiled_s" in row:
+            gain = row["eager_s"] - row["compiled_s"]
+            row["break_even_calls"] = row["compile_s"] / gain if gain > 0 else math.inf
+        info = {i["kind"]: i for i in ds["eager"].cache_info()}
+        row["method"] = info.get("hessian", {}).get("method") if kind == "hessian" else None
+        rows.append(row)
+    return {"problem": name, "rows": rows, "load": os.getloadavg(), "time": time.time()}
+
+
+def table(path: Path) -> str:
+    """Markdown table of a results file."""
+    lines = [
+        "| problem | n | m | derivative | JAX ms | torch eager / JAX | torch compiled / JAX "
+        "| compile s | break-even calls | compiled vs eager (rel) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    loads = []
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        if "rows" not in rec:
+            continue
+        loads.append(rec["load"][0])
+        for r in rec["rows"]:
+            j = r.get("jax_s")
+
+            def ratio(key: str, r: dict = r, j: float | None = j) -> str:
+                if r.get(key) is None or j is None:
+                    return "failed" if r.get(key.replace("_s", "_error")) else "-"
+                return f"{r[key] / j:.2f}"
+
+            be = r.get("break_even_calls")
+            be_s = "-" if be is None else ("never" if be == math.inf else f"{be:.0f}")
+            cs = "-" if r.get("compile_s") is None else f"{r['compile_s']:.1f}"
+            rel = r.get("compiled_vs_eager_rel")
+            lines.append(
+                f"| {r['problem']} | {r['n']} | {r['m']} | {r['derivative']}"
+                f"{' (' + r['method'] + ')' if r.get('method') else ''} | "
+                f"{'-' if j is None else f'{j * 1e3:.3g}'} | {ratio('eager_s')} | "
+                f"{ratio('compiled_s')} | {cs} | {be_s} | "
+                f"{'-' if rel is None else f'{rel:.1e}'} |"
+            )
+    if loads:
+        lines.append(
+            f"\nLoad average (1 min) while measuring: {min(loads):.1f} to {max(loads):.1f}."
+        )
+    return "\n".join(lines)
+
+
+def default_order() -> list[str]:
+    """Closed-form and sensitivity entries first, then PES, ODE, PDE; small before large."""
+    reg = problems.registry()
+
+    def rank(name: str) -> tuple[int, int, str]:
+        p = reg[name]()
+        tags = p.meta.get("tags", ())
+        group = (
+            3
+            if "pde" in tags
+            else 2
+            if "ode" in tags or "rk4-model" in tags
+            else 1
+            if "pes" in tags
+            else 0
+        )
+        return group, p.n, name
+
+    return sorted(reg, key=rank)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("problems", nargs="*", help="catalogue names (default: all)")
+    parser.add_argument("--out", type=Path, default=Path("bench_torch.jsonl"))
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--budget", type=float, default=3.0, help="seconds per configuration")
+    parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(table(args.table))
+        return
+    warnings.filterwarnings("ignore", category=FutureWarning)  # torch.compile internals
+    names = args.problems or default_order()
+    done = set()
+    if args.out.exists():
+        done = {json.loads(x).get("problem") for x in args.out.read_text().splitlines()}
+    with args.out.open("a") as fh:
+        if not done:
+            env = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+            fh.write(json.dumps({"env": env, "cmd": "python -m validation.bench_torch"}) + "\n")
+        for name in names:
+            if name in done:
+                continue
+            rec = measure(name, args.rounds, args.budget)
+            fh.write(json.dumps(rec) + "\n")
+            fh.flush()
+            print(name, f"load {rec['load'][0]:.1f}", flush=True)
+    print(table(args.out))
+
+
+if __name__ == "__main__":
+    main()
