@@ -17,10 +17,11 @@ import numpy as np
 
 from . import _arrays as A
 from ._problem import Problem
+from ._structure import StructuredHessian, memory_budget
 from ._tree import tree_map
 from .backends import get_backend
 from .backends.taylor import taylor_function
-from .errors import ShapeError, UnsupportedError
+from .errors import MemoryBudgetError, ShapeError, UnsupportedError
 
 __all__ = [
     "HESSIAN_METHODS",
@@ -215,9 +216,30 @@ class Derivatives:
         return self._call("value_and_grad", {}, x, [])
 
     def hessian(self, x: Any = None, *, method: str = "auto") -> Any:
-        """Hessian, shape ``(out..., n, n)``; ``method`` is fwd-rev, rev-rev or fwd-fwd."""
-        method = _choice(method, HESSIAN_METHODS, "Hessian method")
-        return self._call("hessian", {"method": "fwd-rev" if method == "auto" else method}, x, [])
+        """Hessian, shape ``(out..., n, n)``; ``method`` is fwd-rev, rev-rev, fwd-fwd or structured.
+
+        ``"auto"`` is ``"structured"`` when the problem's ``fn`` assembles its
+        Hessian from structure (:class:`~simdiff._structure.StructuredHessian`,
+        e.g. a sum of terms from :mod:`simdiff.pes`), else ``"fwd-rev"``.  A
+        dense AD Hessian whose intermediates would exceed the memory budget
+        is computed in chunks of Hessian-vector products, or refused with
+        :class:`~simdiff.errors.MemoryBudgetError` if even one would not fit.
+        """
+        method = _choice(method, (*HESSIAN_METHODS, "structured"), "Hessian method")
+        fn = self.problem.fn
+        structured = isinstance(fn, StructuredHessian)
+        if method == "structured" or (method == "auto" and structured):
+            if not structured:
+                raise UnsupportedError(
+                    f"method='structured' needs a problem whose fn assembles its Hessian from "
+                    f"structure (e.g. simdiff.pes.term_energy); {self.problem.name!r} has none"
+                )
+            return self._structured_hessian(x)
+        method = "fwd-rev" if method == "auto" else method
+        chunk = self._dense_chunk() if structured else None
+        if chunk is not None:
+            return self._chunked_hessian(x, chunk)
+        return self._call("hessian", {"method": method}, x, [])
 
     def hvp(self, v: Any, x: Any = None) -> Any:
         """Hessian-vector product ``H(x) v`` (forward over reverse), shape ``(n,)``.
@@ -263,6 +285,54 @@ class Derivatives:
     def derivative_tensor(self, x: Any = None, *, order: int) -> Any:
         """Full ``order``-th derivative tensor, shape ``(out..., n, ..., n)`` (``order`` n's)."""
         return self._call("derivative_tensor", {"order": _check_order(order)}, x, [])
+
+    # ------------------------------------------------------------------ structure
+    def _structured_hessian(self, x: Any) -> Any:
+        x = self.problem.x0 if x is None else x
+        kind, a, _, _ = self._prepare(x, "x", (self.problem.n,), self.check_finite)
+        xs = np.asarray(A.to_backend(a, kind, get_backend("numpy"), np.float64))
+        h = self.problem.fn.structured_hessian(xs, self.backend.name, np.dtype(self.dtype).name)
+        if self.check_finite:
+            A.check_finite_result(h, get_backend("numpy"), "simdiff.hessian (structured)")
+        return A.convert_out(h.astype(self.dtype, copy=False), kind, get_backend("numpy"))
+
+    def _dense_chunk(self) -> int | None:
+        """Tangents per batch for a dense Hessian within the memory budget (None: all at once)."""
+        n = self.problem.n
+        need = int(self.problem.fn.dense_hessian_bytes(n))
+        budget = memory_budget()
+        if need <= budget:
+            return None
+        chunk = int(n * budget // need)
+        if chunk < 1:
+            raise MemoryBudgetError(
+                f"the dense AD Hessian of {self.problem.name!r} (n = {n}) would need about "
+                f"{need / 2**30:.1f} GiB of intermediates ({need / n / 2**20:.1f} MiB per "
+                f"Hessian-vector product) and {budget / 2**30:.1f} GiB are available; use "
+                "method='structured' (assembled from the terms, the default) or "
+                "simdiff.hvp (matrix-free)"
+            )
+        return chunk
+
+    def _chunked_hessian(self, x: Any, chunk: int) -> Any:
+        """The dense Hessian as ``H e_i`` for batches of ``chunk`` unit vectors (H symmetric)."""
+        n = self.problem.n
+        x = self.problem.x0 if x is None else x
+        kind, a, batched, _ = self._prepare(x, "x", (n,), self.check_finite)
+        if batched:
+            raise ShapeError(
+                f"a batch of points needs the Hessians at once, beyond the memory budget for "
+                f"{self.problem.name!r}: pass one point of shape ({n},) at a time"
+            )
+        numpy = get_backend("numpy")
+        xs = np.asarray(A.to_backend(a, kind, numpy, np.float64))
+        rows = []
+        for s in range(0, n, chunk):
+            e = np.zeros((chunk, n), dtype=self.dtype)  # a fixed chunk shape: one compilation
+            m = min(chunk, n - s)
+            e[np.arange(m), s + np.arange(m)] = 1.0
+            rows.append(np.asarray(self.hvp(e, xs))[:m])
+        return A.convert_out(np.concatenate(rows, axis=0), kind, numpy)
 
     # ------------------------------------------------------------------ machinery
     def _prepare(self, a: Any, what: str, point_shape: tuple[int, ...], check: bool):
@@ -441,8 +511,11 @@ def hessian(
 ) -> Any:
     """Hessian, shape ``(out..., n, n)`` (``(n, n)`` for a scalar problem).
 
-    ``method``: ``"fwd-rev"`` (forward over reverse; ``"auto"``), ``"rev-rev"``
-    or ``"fwd-fwd"``; all give the same matrix to rounding.
+    ``method``: ``"fwd-rev"`` (forward over reverse), ``"rev-rev"`` or
+    ``"fwd-fwd"``, all the same matrix to rounding; ``"structured"`` assembles
+    it from the problem's structure (a sum of terms, :func:`simdiff.pes.term_energy`,
+    :func:`simdiff.pes.cluster_problem`).  ``"auto"`` is ``"structured"`` where
+    the problem has structure, else ``"fwd-rev"``.
 
     Examples
     --------

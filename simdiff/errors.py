@@ -11,12 +11,16 @@ from __future__ import annotations
 __all__ = [
     "BackendUnavailable",
     "DTypeError",
+    "InputError",
+    "InvalidIndexError",
+    "MemoryBudgetError",
     "NonFiniteError",
     "PrecisionWarning",
     "ShapeError",
     "SimdiffError",
     "SolverError",
     "StabilityError",
+    "StationarityWarning",
     "UnsupportedError",
 ]
 
@@ -31,6 +35,21 @@ class ShapeError(SimdiffError, ValueError):
 
 class DTypeError(SimdiffError, TypeError):
     """An array has the wrong dtype; the message names the expected and the actual dtype."""
+
+
+class InputError(SimdiffError, ValueError):
+    """An argument has a bad value (not its shape or dtype); the message names it and what was
+    expected."""
+
+
+class InvalidIndexError(SimdiffError, IndexError):
+    """An index is out of range or repeated where it must be distinct (atoms of a term, a mode
+    number); the message names the index, where it occurs and the valid range."""
+
+
+class MemoryBudgetError(SimdiffError, MemoryError):
+    """A computation would need more memory than is available; the message states how much and
+    the cheaper alternative."""
 
 
 class NonFiniteError(SimdiffError, FloatingPointError):
@@ -63,3 +82,8 @@ class PrecisionWarning(UserWarning):
     float32; simdiff switches x64 on when its jax backend loads, which may be
     after the array was made.
     """
+
+
+class StationarityWarning(UserWarning):
+    """An analysis that assumes a stationary point (normal modes, force constants) was asked for
+    at a point whose gradient does not vanish; the message states the gradient norm."""

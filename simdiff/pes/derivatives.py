@@ -18,7 +18,7 @@ from .._api import grad as _grad
 from .._problem import Problem
 from ..backends import get_backend
 from ..errors import NonFiniteError, ShapeError
-from .cluster import check_positions, cluster_info
+from .geometry import check_positions, cluster_info
 
 __all__ = ["cubic_force_constants", "forces"]
 

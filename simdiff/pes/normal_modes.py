@@ -24,7 +24,7 @@ import numpy as np
 from .._api import hessian as _hessian
 from .._problem import Problem
 from ..errors import ShapeError
-from .cluster import check_positions, cluster_info
+from .geometry import check_positions, cluster_info
 
 __all__ = [
     "NormalModes",

@@ -20,8 +20,8 @@ from .._api import hessian as _hessian
 from .._api import hvp as _hvp
 from .._api import value_and_grad as _value_and_grad
 from .._problem import Problem
-from .cluster import cluster_info
 from .derivatives import _point
+from .geometry import cluster_info
 from .normal_modes import internal_basis, normal_modes, rigid_body_basis
 
 __all__ = ["MINIMIZE_METHODS", "StationaryPoint", "find_minimum", "find_saddle", "stationary_index"]
