@@ -14,6 +14,7 @@ from .cluster import cluster_problem as cluster_problem
 from .cluster import pair_index as pair_index
 from .derivatives import cubic_force_constants as cubic_force_constants
 from .derivatives import forces as forces
+from .derivatives import quartic_force_constants as quartic_force_constants
 from .geometry import ClusterInfo as ClusterInfo
 from .geometry import check_positions as check_positions
 from .geometry import cluster_info as cluster_info
