@@ -198,6 +198,7 @@ class TermEnergy:
                 "geometry (simdiff.pes.cluster_problem(pair, x, ...))"
             )
         r = x[:, self.coords].reshape(-1, kd)  # (B*m, kd)
+        dtype = "float64" if dtype is None else dtype  # one cache entry for the default
         d = cached_derivatives(self.term_problem, backend, dtype=dtype)
         return np.asarray(d.hessian(r, method="fwd-rev"))
 
