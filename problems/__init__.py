@@ -7,8 +7,11 @@ problem's ``exact`` mapping carries analytic derivatives where they exist, and
 (``meta["tags"]``) and tolerances.  Modules are discovered automatically, so a
 new entry needs only a new module (or a line in an existing one).
 
-This package is importable from the repository root (pytest's ``pythonpath``)
-and is not part of the installed API.
+In the repository this package is ``problems`` (pytest's ``pythonpath``); the
+distribution ships it as ``simdiff.problems`` (so ``simdiff list`` and
+``simdiff report`` work from an installed wheel).  Code inside simdiff reaches
+it through ``simdiff._catalogue.catalogue()``.  It is reference material, not
+part of simdiff's public API.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from ._api import jvp as jvp
 from ._api import taylor as taylor
 from ._api import value_and_grad as value_and_grad
 from ._api import vjp as vjp
+from ._problem import CheckOptions as CheckOptions
 from ._problem import Problem as Problem
 from .backends import get_backend as get_backend
 from .backends import get_ops as get_ops
@@ -34,6 +35,9 @@ from .errors import (
 )
 from .errors import (
     NonFiniteError as NonFiniteError,
+)
+from .errors import (
+    OptionError as OptionError,
 )
 from .errors import (
     PrecisionWarning as PrecisionWarning,

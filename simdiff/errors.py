@@ -15,12 +15,14 @@ __all__ = [
     "InvalidIndexError",
     "MemoryBudgetError",
     "NonFiniteError",
+    "OptionError",
     "PrecisionWarning",
     "ShapeError",
     "SimdiffError",
     "SolverError",
     "StabilityError",
     "StationarityWarning",
+    "StoreError",
     "UnsupportedError",
 ]
 
@@ -67,12 +69,24 @@ class BackendUnavailable(SimdiffError, ImportError):
     """A backend's framework is not installed; the message says how to install it."""
 
 
+class OptionError(SimdiffError, ValueError):
+    """An option has an unknown key or a bad value; the message names the accepted ones."""
+
+
 class SolverError(SimdiffError, RuntimeError):
     """A numerical solver failed (step budget exhausted, step size underflow, ...)."""
 
 
 class StabilityError(SimdiffError, ValueError):
     """An explicit time step exceeds the method's stability limit; the message names the limit."""
+
+
+class StoreError(SimdiffError, ValueError):
+    """A path is not a simdiff results store, or the store is damaged.
+
+    The message names the path and says what to do (another path, restore a
+    copy, delete a damaged segment).
+    """
 
 
 class PrecisionWarning(UserWarning):

@@ -11,13 +11,15 @@ Arithmetic (``+ - * / ** @``), comparisons and indexing (``x[i]``,
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import contextlib
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from .._tree import tree_flatten, tree_map, tree_unflatten
 from ..errors import UnsupportedError
 
-__all__ = ["OP_NAMES", "Backend", "LoopOps", "Namespace", "Ops"]
+__all__ = ["CAPABILITIES", "OP_NAMES", "Array", "Backend", "LoopOps", "Namespace", "Ops", "OpsBase"]
 
 UNARY = (
     "abs", "negative", "sign", "sqrt", "square", "exp", "expm1", "log", "log1p",
@@ -52,8 +54,166 @@ class Namespace:
         self.__dict__.update(members)
 
 
-class Ops:
-    """Base class of the ``ops`` namespaces.
+#: An array of the active context: ``numpy.ndarray``, ``jax.Array``,
+#: ``torch.Tensor`` or a Taylor array.  The frameworks' array types share no
+#: common static type, so this is ``Any``; the op signatures below carry the rest.
+Array = Any
+
+
+Norm = str | None
+
+
+class _Linalg(Protocol):
+    def solve(self, a: Array, b: Array, /) -> Array: ...
+
+
+class _FFT(Protocol):
+    def rfft(
+        self, x: Array, /, n: int | None = None, axis: int = -1, norm: Norm = None
+    ) -> Array: ...
+    def irfft(
+        self, x: Array, /, n: int | None = None, axis: int = -1, norm: Norm = None
+    ) -> Array: ...
+    def fft(
+        self, x: Array, /, n: int | None = None, axis: int = -1, norm: Norm = None
+    ) -> Array: ...
+    def ifft(
+        self, x: Array, /, n: int | None = None, axis: int = -1, norm: Norm = None
+    ) -> Array: ...
+    def rfftfreq(self, n: int, /, d: float = 1.0) -> Array: ...
+    def fftfreq(self, n: int, /, d: float = 1.0) -> Array: ...
+
+
+class Ops(Protocol):
+    """The ``ops`` namespace a problem is written against, typed over :data:`OP_NAMES`.
+
+    Use it to annotate ``fn(x: Array, ops: Ops)``; every context (numpy, jax,
+    torch, taylor) satisfies it.  A test checks that its members are exactly
+    :data:`OP_NAMES`, :data:`CONSTANTS` and :data:`CAPABILITIES`.
+
+    Examples
+    --------
+    >>> from simdiff.backends import Ops, get_ops
+    >>> def energy(x, ops: Ops):
+    ...     return ops.sum(ops.square(x))
+    >>> float(energy(get_ops("numpy").asarray([1.0, 2.0]), get_ops("numpy")))
+    5.0
+    """
+
+    # --- constants and facts
+    name: str
+    dtype: Any
+    pi: float
+    e: float
+    inf: float
+    linalg: _Linalg
+    fft: _FFT
+
+    # --- capabilities (see CAPABILITIES)
+    @property
+    def traced(self) -> bool: ...
+    def errstate(self) -> AbstractContextManager[Any]: ...
+    def jacfwd(self, fn: Callable[[Array], Array], /) -> Callable[[Array], Array]: ...
+
+    # --- unary
+    def abs(self, x: Array, /) -> Array: ...
+    def negative(self, x: Array, /) -> Array: ...
+    def sign(self, x: Array, /) -> Array: ...
+    def sqrt(self, x: Array, /) -> Array: ...
+    def square(self, x: Array, /) -> Array: ...
+    def exp(self, x: Array, /) -> Array: ...
+    def expm1(self, x: Array, /) -> Array: ...
+    def log(self, x: Array, /) -> Array: ...
+    def log1p(self, x: Array, /) -> Array: ...
+    def sin(self, x: Array, /) -> Array: ...
+    def cos(self, x: Array, /) -> Array: ...
+    def tan(self, x: Array, /) -> Array: ...
+    def asin(self, x: Array, /) -> Array: ...
+    def acos(self, x: Array, /) -> Array: ...
+    def atan(self, x: Array, /) -> Array: ...
+    def sinh(self, x: Array, /) -> Array: ...
+    def cosh(self, x: Array, /) -> Array: ...
+    def tanh(self, x: Array, /) -> Array: ...
+    def asinh(self, x: Array, /) -> Array: ...
+    def acosh(self, x: Array, /) -> Array: ...
+    def atanh(self, x: Array, /) -> Array: ...
+    def isfinite(self, x: Array, /) -> Array: ...
+    def floor(self, x: Array, /) -> Array: ...
+    def round(self, x: Array, /) -> Array: ...
+
+    # --- binary
+    def add(self, x1: Array, x2: Array, /) -> Array: ...
+    def subtract(self, x1: Array, x2: Array, /) -> Array: ...
+    def multiply(self, x1: Array, x2: Array, /) -> Array: ...
+    def divide(self, x1: Array, x2: Array, /) -> Array: ...
+    def pow(self, x1: Array, x2: Array, /) -> Array: ...
+    def atan2(self, x1: Array, x2: Array, /) -> Array: ...
+    def maximum(self, x1: Array, x2: Array, /) -> Array: ...
+    def minimum(self, x1: Array, x2: Array, /) -> Array: ...
+
+    # --- reductions
+    def sum(self, x: Array, /, axis: Any = None, keepdims: bool = False) -> Array: ...
+    def prod(self, x: Array, /, axis: Any = None, keepdims: bool = False) -> Array: ...
+    def mean(self, x: Array, /, axis: Any = None, keepdims: bool = False) -> Array: ...
+    def max(self, x: Array, /, axis: Any = None, keepdims: bool = False) -> Array: ...
+    def min(self, x: Array, /, axis: Any = None, keepdims: bool = False) -> Array: ...
+    def cumsum(self, x: Array, /, axis: int | None = None) -> Array: ...
+
+    # --- shape
+    def reshape(self, x: Array, shape: Any, /) -> Array: ...
+    def stack(self, arrays: Sequence[Array], /, axis: int = 0) -> Array: ...
+    def concat(self, arrays: Sequence[Array], /, axis: int = 0) -> Array: ...
+    def roll(self, x: Array, shift: Any, /, axis: Any = None) -> Array: ...
+    def permute_dims(self, x: Array, axes: Sequence[int], /) -> Array: ...
+    def expand_dims(self, x: Array, /, axis: int) -> Array: ...
+    def squeeze(self, x: Array, /, axis: Any) -> Array: ...
+    def broadcast_to(self, x: Array, shape: Any, /) -> Array: ...
+    def flip(self, x: Array, /, axis: Any = None) -> Array: ...
+    def take(self, x: Array, indices: Any, /, axis: int | None = None) -> Array: ...
+    def where(self, condition: Array, x1: Array, x2: Array, /) -> Array: ...
+    def clip(self, x: Array, /, min: Any = None, max: Any = None) -> Array: ...
+
+    # --- linear algebra and transforms
+    def matmul(self, x1: Array, x2: Array, /) -> Array: ...
+    def vecdot(self, x1: Array, x2: Array, /, axis: int = -1) -> Array: ...
+    def einsum(self, subscripts: str, /, *operands: Array) -> Array: ...
+
+    # --- creation
+    def asarray(self, x: Any, /, dtype: Any = None) -> Array: ...
+    def zeros(self, shape: Any, /, dtype: Any = None) -> Array: ...
+    def ones(self, shape: Any, /, dtype: Any = None) -> Array: ...
+    def full(self, shape: Any, fill_value: Any, /, dtype: Any = None) -> Array: ...
+    def zeros_like(self, x: Array, /) -> Array: ...
+    def ones_like(self, x: Array, /) -> Array: ...
+    def full_like(self, x: Array, fill_value: Any, /) -> Array: ...
+    def arange(
+        self, start: Any, /, stop: Any = None, step: Any = 1, dtype: Any = None
+    ) -> Array: ...
+    def linspace(self, start: Any, stop: Any, num: int, /, endpoint: bool = True) -> Array: ...
+    def eye(self, n: int, /, m: int | None = None, k: int = 0) -> Array: ...
+
+    # --- control
+    def scan(
+        self,
+        step: Callable[[Any, Any], tuple[Any, Any]],
+        carry: Any,
+        /,
+        xs: Any = None,
+        length: int | None = None,
+    ) -> tuple[Any, Any]: ...
+    def checkpoint(self, fn: Callable[..., Any], /) -> Callable[..., Any]: ...
+    def stop_gradient(self, x: Array, /) -> Array: ...
+
+
+#: What a context says about itself beyond the ops (asked by solvers instead of its name):
+#: ``traced`` (values are symbolic while a transform runs: no Python control flow on
+#: them), ``errstate()`` (a context manager silencing floating-point warnings where the
+#: context emits them) and ``jacfwd(fn)`` (forward-mode Jacobian inside a solver).
+CAPABILITIES = ("traced", "errstate", "jacfwd")
+
+
+class OpsBase:
+    """Base class of the ``ops`` namespaces (each satisfies the :class:`Ops` protocol).
 
     Attributes
     ----------
@@ -61,12 +221,29 @@ class Ops:
         The context: ``"numpy"``, ``"jax"``, ``"torch"`` or ``"taylor"``.
     dtype : object
         The floating dtype new arrays get (float64 unless asked otherwise).
+    traced : bool
+        Whether values are symbolic under the context's transforms (JAX, and
+        Taylor over JAX): loops must be ``ops.scan``, and a value cannot be
+        read as a Python bool.
     """
 
     name: str = "base"
+    dtype: Any = None
+    traced: bool = False
     pi = 3.141592653589793
     e = 2.718281828459045
     inf = float("inf")
+
+    def errstate(self) -> AbstractContextManager[Any]:
+        """Silence floating-point warnings for a block (numpy emits them; the others do not)."""
+        return contextlib.nullcontext()
+
+    def jacfwd(self, fn: Callable[[Array], Array]) -> Callable[[Array], Array]:
+        """Forward-mode Jacobian of ``fn`` inside a solver (the context's own transform)."""
+        raise UnsupportedError(
+            f"ops.jacfwd is not available in the {self.name!r} context; pass an analytic "
+            "Jacobian instead"
+        )
 
     def __getattr__(self, item: str) -> Any:
         # Only reached for names the context lacks.
@@ -78,7 +255,7 @@ class Ops:
         return f"<simdiff ops: {self.name}, dtype={self.dtype}>"
 
 
-class LoopOps(Ops):
+class LoopOps(OpsBase):
     """Shared Python-loop implementation of ``scan`` for the eager contexts."""
 
     def scan(
@@ -125,23 +302,91 @@ def _scan_length(xs: Any, length: int | None) -> int:
 
 
 class Backend:
-    """A framework simdiff differentiates with: transforms plus conversions.
+    """A framework simdiff differentiates with: transforms, conversions and capabilities.
 
     Subclasses provide ``grad, jvp, vjp, jacfwd, jacrev, vmap`` with the
     signatures of ``jax``/``torch.func``, ``jit`` (identity where there is no
-    compiler), and conversion between native arrays and numpy.
+    compiler), and conversion between native arrays and numpy.  Code above
+    ``simdiff/backends/`` asks a backend what it can do through the attributes
+    and methods below, never by comparing its name.
+
+    Attributes
+    ----------
+    name : str
+    differentiable : bool
+        Whether the transforms exist (numpy: evaluation only).
+    optional_compiler : bool
+        Whether :meth:`compile` exists (an optional compiler on top of ``jit``:
+        ``torch.compile``).
+    prefers_batched_calls : bool
+        Whether one vmapped call over many points beats a loop of single calls
+        (JAX: yes, one compiled kernel; torch eager: no, vmap adds overhead per op).
+    precision_hint : str
+        Appended to the float32-input warning (how to get float64 arrays in this framework).
     """
 
     name: str = "base"
     differentiable: bool = True
+    #: True where compiling is a choice (torch.compile); False where the backend
+    #: always compiles (jax.jit) or never does (numpy).  See ``simdiff._compile``.
+    optional_compiler: bool = False
+    #: What an uncompiled call runs as (``cache_info()``'s ``path``): "jit" or "eager".
+    plain_path: str = "eager"
+    prefers_batched_calls: bool = True
+    precision_hint: str = ""
+    #: The class of this backend's ``ops`` namespaces.
+    ops_class: type[OpsBase] = OpsBase
+
+    # --- transforms (subclasses set these to the framework's functions)
+    grad: Callable[..., Any]
+    jvp: Callable[..., Any]
+    vjp: Callable[..., Any]
+    jacfwd: Callable[..., Any]
+    jacrev: Callable[..., Any]
+
+    def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
+        raise NotImplementedError
 
     def ops(self, dtype: Any = None, device: Any = None) -> Ops:
         raise NotImplementedError
+
+    def runs(self, ops: Any) -> bool:
+        """Whether ``ops`` is this backend's own context (not, e.g., Taylor over it)."""
+        return type(ops) is self.ops_class
+
+    # --- compilation
+    def jit(self, fn: Callable[..., Any], on_compile: Callable[[], None] | None = None):
+        """``fn`` compiled where the framework compiles; ``on_compile()`` runs once per compilation.
+
+        The default (eager frameworks) compiles nothing: ``fn`` is returned
+        and ``on_compile`` runs once, now (building the callable is its
+        "compilation"), so counters mean the same on every backend.
+        """
+        if on_compile is not None:
+            on_compile()
+        return fn
+
+    def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """An optional compiler on top of :meth:`jit` (see ``optional_compiler``)."""
+        raise UnsupportedError(f"backend {self.name!r} has no compiler beyond jit")
 
     @staticmethod
     def block_until_ready(x: Any) -> Any:
         """Wait for an asynchronous result (JAX); eager backends return ``x`` at once."""
         return x
+
+    def warm_up(self) -> None:
+        """Initialise the framework (imports, runtime start-up) outside any timing."""
+
+    # --- arrays
+
+    def hessian_method(self, n: int, m: int) -> str:
+        """Hessian method for ``method="auto"``: ``n`` inputs, ``m`` outputs (1 if scalar).
+
+        Forward over reverse by default (JAX's choice: one forward sweep per
+        input through the reverse pass); backends override it from measurements.
+        """
+        return "fwd-rev"
 
     def is_native(self, x: Any) -> bool:
         raise NotImplementedError
@@ -151,6 +396,30 @@ class Backend:
 
     def to_numpy(self, x: Any) -> Any:
         raise NotImplementedError
+
+    def dtype_name(self, x: Any) -> str:
+        """The dtype of native array ``x`` as numpy spells it (``"float32"``, ``"bool"``, ...)."""
+        return str(x.dtype)
+
+    def device_of(self, x: Any) -> Any:
+        """The device of native array ``x``, or ``None`` where the backend has one device."""
+        return None
+
+    def concrete(self, x: Any) -> Any:
+        """``x`` as a numpy array, or ``None`` if it has no value now (a tracer under jit/vmap)."""
+        return self.to_numpy(x)
+
+    # --- threads
+    def threads(self) -> dict[str, Any]:
+        """The framework's thread counts in effect (empty where it has no setting)."""
+        return {}
+
+    def set_threads(self, n: int) -> None:
+        """Use ``n`` threads from now on, where the framework allows it after import."""
+        raise UnsupportedError(
+            f"backend {self.name!r} cannot change its thread count after import; "
+            "call simdiff.backends.set_threads(n) before it is first used"
+        )
 
     def __repr__(self) -> str:
         return f"<simdiff backend {self.name!r}>"

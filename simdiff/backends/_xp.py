@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import BINARY, REDUCTIONS, UNARY, Namespace, Ops
+from ._base import BINARY, REDUCTIONS, UNARY, Namespace, OpsBase
 
 _DIRECT = (
     *UNARY, *BINARY, *REDUCTIONS,
@@ -13,7 +13,7 @@ _DIRECT = (
 )  # fmt: skip
 
 
-class XPOps(Ops):
+class XPOps(OpsBase):
     """Ops over a namespace ``xp`` that already uses Array-API names."""
 
     def __init__(self, xp: Any, dtype: Any) -> None:

@@ -81,7 +81,10 @@ class TaylorOps(LoopOps):
             raise ValueError(f"Taylor order must be a non-negative integer; got {order!r}")
         self.base = base
         self.order = int(order)
+        self.rows = self.order + 1  # coefficient rows of an array (the collapsed context has more)
         self.dtype = base.dtype
+        self.traced = base.traced  # Taylor over JAX traces like JAX
+        self.errstate = base.errstate
         self.s = Series(base, self.order)
         if base.name == "jax":
             register_jax_pytree()
@@ -116,6 +119,10 @@ class TaylorOps(LoopOps):
         c = x.coeffs if _is(x) else self.s.lift(x)
         return c if nd is None else self.s.align(c, nd)
 
+    def _plain(self, *xs: Any) -> list[Any]:
+        """Host arrays (numpy) as arrays of the base context; everything else as it is."""
+        return [self.base.asarray(x) if isinstance(x, np.ndarray) else x for x in xs]
+
     def _pair(self, x: Any, y: Any) -> tuple[Any, Any]:
         nd = max(_ndim(x), _ndim(y))
         return self.coeffs(x, nd), self.coeffs(y, nd)
@@ -126,6 +133,7 @@ class TaylorOps(LoopOps):
 
     # ------------------------------------------------------------------ binary arithmetic
     def add(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.add(x, y)
         if _is(x) and _is(y):
@@ -134,7 +142,7 @@ class TaylorOps(LoopOps):
         t, p = (x, y) if _is(x) else (y, x)
         c = self.coeffs(t, max(t.ndim, _ndim(p)))
         c0 = c[0] + p if _is(x) else p + c[0]
-        rest = self.base.broadcast_to(c[1:], (self.order, *c0.shape))
+        rest = self.base.broadcast_to(c[1:], (self.rows - 1, *c0.shape))
         return self.wrap(self.base.concat([c0[None], rest]))
 
     def subtract(self, x: Any, y: Any) -> Any:
@@ -143,6 +151,7 @@ class TaylorOps(LoopOps):
         return self.add(x, self.negative(y) if _is(y) else -y)
 
     def multiply(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.multiply(x, y)
         if _is(x) and _is(y):
@@ -152,6 +161,7 @@ class TaylorOps(LoopOps):
         return self._scaled(y, x, lambda c, p: p * c)
 
     def divide(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.divide(x, y)
         if not _is(y):
@@ -159,6 +169,7 @@ class TaylorOps(LoopOps):
         return self.wrap(self.s.divide(*self._pair(x, y)))
 
     def pow(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.pow(x, y)
         if _is(y):  # x ** y = exp(y log x)
@@ -172,19 +183,19 @@ class TaylorOps(LoopOps):
         return self._scaled(x, y, self.s.pow_real)
 
     def atan2(self, y: Any, x: Any) -> Any:
+        y, x = self._plain(y, x)
         if not (_is(x) or _is(y)):
             return self.base.atan2(y, x)
-        s, (cy, cx) = self.s, self._pair(y, x)
-        num = s.cauchy(cx, s.deriv(cy)) - s.cauchy(cy, s.deriv(cx))
-        den = s.cauchy(cx, cx) + s.cauchy(cy, cy)
-        return self.wrap(s.integral(self.base.atan2(cy[0], cx[0]), s.divide(num, den)))
+        return self.wrap(self.s.atan2(*self._pair(y, x)))
 
     def maximum(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.maximum(x, y)
         return self.where(_primal(x) >= _primal(y), x, y)
 
     def minimum(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.minimum(x, y)
         return self.where(_primal(x) <= _primal(y), x, y)
@@ -290,12 +301,14 @@ class TaylorOps(LoopOps):
         """Select on a plain boolean ``condition`` (from comparisons of primals)."""
         if _is(condition):
             raise TypeError("ops.where: the condition must be a boolean array, got a TaylorArray")
+        condition, x1, x2 = self._plain(condition, x1, x2)
         if not (_is(x1) or _is(x2)):
             return self.base.where(condition, x1, x2)
         nd = max(_ndim(condition), _ndim(x1), _ndim(x2))
         return self.wrap(self.base.where(condition, self.coeffs(x1, nd), self.coeffs(x2, nd)))
 
     def clip(self, x: Any, min: Any = None, max: Any = None) -> Any:
+        x, min, max = self._plain(x, min, max)
         if not (_is(x) or _is(min) or _is(max)):
             return self.base.clip(x, min, max)
         out = x
@@ -331,9 +344,7 @@ class TaylorOps(LoopOps):
         if not _is(x):
             return self.base.cumsum(x, axis=axis)
         if axis is None:
-            return self.wrap(
-                self.base.cumsum(self.base.reshape(x.coeffs, (self.order + 1, -1)), axis=1)
-            )
+            return self.wrap(self.base.cumsum(self.base.reshape(x.coeffs, (self.rows, -1)), axis=1))
         return self.wrap(self.base.cumsum(x.coeffs, axis=self._axes(axis, x.ndim)[0]))
 
     def prod(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -346,7 +357,7 @@ class TaylorOps(LoopOps):
         keep = [a for a in range(1, x.ndim + 1) if a not in axes]
         c = b.permute_dims(x.coeffs, (0, *axes, *keep))
         kept_shape = tuple(c.shape[1 + len(axes) :])
-        c = b.reshape(c, (self.order + 1, -1, *kept_shape))
+        c = b.reshape(c, (self.rows, -1, *kept_shape))
         while c.shape[1] > 1:
             n = int(c.shape[1])
             half = n // 2
@@ -386,7 +397,7 @@ class TaylorOps(LoopOps):
         if not _is(x):
             return self.base.reshape(x, shape)
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        return self._mapped(x, lambda c: self.base.reshape(c, (self.order + 1, *shape)))
+        return self._mapped(x, lambda c: self.base.reshape(c, (self.rows, *shape)))
 
     def _join(self, name: str, arrays: Any, axis: int) -> Any:
         arrays = list(arrays)
@@ -408,7 +419,7 @@ class TaylorOps(LoopOps):
             return self.base.roll(x, shift, axis=axis)
         b = self.base
         if axis is None:
-            flat = b.reshape(x.coeffs, (self.order + 1, -1))
+            flat = b.reshape(x.coeffs, (self.rows, -1))
             return self.wrap(b.reshape(b.roll(flat, shift, axis=1), x.coeffs.shape))
         axes = self._axes(axis, x.ndim)
         return self.wrap(b.roll(x.coeffs, shift, axis=axes if isinstance(axis, tuple) else axes[0]))
@@ -439,7 +450,7 @@ class TaylorOps(LoopOps):
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         return self._mapped(
             x,
-            lambda c: self.base.broadcast_to(self.s.align(c, len(shape)), (self.order + 1, *shape)),
+            lambda c: self.base.broadcast_to(self.s.align(c, len(shape)), (self.rows, *shape)),
         )
 
     def flip(self, x: Any, axis: Any = None) -> Any:
@@ -453,7 +464,7 @@ class TaylorOps(LoopOps):
             return self.base.take(x, indices, axis=axis)
         b = self.base
         if axis is None:
-            return self.wrap(b.take(b.reshape(x.coeffs, (self.order + 1, -1)), indices, axis=1))
+            return self.wrap(b.take(b.reshape(x.coeffs, (self.rows, -1)), indices, axis=1))
         return self._mapped(x, lambda c: b.take(c, indices, axis=self._axes(axis, x.ndim)[0]))
 
     # ------------------------------------------------------------------ linear
@@ -510,8 +521,12 @@ class TaylorOps(LoopOps):
         return self.wrap(self.s.lift(self.base.stop_gradient(x.coeffs[0])))
 
     def checkpoint(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Identity: Taylor propagation is forward-only, there is nothing to rematerialise."""
-        return fn
+        """Identity: Taylor propagation is forward-only, there is nothing to rematerialise.
+
+        Host (numpy) arguments are made arrays of the base context, as the
+        base context's ``checkpoint`` does.
+        """
+        return lambda *args: fn(*self._plain(*args))
 
     def scan(self, step: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any = None,
              length: int | None = None) -> tuple[Any, Any]:  # fmt: skip

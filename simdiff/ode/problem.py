@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._problem import Problem
+from .._problem import CheckOptions, Problem
 from ..backends import get_backend
 from ..errors import ShapeError, SolverError
 from ._base import Rhs, SolveInfo, Solver, status_message
@@ -125,6 +125,10 @@ class ODEProblem(Problem):
     wrt : {"params", "y0", "both"}
     name, exact, meta
         As for :class:`simdiff.Problem`.
+    check_options : CheckOptions, optional
+        As for :class:`simdiff.Problem`; default
+        ``CheckOptions(solver_rtol=solver.rtol)`` for an adaptive solver (the
+        accuracy :func:`simdiff.check` floors its references at).
     **solver_options
         Passed to the solver named by ``solver`` (``rtol``, ``atol``,
         ``max_steps``, ``n_steps``, ...).
@@ -167,6 +171,7 @@ class ODEProblem(Problem):
         name: str | None = None,
         exact: Mapping[str, Callable[..., Any]] | None = None,
         meta: Mapping[str, Any] | None = None,
+        check_options: CheckOptions | None = None,
         **solver_options: Any,
     ) -> None:
         if not callable(rhs):
@@ -185,9 +190,11 @@ class ODEProblem(Problem):
         self._check_rhs()
         x0 = {"params": params, "y0": y0, "both": np.concatenate([params, y0])}[wrt]
         backends = getattr(self.solver, "backends", None)
+        if check_options is None:  # an adaptive solver declares its accuracy to simdiff.check
+            check_options = CheckOptions(solver_rtol=float(getattr(self.solver, "rtol", 0.0)))
         super().__init__(
             self._fn, x0, name=name or getattr(rhs, "__name__", "ode"), exact=exact,
-            backends=backends, meta=meta,
+            backends=backends, meta=meta, check_options=check_options,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ internals

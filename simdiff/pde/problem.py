@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._problem import Problem
+from .._problem import CheckOptions, Problem
 from ..errors import UnsupportedError
 from ..ode.rk import EULER, HEUN, RK4, ButcherTableau, rk_step
 from .etdrk import etdrk4_integrate
@@ -284,6 +284,7 @@ def pde_problem(
     name: str | None = None,
     exact: Mapping[str, Callable[..., Any]] | None = None,
     meta: Mapping[str, Any] | None = None,
+    check_options: CheckOptions | None = None,
 ) -> Problem:
     """A :class:`simdiff.Problem` whose input is the initial field or the parameters.
 
@@ -313,7 +314,7 @@ def pde_problem(
     checkpoint : bool or int
         Rematerialisation for long horizons (see :func:`simdiff.pde.marching.march`;
         bounds memory on JAX; the identity under torch.func).
-    name, exact, meta
+    name, exact, meta, check_options
         Passed to :class:`simdiff.Problem` (``meta`` gains the setup).
 
     Returns
@@ -408,4 +409,5 @@ def pde_problem(
         name=name or f"{equation.name}_{'field' if not names else '_'.join(names)}",
         exact=exact,
         meta={"tags": ("pde",), "setup": setup, **(meta or {})},
+        check_options=check_options,
     )

@@ -55,9 +55,9 @@ def forces(problem: Problem, x: Any = None, *, backend: str = "jax") -> np.ndarr
 
 
 def _third_fn(problem: Problem, backend: str) -> Callable[..., Any]:
-    """The compiled contraction, kept in the problem's cache beside its ``Derivatives``."""
-    fns = problem._cache.setdefault(("pes.cubic_force_constants",), {})
-    if backend not in fns:
+    """The compiled contraction, kept in the problem's derivative cache."""
+
+    def build() -> Callable[..., Any]:
         T = get_backend(backend)
         ops = T.ops()
 
@@ -73,8 +73,9 @@ def _third_fn(problem: Problem, backend: str) -> Callable[..., Any]:
             dhs = T.vmap(dh)(block.T)  # (c, n, n): H'[block[:, k]]
             return modes.T @ dhs @ modes  # (c, m, m): phi[i, j, k] at [k, i, j]
 
-        fns[backend] = T.jit(contract)
-    return fns[backend]
+        return T.jit(contract)
+
+    return problem.cache.get(("pes.cubic_force_constants", backend), build)
 
 
 def _modes(problem: Problem, modes: Any) -> np.ndarray:
