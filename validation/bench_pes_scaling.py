@@ -24,13 +24,18 @@ relative to its largest entry; ``struct-cut-*`` are compared with
 ``struct-cut-jax``, and ``struct-cut-jax`` with the dense AD Hessian of the
 switched all-pairs energy where that is measured.
 
-    python -m validation.bench_pes_scaling --sizes 38 150 500 1000 2000 --repeats 5
+    python -m validation.bench_pes_scaling --sizes 38 150 500 1000 2000 --repeats 5 --threads 1
+
+``--threads 1`` pins torch's and XLA's intra-op threads: on an oversubscribed
+machine torch's default of one thread per core slowed the torch term Hessians
+about sixfold (N = 1000 with cutoff: 3.3 s with 2 threads, 0.54 s with 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -172,9 +177,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--dense-max", type=int, default=150, help="largest N for dense AD")
     parser.add_argument("--torch-max", type=int, default=1000, help="largest N, torch all pairs")
     parser.add_argument("--ase-max", type=int, default=150, help="largest N for ASE Vibrations")
-    parser.add_argument("--threads", type=int, help="torch intra-op threads")
+    parser.add_argument("--threads", type=int, help="intra-op threads for torch and XLA")
     args = parser.parse_args(argv)
-    if args.threads:
+    if args.threads:  # before JAX is imported (the builders import it)
+        os.environ["XLA_FLAGS"] = (f"--xla_cpu_multi_thread_eigen=false "
+                                   f"intra_op_parallelism_threads={args.threads}")  # fmt: skip
         import torch
 
         torch.set_num_threads(args.threads)

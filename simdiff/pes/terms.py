@@ -33,6 +33,9 @@ from .geometry import ClusterInfo, check_masses, minimum_image
 
 __all__ = ["TermEnergy", "check_index", "structured_hessian", "term_energy"]
 
+#: Terms per vectorised call of the term Hessian (larger sums are computed in batches of this).
+TERM_CHUNK = 2**18
+
 #: Floats of intermediates per term and tangent in the dense AD Hessian, per coordinate of a
 #: term (measured for Lennard-Jones pairs on JAX and torch, rounded up).
 _DENSE_FLOATS_PER_TERM_COORD = 8
@@ -183,7 +186,8 @@ class TermEnergy:
         """Hessians of every term at ``x`` (shape ``(n,)`` or ``(B, n)``): ``(B*m, kd, kd)``.
 
         One vmapped (and on JAX jit-compiled) call of the backend's Hessian of
-        one term, through :class:`simdiff.Derivatives` of :attr:`term_problem`.
+        one term, through :class:`simdiff.Derivatives` of :attr:`term_problem`,
+        per batch of :data:`TERM_CHUNK` terms.
         """
         x = np.asarray(x, dtype=np.float64).reshape(-1, self.n_particles * self.dim)
         kd = self.k * self.dim
@@ -200,7 +204,18 @@ class TermEnergy:
         r = x[:, self.coords].reshape(-1, kd)  # (B*m, kd)
         dtype = "float64" if dtype is None else dtype  # one cache entry for the default
         d = cached_derivatives(self.term_problem, backend, dtype=dtype)
-        return np.asarray(d.hessian(r, method="fwd-rev"))
+        total = r.shape[0]
+        if total <= TERM_CHUNK:
+            return np.asarray(d.hessian(r, method="fwd-rev"))
+        # fixed-size batches (the last padded with copies of a valid term): bounded memory
+        # and one compilation, whatever the number of terms
+        out = np.empty((total, kd, kd))
+        for s in range(0, total, TERM_CHUNK):
+            part = r[s : s + TERM_CHUNK]
+            if part.shape[0] < TERM_CHUNK:
+                part = np.concatenate([part, np.repeat(part[:1], TERM_CHUNK - part.shape[0], 0)])
+            out[s : s + TERM_CHUNK] = np.asarray(d.hessian(part, method="fwd-rev"))[: total - s]
+        return out
 
     def structured_hessian(
         self, x: np.ndarray, backend: str, dtype: Any = None, *, sparse: bool = False
