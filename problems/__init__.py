@@ -51,5 +51,7 @@ def get(name: str) -> simdiff.Problem:
     """Build the catalogue problem ``name``; an unknown name lists the valid ones."""
     reg = registry()
     if name not in reg:
-        raise KeyError(f"unknown catalogue problem {name!r}; valid names: {', '.join(sorted(reg))}")
+        raise simdiff.NotFoundError(
+            f"unknown catalogue problem {name!r}; valid names: {', '.join(sorted(reg))}"
+        )
     return reg[name]()

@@ -45,7 +45,7 @@ from ._check_tol import (
 )
 from ._problem import Problem, validate_exact
 from .backends import AD_BACKENDS
-from .errors import ShapeError, SimdiffError
+from .errors import InputError, InputTypeError, ShapeError, SimdiffError
 
 __all__ = [
     "C_ERR",
@@ -175,17 +175,17 @@ def _validate(
     problem: Any, x: Any, derivatives: Sequence[str], backends: Sequence[str], orders: Sequence[int]
 ) -> tuple[np.ndarray, list[str]]:
     if not isinstance(problem, Problem):
-        raise TypeError(f"check expects a simdiff.Problem; got {type(problem).__name__}")
+        raise InputTypeError(f"check expects a simdiff.Problem; got {type(problem).__name__}")
     unknown = [d for d in derivatives if d not in DERIVATIVES]
     if unknown:
-        raise ValueError(f"unknown derivatives {unknown}; expected a subset of {list(DERIVATIVES)}")
+        raise InputError(f"unknown derivatives {unknown}; expected a subset of {list(DERIVATIVES)}")
     bad = [b for b in backends if b not in AD_BACKENDS]
     if bad or not backends:
-        raise ValueError(
+        raise InputError(
             f"backends must be a non-empty subset of {list(AD_BACKENDS)}; got {backends}"
         )
     if any(not isinstance(k, int) or k < 1 for k in orders):
-        raise ValueError(f"orders must be positive integers; got {list(orders)}")
+        raise InputError(f"orders must be positive integers; got {list(orders)}")
     validate_exact(problem.exact, where=f"check({problem.name!r})")
     x = problem.x0 if x is None else np.asarray(x, dtype=np.float64)
     if x.shape != (problem.n,):

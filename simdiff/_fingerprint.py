@@ -15,6 +15,7 @@ import numpy as np
 
 from ._api import jvp, value_and_grad
 from ._problem import Problem
+from .errors import InputTypeError
 
 __all__ = ["fingerprint"]
 
@@ -80,7 +81,7 @@ def fingerprint(problem: Problem, *, backend: str | None = None, probes: int = 3
     (True, False)
     """
     if not isinstance(problem, Problem):
-        raise TypeError(f"fingerprint needs a simdiff.Problem; got {type(problem).__name__}")
+        raise InputTypeError(f"fingerprint needs a simdiff.Problem; got {type(problem).__name__}")
     if backend is None:
         backend = next((b for b in ("jax", "torch") if problem.supports(b)), None)
     h = hashlib.sha256()

@@ -11,7 +11,14 @@ import numpy as np
 
 from ._cache import DerivativeCache
 from .backends import BACKENDS, get_backend
-from .errors import DTypeError, OptionError, ShapeError, UnsupportedError
+from .errors import (
+    DTypeError,
+    InputError,
+    InputTypeError,
+    OptionError,
+    ShapeError,
+    UnsupportedError,
+)
 
 __all__ = ["EXACT_KEYS", "CheckOptions", "Problem"]
 
@@ -161,7 +168,7 @@ class Problem:
         check_options: CheckOptions | None = None,
     ) -> None:
         if not callable(fn):
-            raise TypeError(f"Problem needs a callable fn(x, ops); got {type(fn).__name__}")
+            raise InputTypeError(f"Problem needs a callable fn(x, ops); got {type(fn).__name__}")
         x0 = np.asarray(x0)
         if x0.dtype.kind not in "fiu":
             raise DTypeError(f"Problem x0 must be a real float array; got dtype {x0.dtype}")
@@ -170,7 +177,7 @@ class Problem:
             raise ShapeError(f"Problem x0 must have shape (n,) with n >= 1; got shape {x0.shape}")
         if not np.all(np.isfinite(x0)):
             bad = int(np.flatnonzero(~np.isfinite(x0))[0])
-            raise ValueError(f"Problem x0 must be finite; x0[{bad}] = {x0[bad]}")
+            raise InputError(f"Problem x0 must be finite; x0[{bad}] = {x0[bad]}")
         self.fn = fn
         self.x0 = x0
         self.name = name or getattr(fn, "__name__", "problem")
@@ -185,7 +192,7 @@ class Problem:
         self.check_options = check_options
         unknown = set(backends or ()) - set(BACKENDS)
         if unknown:
-            raise ValueError(f"unknown backends {sorted(unknown)}; expected a subset of {BACKENDS}")
+            raise InputError(f"unknown backends {sorted(unknown)}; expected a subset of {BACKENDS}")
         self.backends = tuple(backends) if backends else BACKENDS
         self.meta = dict(meta or {})
         self._output_shape: tuple[int, ...] | None = None

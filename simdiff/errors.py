@@ -12,10 +12,14 @@ __all__ = [
     "BackendUnavailable",
     "DTypeError",
     "InputError",
+    "InputTypeError",
     "InvalidIndexError",
+    "LeakError",
     "MemoryBudgetError",
     "NonFiniteError",
+    "NotFoundError",
     "OptionError",
+    "OutOfRangeError",
     "PrecisionWarning",
     "ShapeError",
     "SimdiffError",
@@ -31,6 +35,42 @@ class SimdiffError(Exception):
     """Base class of every simdiff error."""
 
 
+class InputError(SimdiffError, ValueError):
+    """An argument has an invalid value (non-finite data, an unknown option, a bad order, ...).
+
+    The message names the argument, what was expected and what was got.
+    """
+
+
+class InputTypeError(SimdiffError, TypeError):
+    """An argument has the wrong type (e.g. ``Derivatives(problem=...)`` given a function)."""
+
+
+class NotFoundError(SimdiffError, KeyError):
+    """A name is unknown (a catalogue problem, a stored run); the message lists the known ones.
+
+    ``str()`` is the message itself: a plain ``KeyError`` would wrap it in quotes.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class OutOfRangeError(SimdiffError, IndexError):
+    """An index is outside the valid range; the message names the index and the range."""
+
+
+class LeakError(SimdiffError, RuntimeError):
+    """A derivative ignores part of the problem's computation.
+
+    The problem left the traced computation: ``float(x[i])``, ``x.item()``,
+    a round trip through numpy, or a Python ``if`` on an array value turned
+    part of it into a constant.  Raised by JAX's tracer (converted) and by the
+    leak probe of :class:`simdiff.Derivatives` on torch; the message names the
+    likely causes.
+    """
+
+
 class ShapeError(SimdiffError, ValueError):
     """An array has the wrong shape; the message names the expected and the actual shape."""
 
@@ -39,13 +79,8 @@ class DTypeError(SimdiffError, TypeError):
     """An array has the wrong dtype; the message names the expected and the actual dtype."""
 
 
-class InputError(SimdiffError, ValueError):
-    """An argument has a bad value (not its shape or dtype); the message names it and what was
-    expected."""
-
-
-class InvalidIndexError(SimdiffError, IndexError):
-    """An index is out of range or repeated where it must be distinct (atoms of a term, a mode
+class InvalidIndexError(OutOfRangeError):
+    """An index array is out of range or repeats what must be distinct (atoms of a term, a mode
     number); the message names the index, where it occurs and the valid range."""
 
 
@@ -69,7 +104,7 @@ class BackendUnavailable(SimdiffError, ImportError):
     """A backend's framework is not installed; the message says how to install it."""
 
 
-class OptionError(SimdiffError, ValueError):
+class OptionError(InputError):
     """An option has an unknown key or a bad value; the message names the accepted ones."""
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ._report_figures import fig_claims, fig_first_call, fig_ratio_to_jax
+from .errors import InputError
 from .store import Store
 
 __all__ = ["write_report"]
@@ -101,7 +102,7 @@ def write_report(
     store = store if isinstance(store, Store) else Store(store)
     run = run or store.latest_run()
     if run is None:
-        raise ValueError(f"{store.path} holds no runs to report on")
+        raise InputError(f"{store.path} holds no runs to report on")
     info = next(r for r in store.runs() if r["id"] == run)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

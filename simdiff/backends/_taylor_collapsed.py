@@ -44,7 +44,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import UnsupportedError
+from ..errors import InputError, UnsupportedError
 from ._taylor_series import Series
 from .taylor import TaylorArray, TaylorOps
 
@@ -227,7 +227,7 @@ class CollapsedOps(TaylorOps):
 
     def __init__(self, base: Any, order: int, directions: int, weights: Any = None) -> None:
         if isinstance(order, bool) or not isinstance(order, int) or order < 1:
-            raise ValueError(f"collapsed Taylor order must be an integer >= 1; got {order!r}")
+            raise InputError(f"collapsed Taylor order must be an integer >= 1; got {order!r}")
         super().__init__(base, order)
         self.s = CollapsedSeries(base, order, directions, weights)
         self.rows = self.s.rows
@@ -284,7 +284,7 @@ def collapsed_function(
     >>> p = simdiff.Problem(lambda x, ops: ops.sum(ops.sin(x)), x0=np.zeros(2))
     >>> g = collapsed_function(p, NumpyOps(), 2)
     >>> g(np.array([0.5, 1.0]), np.eye(2), np.ones(2))       # -sin(0.5) - sin(1)
-    np.float64(-1.3209043...)
+    np.float64(-1.32089652...)
     """
     scale = float(math.factorial(order))
 

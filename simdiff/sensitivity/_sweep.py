@@ -25,7 +25,14 @@ import numpy as np
 from .._api import Derivatives, cached_derivatives
 from .._catalogue import resolve
 from .._problem import Problem
-from ..errors import NonFiniteError, ShapeError, SimdiffError, SolverError
+from ..errors import (
+    InputError,
+    InputTypeError,
+    NonFiniteError,
+    ShapeError,
+    SimdiffError,
+    SolverError,
+)
 from ..store import Store, fingerprint
 
 __all__ = [
@@ -110,7 +117,7 @@ def resolve_problem(spec: Any) -> Problem:
     if isinstance(spec, Problem):
         return spec
     if not isinstance(spec, str):
-        raise TypeError(
+        raise InputTypeError(
             "problem must be a simdiff.Problem, a catalogue name or a "
             f"'module:attribute' string; got {type(spec).__name__}"
         )
@@ -233,7 +240,7 @@ def _open_run(db: Store, params: dict[str, Any], pts: np.ndarray) -> tuple[str, 
 def _validate(problem: Problem, points: Any, derivatives: Any, chunk_size: Any):
     pts = np.asarray(points)
     if pts.dtype.kind not in "fiu":
-        raise TypeError(f"points must be a real array; got dtype {pts.dtype}")
+        raise InputTypeError(f"points must be a real array; got dtype {pts.dtype}")
     pts = pts.astype(np.float64)
     if pts.ndim != 2 or pts.shape[1] != problem.n or pts.shape[0] == 0:
         raise ShapeError(
@@ -242,13 +249,13 @@ def _validate(problem: Problem, points: Any, derivatives: Any, chunk_size: Any):
         )
     if not np.all(np.isfinite(pts)):
         i, j = (int(v) for v in np.argwhere(~np.isfinite(pts))[0])
-        raise ValueError(f"points must be finite; points[{i}, {j}] = {pts[i, j]}")
+        raise InputError(f"points must be finite; points[{i}, {j}] = {pts[i, j]}")
     if isinstance(derivatives, str):
         derivatives = (derivatives,)
     derivatives = tuple(derivatives)
     unknown = [d for d in derivatives if d not in SWEEP_DERIVATIVES]
     if unknown or not derivatives or len(set(derivatives)) != len(derivatives):
-        raise ValueError(
+        raise InputError(
             f"derivatives must be distinct names from {SWEEP_DERIVATIVES}; got {derivatives}"
         )
     if not problem.is_scalar and "grad" in derivatives:
@@ -257,9 +264,9 @@ def _validate(problem: Problem, points: Any, derivatives: Any, chunk_size: Any):
             f"{problem.output_shape} (ask for 'jacobian')"
         )
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
-        raise TypeError(f"chunk_size must be a positive integer; got {chunk_size!r}")
+        raise InputTypeError(f"chunk_size must be a positive integer; got {chunk_size!r}")
     if chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size}")
+        raise InputError(f"chunk_size must be a positive integer; got {chunk_size}")
     return pts, derivatives
 
 
