@@ -21,10 +21,19 @@ from ._compile import CompiledCall, check_compile
 from ._operators_core import OPERATOR_KINDS, OperatorMethods, build_operator
 from ._probe import probe
 from ._problem import Problem
+from ._structure import StructuredHessian, memory_budget
 from ._tree import tree_map
 from .backends import Ops, get_backend
 from .backends.taylor import taylor_function
-from .errors import InputError, InputTypeError, LeakError, OptionError, ShapeError, UnsupportedError
+from .errors import (
+    InputError,
+    InputTypeError,
+    LeakError,
+    MemoryBudgetError,
+    OptionError,
+    ShapeError,
+    UnsupportedError,
+)
 from .taylor_tensor import assemble_tensor
 
 __all__ = [
@@ -298,15 +307,33 @@ class Derivatives(OperatorMethods):
         return self._call("value_and_grad", {}, x, [])
 
     def hessian(self, x: Any = None, *, method: str = "auto") -> Any:
-        """Hessian, shape ``(out..., n, n)``; ``method`` is fwd-rev, rev-rev or fwd-fwd.
+        """Hessian, shape ``(out..., n, n)``; ``method`` is fwd-rev, rev-rev, fwd-fwd or structured.
 
-        ``"auto"`` asks the backend (:func:`auto_hessian_method`); the method
-        that ran is the ``method`` field of :meth:`cache_info`.
+        ``"auto"`` is ``"structured"`` when the problem's ``fn`` assembles its
+        Hessian from structure (:class:`~simdiff._structure.StructuredHessian`,
+        e.g. a sum of terms from :mod:`simdiff.pes`); otherwise the backend
+        decides (:func:`auto_hessian_method`), and the method that ran is the
+        ``method`` field of :meth:`cache_info`.  A dense AD Hessian whose
+        intermediates would exceed the memory budget is computed in chunks of
+        Hessian-vector products, or refused with
+        :class:`~simdiff.errors.MemoryBudgetError` if even one would not fit.
         """
-        method = _choice(method, HESSIAN_METHODS, "Hessian method")
+        method = _choice(method, (*HESSIAN_METHODS, "structured"), "Hessian method")
+        fn = self.problem.fn
+        structured = isinstance(fn, StructuredHessian)
+        if method == "structured" or (method == "auto" and structured):
+            if not structured:
+                raise UnsupportedError(
+                    f"method='structured' needs a problem whose fn assembles its Hessian from "
+                    f"structure (e.g. simdiff.pes.term_energy); {self.problem.name!r} has none"
+                )
+            return self._structured_hessian(x)
         if method == "auto":
             m = math.prod(self.problem.output_shape)
             method = auto_hessian_method(self.backend, self.problem.n, m)
+        chunk = self._dense_chunk() if structured else None
+        if chunk is not None:
+            return self._chunked_hessian(x, chunk)
         return self._call("hessian", {"method": method}, x, [])
 
     def hvp(self, v: Any, x: Any = None) -> Any:
@@ -382,6 +409,53 @@ class Derivatives(OperatorMethods):
         out = np.stack([assemble_tensor(coeffs, p, order, shape) for p in points])
         out = out if xs.ndim == 2 else out[0]
         return A.convert_out(out, src, A.backend_of(out))
+
+    # ------------------------------------------------------------------ structure
+    def _structured_hessian(self, x: Any) -> Any:
+        x = self.problem.x0 if x is None else x
+        src, a, _, _ = self._prepare(x, "x", (self.problem.n,), self.check_finite)
+        xs = np.asarray(src.to_numpy(a), dtype=np.float64)
+        h = self.problem.fn.structured_hessian(xs, self.backend.name, np.dtype(self.dtype).name)
+        if self.check_finite:
+            A.check_finite_result(h, get_backend("numpy"), "simdiff.hessian (structured)")
+        return A.convert_out(h.astype(self.dtype, copy=False), src, get_backend("numpy"))
+
+    def _dense_chunk(self) -> int | None:
+        """Tangents per batch for a dense Hessian within the memory budget (None: all at once)."""
+        n = self.problem.n
+        need = int(self.problem.fn.dense_hessian_bytes(n))
+        budget = memory_budget()
+        if need <= budget:
+            return None
+        chunk = int(n * budget // need)
+        if chunk < 1:
+            raise MemoryBudgetError(
+                f"the dense AD Hessian of {self.problem.name!r} (n = {n}) would need about "
+                f"{need / 2**30:.1f} GiB of intermediates ({need / n / 2**20:.1f} MiB per "
+                f"Hessian-vector product) and {budget / 2**30:.1f} GiB are available; use "
+                "method='structured' (assembled from the terms, the default) or "
+                "simdiff.hvp (matrix-free)"
+            )
+        return chunk
+
+    def _chunked_hessian(self, x: Any, chunk: int) -> Any:
+        """The dense Hessian as ``H e_i`` for batches of ``chunk`` unit vectors (H symmetric)."""
+        n = self.problem.n
+        x = self.problem.x0 if x is None else x
+        src, a, batched, _ = self._prepare(x, "x", (n,), self.check_finite)
+        if batched:
+            raise ShapeError(
+                f"a batch of points needs the Hessians at once, beyond the memory budget for "
+                f"{self.problem.name!r}: pass one point of shape ({n},) at a time"
+            )
+        xs = np.asarray(src.to_numpy(a), dtype=np.float64)
+        rows = []
+        for s in range(0, n, chunk):
+            e = np.zeros((chunk, n), dtype=self.dtype)  # a fixed chunk shape: one compilation
+            m = min(chunk, n - s)
+            e[np.arange(m), s + np.arange(m)] = 1.0
+            rows.append(np.asarray(self.hvp(e, xs))[:m])
+        return A.convert_out(np.concatenate(rows, axis=0), src, get_backend("numpy"))
 
     # ------------------------------------------------------------------ machinery
     def _prepare(self, a: Any, what: str, point_shape: tuple[int, ...], check: bool):
@@ -630,8 +704,11 @@ def hessian(
 ) -> Any:
     """Hessian, shape ``(out..., n, n)`` (``(n, n)`` for a scalar problem).
 
-    ``method``: ``"fwd-rev"`` (forward over reverse; ``"auto"``), ``"rev-rev"``
-    or ``"fwd-fwd"``; all give the same matrix to rounding.
+    ``method``: ``"fwd-rev"`` (forward over reverse), ``"rev-rev"`` or
+    ``"fwd-fwd"``, all the same matrix to rounding; ``"structured"`` assembles
+    it from the problem's structure (a sum of terms, :func:`simdiff.pes.term_energy`,
+    :func:`simdiff.pes.cluster_problem`).  ``"auto"`` is ``"structured"`` where
+    the problem has structure, else the backend's choice (:func:`auto_hessian_method`).
 
     Examples
     --------

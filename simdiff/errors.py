@@ -13,7 +13,9 @@ __all__ = [
     "DTypeError",
     "InputError",
     "InputTypeError",
+    "InvalidIndexError",
     "LeakError",
+    "MemoryBudgetError",
     "NonFiniteError",
     "NotFoundError",
     "OptionError",
@@ -23,6 +25,7 @@ __all__ = [
     "SimdiffError",
     "SolverError",
     "StabilityError",
+    "StationarityWarning",
     "StoreError",
     "UnsupportedError",
 ]
@@ -76,6 +79,16 @@ class DTypeError(SimdiffError, TypeError):
     """An array has the wrong dtype; the message names the expected and the actual dtype."""
 
 
+class InvalidIndexError(OutOfRangeError):
+    """An index array is out of range or repeats what must be distinct (atoms of a term, a mode
+    number); the message names the index, where it occurs and the valid range."""
+
+
+class MemoryBudgetError(SimdiffError, MemoryError):
+    """A computation would need more memory than is available; the message states how much and
+    the cheaper alternative."""
+
+
 class NonFiniteError(SimdiffError, FloatingPointError):
     """A derivative came out NaN or infinite; it is reported, never returned as valid."""
 
@@ -118,3 +131,8 @@ class PrecisionWarning(UserWarning):
     float32; simdiff switches x64 on when its jax backend loads, which may be
     after the array was made.
     """
+
+
+class StationarityWarning(UserWarning):
+    """An analysis that assumes a stationary point (normal modes, force constants) was asked for
+    at a point whose gradient does not vanish; the message states the gradient norm."""

@@ -1,4 +1,5 @@
-"""Normal modes (rigid-body projection, frequencies, units) and cubic force constants."""
+"""Normal modes (rigid-body projection, frequencies, units, lowest modes by eigsh), cubic and
+quartic force constants, stationarity warnings."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 import problems
 import simdiff
+from problems.pes import fcc_cluster
 from simdiff.pes import (
     cluster_problem,
     cubic_force_constants,
@@ -15,7 +17,9 @@ from simdiff.pes import (
     lennard_jones,
     mass_weighted_hessian,
     normal_modes,
+    quartic_force_constants,
     rigid_body_basis,
+    smooth_cutoff,
     wavenumber_factor,
 )
 
@@ -129,7 +133,8 @@ def test_cubic_matches_derivative_tensor_trimer(backend):
     t3 = simdiff.derivative_tensor(p, 3, backend=backend)
     L = np.random.default_rng(2).standard_normal((9, 4))
     ref = np.einsum("abc,ai,bj,ck->ijk", t3, L, L, L)
-    np.testing.assert_allclose(cubic_force_constants(p, p.x0, L, backend=backend, chunk=3), ref,
+    phi = cubic_force_constants(p, p.x0, L, backend=backend, chunk=3, gtol=np.inf)  # any point
+    np.testing.assert_allclose(phi, ref,
                                rtol=1e-11, atol=1e-9)  # fmt: skip
 
 
@@ -176,3 +181,51 @@ def test_h2_harmonic_wavenumber_in_real_units(backend):
     D, a = 4.7446, 1.9426
     mu = 1.00782503 / 2
     assert nu == pytest.approx(np.sqrt(2 * D * a * a / mu) * wavenumber_factor(), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- large systems, quartic
+
+
+def test_lowest_modes_by_eigsh_match_dense(lj13_min):
+    p, x = lj13_min
+    full = normal_modes(p, x)
+    low = normal_modes(p, x, k=7)
+    assert low.n_rigid == 6 and low.frequencies.shape == (7,)
+    np.testing.assert_allclose(low.frequencies, full.frequencies[:7], rtol=1e-9)
+    # eigenvectors: same span as the dense ones (degenerate groups), orthogonal to rigid motion
+    proj = full.modes[:, :9].T @ low.modes
+    np.testing.assert_allclose(np.linalg.norm(proj, axis=0), 1.0, atol=1e-8)
+    with pytest.raises(simdiff.errors.InputError, match=r"k must be an integer in 1\.\.32"):
+        normal_modes(p, x, k=33)
+
+
+def test_lowest_modes_of_cutoff_cluster_use_sparse_hessian(rng):
+    pos = fcc_cluster(150)
+    p = cluster_problem(smooth_cutoff(lennard_jones, r_on=2.0, r_cut=2.5), pos)
+    low = normal_modes(p, k=5, gtol=np.inf)
+    dense = normal_modes(p, gtol=np.inf)
+    np.testing.assert_allclose(low.eigenvalues, dense.eigenvalues[:5], rtol=1e-8, atol=1e-10)
+
+
+def test_stationarity_warning_states_gradient():
+    p = problems.get("lj-dimer")
+    with pytest.warns(simdiff.errors.StationarityWarning, match=r"\|grad E\(x\)\| = 12\.2"):
+        normal_modes(p)
+    with pytest.warns(simdiff.errors.StationarityWarning, match="cubic force constants"):
+        cubic_force_constants(p, p.x0, np.ones(6))
+
+
+def test_quartic_against_finite_differences_of_hessian(lj13_min, backend):
+    """phi_iijj = d^2/dt^2 L_i^T H(x + t L_j) L_i, by central differences of the AD Hessian."""
+    p, x = lj13_min
+    L = normal_modes(p, x).displacements[:, [0, 5, 20, 32]]
+    phi = quartic_force_constants(p, x, L, backend=backend)
+    h = 2e-3
+
+    def q(t):
+        return np.stack([L.T @ simdiff.hessian(p, x + t * L[:, j]) @ L for j in range(4)])
+
+    qp, q0, qm = q(h), q(0.0), q(-h)
+    fd = np.einsum("jii->ij", (qp - 2 * q0 + qm) / h**2)  # fd[i, j] = phi_iijj
+    np.testing.assert_allclose(phi, fd, rtol=2e-5, atol=1e-4 * abs(phi).max())
+    np.testing.assert_allclose(phi, phi.T, rtol=1e-10)

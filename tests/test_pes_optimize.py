@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import problems
+import simdiff
 from simdiff.pes import MINIMIZE_METHODS, find_minimum, find_saddle, stationary_index
 
 _PROBLEMS: dict[str, object] = {}
@@ -121,3 +122,12 @@ def test_unknown_method():
     with pytest.raises(ValueError, match="unknown method 'CG'; expected one of"):
         find_minimum(p, method="CG")
     assert set(MINIMIZE_METHODS) >= {"trust-exact", "trust-krylov", "Newton-CG", "L-BFGS-B"}
+
+
+def test_find_saddle_mode_out_of_range(mb):
+    with pytest.raises(simdiff.errors.InvalidIndexError, match=r"mode must be in 0\.\.1") as info:
+        find_saddle(mb, np.array([-0.7, 0.7]), mode=99)
+    assert isinstance(info.value, IndexError)
+    p = problems.get("lj7")
+    with pytest.raises(simdiff.errors.InvalidIndexError, match=r"15 internal modes"):
+        find_saddle(p, mode=15)

@@ -1,4 +1,10 @@
-"""Hessian of Lennard-Jones clusters LJ-N: JAX, PyTorch, finite differences, scaling.
+"""Dense AD Hessian of Lennard-Jones clusters LJ-N: JAX, PyTorch, finite differences, scaling.
+
+This is the dense forward-over-reverse AD Hessian (``method="fwd-rev"``), which
+``simdiff.hessian`` no longer uses for cluster problems by default: the
+structured Hessian (one 6x6 block per pair) and its scaling to N = 2000, with
+ASE's finite-difference Vibrations, are in ``validation.bench_pes_scaling``;
+saddle searches with exact Hessians in ``validation.bench_pes_saddles``.
 
 For each N (compact fcc fragments from the catalogue, ``problems.pes.fcc_cluster``)
 and each method, a fresh worker process measures the first call (compile and
@@ -6,8 +12,8 @@ warm-up), the median of ``--repeats`` steady-state calls and the peak resident
 memory added by the computation (``ru_maxrss`` after the calls minus before the
 first one).  Methods:
 
-- ``jax``: ``simdiff.Derivatives(p, "jax").hessian`` (jit, forward over reverse)
-- ``torch``: ``simdiff.Derivatives(p, "torch").hessian`` (torch.func, forward over reverse)
+- ``jax``: ``simdiff.Derivatives(p, "jax").hessian(x, method="fwd-rev")`` (jit)
+- ``torch``: ``simdiff.Derivatives(p, "torch").hessian(x, method="fwd-rev")`` (torch.func)
 - ``fd-ad-grad``: central differences of the JAX AD gradient, all ``2n`` shifted
   points in one vmapped call (step 1e-5)
 - ``scipy-fd``: ``scipy.differentiate.hessian`` on a vectorised numpy energy
@@ -56,7 +62,7 @@ def _runner(method: str, n_atoms: int):
     x = p.x0
     if method in ("jax", "torch"):
         d = simdiff.Derivatives(p, backend=method)
-        return lambda: d.hessian(x)
+        return lambda: d.hessian(x, method="fwd-rev")
     if method in ("jax-grad", "torch-grad"):
         d = simdiff.Derivatives(p, backend=method.split("-")[0])
         return lambda: d.grad(x)

@@ -1,20 +1,24 @@
 """Potential-energy surfaces: pair potentials, clusters, normal modes, minima and saddles.
 
-Build an energy :class:`simdiff.Problem` with :func:`cluster_problem` (or
-:func:`muller_brown`), then use the derivative API (``simdiff.grad``,
+Build an energy :class:`simdiff.Problem` with :func:`cluster_problem`,
+:func:`term_energy` (a sum of terms over pairs, triples, quadruples of atoms)
+or :func:`muller_brown`, then use the derivative API (``simdiff.grad``,
 ``simdiff.hessian``, ``simdiff.hvp``) or the functions here: :func:`forces`,
 :func:`normal_modes`, :func:`cubic_force_constants`, :func:`find_minimum`,
 :func:`find_saddle`, :func:`stationary_index`.
 """
 
-from .cluster import ClusterInfo as ClusterInfo
-from .cluster import check_positions as check_positions
+from .cluster import PairTerm as PairTerm
 from .cluster import cluster_energy as cluster_energy
-from .cluster import cluster_info as cluster_info
 from .cluster import cluster_problem as cluster_problem
-from .cluster import minimum_image as minimum_image
+from .cluster import pair_index as pair_index
 from .derivatives import cubic_force_constants as cubic_force_constants
 from .derivatives import forces as forces
+from .derivatives import quartic_force_constants as quartic_force_constants
+from .geometry import ClusterInfo as ClusterInfo
+from .geometry import check_positions as check_positions
+from .geometry import cluster_info as cluster_info
+from .geometry import minimum_image as minimum_image
 from .normal_modes import NormalModes as NormalModes
 from .normal_modes import internal_basis as internal_basis
 from .normal_modes import mass_weighted_hessian as mass_weighted_hessian
@@ -35,3 +39,7 @@ from .potentials import switch_c2 as switch_c2
 from .surfaces import MULLER_BROWN_PARAMS as MULLER_BROWN_PARAMS
 from .surfaces import muller_brown as muller_brown
 from .surfaces import muller_brown_energy as muller_brown_energy
+from .terms import TermEnergy as TermEnergy
+from .terms import check_index as check_index
+from .terms import structured_hessian as structured_hessian
+from .terms import term_energy as term_energy

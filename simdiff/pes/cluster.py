@@ -1,98 +1,94 @@
 """Lift a pair potential to the energy of N particles and build a :class:`simdiff.Problem`.
 
-The energy is the sum over all pairs ``i < j`` of ``pair(r_ij)``, in free space
-or in an orthorhombic periodic box by the minimum-image convention.  The
-problem's input is the flat coordinate vector ``x`` of shape ``(N * dim,)``
-(particle-major: ``x.reshape(N, dim)`` are the positions).
+The energy is the sum over pairs ``i < j`` of ``pair(r_ij)``, in free space or
+in an orthorhombic periodic box by the minimum-image convention, written as a
+sum of terms (:class:`~simdiff.pes.TermEnergy`): its Hessian is assembled from
+one 6x6 block per pair.  With a cutoff only the pairs within reach at the given
+geometry are terms.  The problem's input is the flat coordinate vector ``x``
+of shape ``(N * dim,)`` (particle-major: ``x.reshape(N, dim)`` are the positions).
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from typing import Any
 
 import numpy as np
+import scipy.spatial
 
 from .._problem import Problem
-from ..backends import Ops
 from ..errors import InputError, ShapeError
+from .geometry import ClusterInfo, check_box, check_masses, check_positions, minimum_image
 from .potentials import PairPotential
+from .terms import TermEnergy, check_term
 
-__all__ = [
-    "ClusterInfo",
-    "check_positions",
-    "cluster_energy",
-    "cluster_info",
-    "cluster_problem",
-    "minimum_image",
-]
+__all__ = ["PairTerm", "cluster_energy", "cluster_problem", "pair_index"]
 
 
-class ClusterInfo:
-    """What a cluster problem knows about its particles (``problem.meta["pes"]``).
+class PairTerm:
+    """The term of a pair potential: ``pair(|r_1 - r_0|)`` for ``r`` of shape ``(..., 2, dim)``.
 
-    Attributes
-    ----------
-    n_particles : int
-    dim : int
-        Spatial dimension (3 for clusters; normal-mode analysis needs 3).
-    masses : ndarray, shape (n_particles,)
-    box : ndarray of shape (dim,) or None
-        Orthorhombic box lengths for periodic systems, ``None`` in free space.
-    """
-
-    def __init__(self, n_particles: int, dim: int, masses: np.ndarray, box: np.ndarray | None):
-        self.n_particles = n_particles
-        self.dim = dim
-        self.masses = masses
-        self.box = box
-
-    def positions(self, x: Any) -> np.ndarray:
-        """Flat ``x`` of shape ``(N * dim,)`` as positions of shape ``(N, dim)``."""
-        return np.asarray(x, dtype=np.float64).reshape(self.n_particles, self.dim)
-
-    def __repr__(self) -> str:
-        return f"ClusterInfo(n_particles={self.n_particles}, dim={self.dim}, box={self.box})"
-
-
-def cluster_info(problem: Problem) -> ClusterInfo | None:
-    """The :class:`ClusterInfo` of a problem built by :func:`cluster_problem`, else ``None``."""
-    info = problem.meta.get("pes")
-    return info if isinstance(info, ClusterInfo) else None
-
-
-def minimum_image(d: Any, box: Any, ops: Ops) -> Any:
-    r"""Minimum-image displacement vectors in an orthorhombic box.
-
-    Returns ``d - L * round(d / L)`` componentwise, written with the ops the
-    protocol guarantees in every context: the image shift
-    ``d - (L / 2\pi) atan2(sin(2\pi d / L), cos(2\pi d / L))`` is an integer
-    multiple of ``L`` (up to rounding) and is put under ``ops.stop_gradient``,
-    so the derivative of the result with respect to ``d`` is exactly 1 and all
-    higher derivatives are exactly 0, as for ``round``.
-
-    Parameters
-    ----------
-    d : array, shape (..., dim)
-    box : array, shape (dim,)
-    ops : Ops
+    Minimum image in a periodic ``box``.  A class so that problems pickle.
 
     Examples
     --------
     >>> import numpy as np, simdiff
-    >>> ops = simdiff.get_ops("numpy")
-    >>> minimum_image(np.array([0.9, -0.7, 0.2]), np.ones(3), ops).round(12)
-    array([-0.1,  0.3,  0.2])
+    >>> from simdiff.pes import lennard_jones
+    >>> t = PairTerm(lennard_jones)
+    >>> float(t(np.array([[0.0, 0, 0], [2 ** (1 / 6), 0, 0]]), simdiff.get_ops("numpy")))
+    -1.0
     """
-    k = (2.0 * math.pi) / box
-    wrapped = ops.atan2(ops.sin(d * k), ops.cos(d * k)) / k
-    return d - ops.stop_gradient(d - wrapped)
+
+    def __init__(self, pair: PairPotential, box: np.ndarray | None = None) -> None:
+        self.pair = pair
+        self.box = box
+        self.__name__ = getattr(pair, "__name__", "pair")
+
+    def __call__(self, r: Any, ops: Any) -> Any:
+        d = r[..., 1, :] - r[..., 0, :]
+        if self.box is not None:
+            d = minimum_image(d, ops.asarray(self.box), ops)
+        r2 = ops.sum(d * d, axis=-1)
+        apart = r2 > 0.0
+        # double where: coincident particles never reach the potential; they get an explicit
+        # +inf energy with NaN (not silently finite) derivatives, see cluster_energy
+        e = self.pair(ops.sqrt(ops.where(apart, r2, 1.0)), ops)
+        return ops.where(apart, e, ops.inf + ops.sqrt(ops.where(apart, 1.0, r2)))
+
+    def __repr__(self) -> str:
+        return f"PairTerm({self.pair!r}, box={self.box})"
+
+
+def pair_index(positions: Any, r_cut: float | None = None, box: Any = None) -> np.ndarray:
+    """Pairs ``(i, j)``, ``i < j``: all of them, or those closer than ``r_cut``; shape ``(m, 2)``.
+
+    Distances are minimum-image distances in a periodic ``box``.  The search
+    is a k-d tree (:class:`scipy.spatial.cKDTree`), ``O(N log N)``.
+
+    Examples
+    --------
+    >>> pair_index(np.array([[0.0, 0, 0], [1, 0, 0], [3, 0, 0]]), r_cut=1.5).tolist()
+    [[0, 1]]
+    >>> pair_index(np.zeros((3, 3))).tolist()
+    [[0, 1], [0, 2], [1, 2]]
+    """
+    pos = np.asarray(positions, dtype=np.float64)
+    n = pos.shape[0]
+    if r_cut is None:
+        i, j = np.triu_indices(n, k=1)
+        return np.stack([i, j], axis=1).astype(np.int64)
+    if box is None:
+        tree = scipy.spatial.cKDTree(pos)
+    else:
+        b = np.asarray(box, dtype=np.float64)
+        tree = scipy.spatial.cKDTree(np.mod(pos, b), boxsize=b)
+    pairs = tree.query_pairs(float(r_cut), output_type="ndarray").astype(np.int64)
+    pairs.sort(axis=1)
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
 
 def cluster_energy(
     x: Any,
-    ops: Ops,
+    ops: Any,
     *,
     pair: PairPotential,
     n_particles: int,
@@ -156,88 +152,13 @@ def cluster_energy(
     return energy + 0.5 * ops.sum(ops.where(coincide, blow, 0.0))
 
 
-def check_positions(
-    x: Any, n_particles: int, dim: int = 3, box: np.ndarray | None = None
-) -> np.ndarray:
-    """Validate flat coordinates; return positions of shape ``(n_particles, dim)``.
-
-    Raises
-    ------
-    ShapeError
-        ``x`` is not of shape ``(n_particles * dim,)`` or ``(n_particles, dim)``.
-    ValueError
-        Non-finite coordinates, or two distinct particles at distance 0.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> check_positions(np.zeros(6), 2)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    simdiff.errors.InputError: particles 0 and 1 coincide (distance 0): the energy is +inf ...
-    """
-    a = np.asarray(x, dtype=np.float64)
-    if a.shape not in ((n_particles * dim,), (n_particles, dim)):
-        raise ShapeError(
-            f"expected coordinates of shape ({n_particles * dim},) or ({n_particles}, {dim}) for "
-            f"{n_particles} particles in {dim} dimensions; got shape {a.shape}"
-        )
-    pos = a.reshape(n_particles, dim)
-    if not np.all(np.isfinite(pos)):
-        i = int(np.flatnonzero(~np.isfinite(pos).all(axis=1))[0])
-        raise InputError(f"coordinates must be finite; particle {i} is at {pos[i]}")
-    d = pos[:, None, :] - pos[None, :, :]
-    if box is not None:
-        d = d - box * np.round(d / box)
-    r2 = np.sum(d * d, axis=-1)
-    np.fill_diagonal(r2, np.inf)
-    if np.any(r2 == 0.0):
-        i, j = (int(k) for k in np.argwhere(r2 == 0.0)[0])
-        raise InputError(
-            f"particles {i} and {j} coincide (distance 0): the energy is +inf and its "
-            "derivatives are undefined"
-        )
-    return pos
-
-
-def _check_masses(masses: Any, n_particles: int) -> np.ndarray:
-    if masses is None:
-        return np.ones(n_particles)
-    m = np.asarray(masses, dtype=np.float64)
-    if m.ndim == 0:
-        m = np.full(n_particles, float(m))
-    if m.shape != (n_particles,):
-        raise ShapeError(f"masses must be a scalar or of shape ({n_particles},); got {m.shape}")
-    if not np.all(np.isfinite(m) & (m > 0)):
-        i = int(np.flatnonzero(~(np.isfinite(m) & (m > 0)))[0])
-        raise InputError(f"masses must be finite and positive; masses[{i}] = {m[i]}")
-    return m
-
-
-def _check_box(box: Any, dim: int, pair: PairPotential) -> np.ndarray | None:
-    if box is None:
-        return None
-    b = np.asarray(box, dtype=np.float64)
-    if b.ndim == 0:
-        b = np.full(dim, float(b))
-    if b.shape != (dim,) or not np.all(np.isfinite(b) & (b > 0)):
-        raise InputError(f"box must be {dim} positive finite lengths (or one); got {box!r}")
-    r_cut = getattr(pair, "r_cut", None)
-    if r_cut is None or r_cut > 0.5 * b.min():
-        raise InputError(
-            "a periodic box needs a pair potential with a cutoff r_cut <= min(box) / 2 "
-            f"(minimum image); got r_cut={r_cut}, box={b.tolist()} (wrap the potential with "
-            "simdiff.pes.smooth_cutoff)"
-        )
-    return b
-
-
 def cluster_problem(
     pair: PairPotential,
     positions: Any,
     *,
     box: Any = None,
     masses: Any = None,
+    skin: float | None = None,
     name: str | None = None,
     exact: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
@@ -248,7 +169,10 @@ def cluster_problem(
     ----------
     pair : callable
         ``pair(r, ops)``, e.g. :func:`~simdiff.pes.lennard_jones` or
-        ``functools.partial(morse, a=2.0)``.
+        ``functools.partial(morse, a=2.0)``.  A pair potential with a cutoff
+        (an ``r_cut`` attribute, as :func:`~simdiff.pes.smooth_cutoff` gives)
+        interacts only within ``r_cut``: the problem then holds only the pairs
+        closer than ``r_cut + skin`` at ``positions`` (a Verlet neighbour list).
     positions : array_like, shape (N, 3) or (3N,)
         Start geometry; becomes ``problem.x0`` (flat, shape ``(3N,)``).
     box : float or array_like of shape (3,), optional
@@ -256,6 +180,9 @@ def cluster_problem(
         cutoff ``r_cut <= min(box) / 2`` (:func:`~simdiff.pes.smooth_cutoff`).
     masses : float or array_like of shape (N,), optional
         Positive particle masses (default 1), used by normal-mode analysis.
+    skin : float, optional
+        Neighbour-list margin for a potential with a cutoff (default
+        ``0.1 * r_cut``); ignored without a cutoff.
     name : str, optional
         Default ``"cluster{N}"``.
     exact, meta : dict, optional
@@ -265,14 +192,32 @@ def cluster_problem(
     Returns
     -------
     Problem
-        Scalar energy of ``x`` with shape ``(3N,)``.
+        Scalar energy of ``x`` with shape ``(3N,)``; ``problem.fn`` is a
+        :class:`~simdiff.pes.TermEnergy` of the pairs, so ``simdiff.hessian``
+        assembles the Hessian from one 6x6 block per pair.
+
+    Notes
+    -----
+    *Exactness with a cutoff.*  The switched potential and its first two
+    derivatives vanish at and beyond ``r_cut`` (:func:`~simdiff.pes.switch_c2`
+    is C2), so a pair farther apart than ``r_cut`` contributes exactly zero to
+    the energy, the forces and the Hessian.  A pair left out of the list was at
+    least ``r_cut + skin`` apart at ``positions``; while no atom has moved more
+    than ``skin / 2`` from there, it is still at least ``r_cut`` apart, and the
+    energy and all derivatives up to the second are exactly those of the
+    all-pairs energy (third and higher derivatives of ``switch_c2`` jump at
+    ``r_cut``, so cubic force constants are exact only for pairs not at
+    ``r_cut`` exactly).  Beyond ``skin / 2`` the energy is NaN, so derivatives
+    at such points raise :class:`~simdiff.errors.NonFiniteError` rather than
+    silently miss a pair; build the problem again at the new geometry.
 
     Raises
     ------
     ShapeError
         ``positions`` is not ``(N, 3)`` or ``(3N,)``, or ``masses`` has the wrong shape.
-    ValueError
-        No particles, coincident particles, non-positive masses, a bad box.
+    InputError
+        (a ``ValueError``) No particles, coincident particles, non-positive
+        masses, a bad box or a cutoff beyond half the box, a negative skin.
 
     Examples
     --------
@@ -296,11 +241,24 @@ def cluster_problem(
             f"positions must have shape (N, {dim}) or ({dim}N,); got shape {np.shape(positions)}"
         )
     n_particles = a.shape[0]
-    b = _check_box(box, dim, pair)
+    b = check_box(box, dim, pair)
     pos = check_positions(a, n_particles, dim, b)
-    m = _check_masses(masses, n_particles)
+    m = check_masses(masses, n_particles)
     info = ClusterInfo(n_particles, dim, m, b)
-    energy = functools.partial(cluster_energy, pair=pair, n_particles=n_particles, dim=dim, box=b)
+    term = PairTerm(pair, b)
+    r_cut = getattr(pair, "r_cut", None)
+    if r_cut is None:
+        fn = TermEnergy(term, pair_index(pos), n_particles, dim)
+    else:
+        skin = 0.1 * float(r_cut) if skin is None else float(skin)
+        if not skin >= 0.0:
+            raise InputError(f"skin must be a non-negative length; got {skin}")
+        if b is not None and r_cut + skin > 0.5 * b.min():
+            skin = max(0.0, 0.5 * float(b.min()) - r_cut)  # the minimum image bounds the list
+        index = pair_index(pos, r_cut + skin, b)
+        fn = TermEnergy(term, index, n_particles, dim, reference=pos.copy(),
+                        max_shift=skin / 2, box=b)  # fmt: skip
+    check_term(term, fn.index, pos)
     meta = {"tags": ("pes",), **(meta or {}), "pes": info}
-    return Problem(energy, pos.reshape(-1), name=name or f"cluster{n_particles}", exact=exact,
+    return Problem(fn, pos.reshape(-1), name=name or f"cluster{n_particles}", exact=exact,
                    meta=meta)  # fmt: skip

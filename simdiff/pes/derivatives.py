@@ -1,9 +1,11 @@
-"""Forces and cubic force constants of an energy problem.
+r"""Forces, cubic and quartic force constants of an energy problem.
 
 Forces are ``-grad``; Hessians and HVPs come from :func:`simdiff.hessian` and
 :func:`simdiff.hvp` directly.  Cubic force constants are third derivatives
 contracted with modes, computed as the forward-mode derivative (``jvp``) of
-the AD Hessian along each mode.
+the AD Hessian along each mode; quartic ones (the semi-diagonal
+:math:`\phi_{iijj}` of second-order vibrational perturbation theory) are
+fourth directional derivatives by Taylor mode, combined by polarisation.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from typing import Any
 
 import numpy as np
 
+from .._api import cached_derivatives
 from .._api import grad as _grad
 from .._problem import Problem
 from ..backends import get_backend
 from ..errors import InputError, NonFiniteError, ShapeError
-from .cluster import check_positions, cluster_info
+from .geometry import check_positions, cluster_info
+from .normal_modes import warn_if_not_stationary
 
-__all__ = ["cubic_force_constants", "forces"]
+__all__ = ["cubic_force_constants", "forces", "quartic_force_constants"]
 
 
 def _point(problem: Problem, x: Any) -> np.ndarray:
@@ -74,8 +78,24 @@ def _third_fn(problem: Problem, backend: str) -> Callable[..., Any]:
     return problem.cache.get(("pes.cubic_force_constants", backend), build)
 
 
+def _modes(problem: Problem, modes: Any) -> np.ndarray:
+    L = np.asarray(modes, dtype=np.float64)
+    if L.ndim == 1:
+        L = L[:, None]
+    if L.ndim != 2 or L.shape[0] != problem.n:
+        raise ShapeError(f"modes must have shape ({problem.n}, m) or ({problem.n},); "
+                         f"got {np.shape(modes)}")  # fmt: skip
+    return L
+
+
 def cubic_force_constants(
-    problem: Problem, x: Any, modes: Any, *, backend: str = "jax", chunk: int = 32
+    problem: Problem,
+    x: Any,
+    modes: Any,
+    *,
+    backend: str = "jax",
+    chunk: int = 32,
+    gtol: float = 1e-6,
 ) -> np.ndarray:
     r"""Third derivatives of the energy contracted with ``modes``: shape ``(m, m, m)``.
 
@@ -96,6 +116,9 @@ def cubic_force_constants(
     backend : {"jax", "torch"}
     chunk : int
         Modes per vectorised batch (bounds memory at ``chunk * n * n`` numbers).
+    gtol : float
+        Warn (:class:`~simdiff.errors.StationarityWarning`) when ``|grad E(x)|``
+        exceeds it: force constants describe a stationary point.
 
     Returns
     -------
@@ -125,14 +148,10 @@ def cubic_force_constants(
     -48.0
     """
     xx = _point(problem, x)
-    L = np.asarray(modes, dtype=np.float64)
-    if L.ndim == 1:
-        L = L[:, None]
-    if L.ndim != 2 or L.shape[0] != problem.n:
-        raise ShapeError(f"modes must have shape ({problem.n}, m) or ({problem.n},); "
-                         f"got {np.shape(modes)}")  # fmt: skip
+    L = _modes(problem, modes)
     if chunk < 1:
         raise InputError(f"chunk must be a positive integer; got {chunk}")
+    warn_if_not_stationary(problem, xx, gtol, "cubic force constants", backend)
     T = get_backend(backend)
     problem.require(T.name)
     fn = _third_fn(problem, T.name)
@@ -146,3 +165,68 @@ def cubic_force_constants(
     if not np.all(np.isfinite(full)):
         raise NonFiniteError(f"cubic force constants of {problem.name!r} are not finite at x")
     return full
+
+
+def quartic_force_constants(
+    problem: Problem, x: Any, modes: Any, *, backend: str = "jax", gtol: float = 1e-6
+) -> np.ndarray:
+    r"""Semi-diagonal quartic force constants :math:`\phi_{iijj}` along ``modes``: shape ``(m, m)``.
+
+    .. math:: \phi_{iijj} = \sum_{abcd} \frac{\partial^4 E}{\partial x_a \partial x_b
+              \partial x_c \partial x_d} L_{ai} L_{bi} L_{cj} L_{dj}
+
+    the quartic constants second-order vibrational perturbation theory needs.
+
+    Parameters
+    ----------
+    problem : Problem
+        Scalar energy.
+    x : array_like, shape (n,)
+        Geometry (normally a minimum).
+    modes : array_like, shape (n, m) or (n,)
+        Columns ``L[:, i]`` (e.g. ``NormalModes.displacements``).
+    backend : {"jax", "torch"}
+    gtol : float
+        Warn (:class:`~simdiff.errors.StationarityWarning`) when ``|grad E(x)|`` exceeds it.
+
+    Returns
+    -------
+    ndarray, shape (m, m)
+        Symmetric; the diagonal is :math:`\phi_{iiii}`.
+
+    Notes
+    -----
+    Fourth directional derivatives :math:`D^4(v) = d^4/dt^4 E(x + t v)` come from
+    one Taylor-mode pass each (:func:`simdiff.derivative`, ``method="taylor"``),
+    all ``m + m(m-1)`` directions in one vectorised call.  Polarisation gives
+
+    .. math:: 12\,\phi_{iijj} = D^4(L_i + L_j) + D^4(L_i - L_j) - 2 D^4(L_i) - 2 D^4(L_j),
+
+    since :math:`D^4(u \pm v)` expands to
+    :math:`\phi_{uuuu} \pm 4\phi_{uuuv} + 6\phi_{uuvv} \pm 4\phi_{uvvv} + \phi_{vvvv}`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simdiff.pes import cluster_problem, morse
+    >>> p = cluster_problem(morse, [[0, 0, 0], [1.0, 0, 0]])
+    >>> u = np.array([-1.0, 0, 0, 1.0, 0, 0])   # stretch: dr = 2 dt
+    >>> round(float(quartic_force_constants(p, p.x0, u)[0, 0]), 10)  # 16 V''''(r0) = 16 (14 D a^4)
+    224.0
+    """
+    xx = _point(problem, x)
+    L = _modes(problem, modes)
+    warn_if_not_stationary(problem, xx, gtol, "quartic force constants", backend)
+    m = L.shape[1]
+    i, j = np.triu_indices(m, k=1)
+    dirs = np.concatenate([L.T, (L[:, i] + L[:, j]).T, (L[:, i] - L[:, j]).T], axis=0)
+    d = cached_derivatives(problem, backend)
+    d4 = np.asarray(d.derivative(4, dirs, xx, method="taylor"))
+    diag, plus, minus = d4[:m], d4[m : m + i.size], d4[m + i.size :]
+    phi = np.diag(diag)
+    off = (plus + minus - 2.0 * diag[i] - 2.0 * diag[j]) / 12.0
+    phi[i, j] = off
+    phi[j, i] = off
+    if not np.all(np.isfinite(phi)):
+        raise NonFiniteError(f"quartic force constants of {problem.name!r} are not finite at x")
+    return phi

@@ -16,15 +16,20 @@ Imaginary frequencies (negative eigenvalues) are reported as negative numbers.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg
 
+from .._api import grad as _grad
 from .._api import hessian as _hessian
 from .._problem import Problem
-from ..errors import InputError, ShapeError
-from .cluster import check_positions, cluster_info
+from ..errors import InputError, ShapeError, StationarityWarning
+from .geometry import check_positions, cluster_info
+from .terms import TermEnergy
 
 __all__ = [
     "NormalModes",
@@ -32,6 +37,7 @@ __all__ = [
     "mass_weighted_hessian",
     "normal_modes",
     "rigid_body_basis",
+    "warn_if_not_stationary",
     "wavenumber_factor",
 ]
 
@@ -86,8 +92,10 @@ def _coordinate_masses(problem: Problem, masses: Any) -> np.ndarray:
     return m
 
 
-def mass_weighted_hessian(hessian: Any, masses: Any) -> np.ndarray:
+def mass_weighted_hessian(hessian: Any, masses: Any) -> Any:
     r""":math:`M^{-1/2} H M^{-1/2}` for per-coordinate masses ``masses`` (shape ``(n,)``).
+
+    A ``scipy.sparse`` Hessian gives a sparse result.
 
     Examples
     --------
@@ -95,11 +103,41 @@ def mass_weighted_hessian(hessian: Any, masses: Any) -> np.ndarray:
     array([[1.  , 0.  ],
            [0.  , 0.25]])
     """
-    h = np.asarray(hessian, dtype=np.float64)
     s = 1.0 / np.sqrt(np.asarray(masses, dtype=np.float64))
+    if scipy.sparse.issparse(hessian):
+        if hessian.shape != (s.size, s.size):
+            raise ShapeError(f"hessian must have shape ({s.size}, {s.size}); got {hessian.shape}")
+        d = scipy.sparse.diags_array(s)
+        return (d @ hessian @ d).tocsr()
+    h = np.asarray(hessian, dtype=np.float64)
     if h.shape != (s.size, s.size):
         raise ShapeError(f"hessian must have shape ({s.size}, {s.size}); got {h.shape}")
     return s[:, None] * h * s[None, :]
+
+
+def warn_if_not_stationary(
+    problem: Problem, x: np.ndarray, gtol: float, what: str, backend: str = "jax"
+) -> float:
+    """Warn (:class:`~simdiff.errors.StationarityWarning`) if ``|grad E(x)| > gtol``; return it.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from simdiff.pes import cluster_problem, morse
+    >>> p = cluster_problem(morse, [[0, 0, 0], [1.0, 0, 0]])
+    >>> warn_if_not_stationary(p, p.x0, 1e-8, "normal modes")
+    0.0
+    """
+    g = float(np.linalg.norm(np.asarray(_grad(problem, x, backend=backend))))
+    if g > gtol:
+        warnings.warn(
+            f"{what} of {problem.name!r} assume a stationary point, but |grad E(x)| = {g:.3g} "
+            f"> gtol = {gtol:.3g}: the harmonic analysis at x mixes in the gradient's effect "
+            "(minimise first, e.g. simdiff.pes.find_minimum, or pass a larger gtol)",
+            StationarityWarning,
+            stacklevel=3,
+        )
+    return g
 
 
 def rigid_body_basis(
@@ -198,6 +236,8 @@ def normal_modes(
     masses: Any = None,
     project: bool = True,
     hessian: Any = None,
+    k: int | None = None,
+    gtol: float = 1e-6,
 ) -> NormalModes:
     """Harmonic frequencies and normal modes at ``x`` (normally a minimum).
 
@@ -215,13 +255,22 @@ def normal_modes(
         Per particle ``(N,)`` or per coordinate ``(n,)``, positive.
     project : bool
         Remove rigid-body modes (default True).
-    hessian : array_like, shape (n, n), optional
+    hessian : array_like or scipy.sparse array, shape (n, n), optional
         A precomputed Hessian at ``x``.
+    k : int, optional
+        Only the ``k`` lowest modes, by :func:`scipy.sparse.linalg.eigsh` on the
+        sparse Hessian (assembled from the terms of a sum-of-terms problem,
+        :func:`~simdiff.pes.structured_hessian`): for large systems, where the
+        dense eigendecomposition (``O(n^3)``) is the bottleneck.
+    gtol : float
+        Warn (:class:`~simdiff.errors.StationarityWarning`) when the gradient
+        norm at ``x`` exceeds ``gtol``: the harmonic analysis assumes a
+        stationary point (``numpy.inf`` switches the check off).
 
     Returns
     -------
     NormalModes
-        ``m = n - n_rigid`` modes.
+        ``m = n - n_rigid`` modes (``k`` with ``k``).
 
     Notes
     -----
@@ -229,6 +278,13 @@ def normal_modes(
     of the rigid-body basis (:func:`rigid_body_basis`) and ``Q^T H_m Q`` is
     diagonalised, so the rigid-body modes are removed exactly rather than
     appearing as near-zero frequencies.  See the module docstring for units.
+
+    With ``k``, Lanczos (``eigsh``, smallest algebraic) runs on the operator
+    :math:`P H_m P + \alpha R R^T` with :math:`P = I - R R^T` the projector
+    off the rigid-body basis :math:`R` and :math:`\alpha` the largest absolute
+    row sum of :math:`H_m` (a bound on its spectrum): the rigid-body modes move
+    to the top of the spectrum and the ``k`` lowest eigenpairs are those of
+    :math:`Q^T H_m Q`.  Each iteration is one sparse product, ``O(terms)``.
 
     Examples
     --------
@@ -242,17 +298,72 @@ def normal_modes(
     x = problem.x0 if x is None else np.asarray(x, dtype=np.float64)
     info = cluster_info(problem)
     if info is not None:
-        pos = check_positions(x, info.n_particles, info.dim, info.box)
-        x = pos.reshape(-1)
+        x = check_positions(x, info.n_particles, info.dim, info.box).reshape(-1)
+    _coordinate_masses(problem, masses)  # bad input is an error before any warning
+    warn_if_not_stationary(problem, x, gtol, "normal modes", backend)
+    return _normal_modes(problem, x, backend, masses, project, hessian, k)
+
+
+def _normal_modes(
+    problem: Problem,
+    x: np.ndarray,
+    backend: str,
+    masses: Any = None,
+    project: bool = True,
+    hessian: Any = None,
+    k: int | None = None,
+) -> NormalModes:
+    """:func:`normal_modes` at a checked point, without the stationarity check."""
+    info = cluster_info(problem)
     m = _coordinate_masses(problem, masses)
-    h = _hessian(problem, x, backend=backend) if hessian is None else hessian
-    hm = mass_weighted_hessian(h, m)
     if project and info is not None:
+        pos = x.reshape(info.n_particles, info.dim)
         rigid = rigid_body_basis(pos, m[:: info.dim], periodic=info.box is not None)
     else:
         rigid = np.zeros((problem.n, 0))
+    if k is not None:
+        return _lowest_modes(problem, x, backend, m, rigid, hessian, k)
+    h = _hessian(problem, x, backend=backend) if hessian is None else hessian
+    if scipy.sparse.issparse(h):
+        h = h.toarray()
+    hm = mass_weighted_hessian(h, m)
     q = internal_basis(rigid)
     lam, v = np.linalg.eigh(q.T @ hm @ q)
-    modes = q @ v
+    return _modes_result(lam, q @ v, m, rigid.shape[1])
+
+
+def _modes_result(lam: np.ndarray, modes: np.ndarray, m: np.ndarray, n_rigid: int) -> NormalModes:
     freqs = np.sign(lam) * np.sqrt(np.abs(lam))
-    return NormalModes(freqs, lam, modes, modes / np.sqrt(m)[:, None], rigid.shape[1])
+    return NormalModes(freqs, lam, modes, modes / np.sqrt(m)[:, None], n_rigid)
+
+
+def _lowest_modes(problem, x, backend, m, rigid, hessian, k) -> NormalModes:
+    n_int = problem.n - rigid.shape[1]
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < n_int:
+        raise InputError(f"k must be an integer in 1..{n_int - 1} (fewer than the {n_int} "
+                         f"internal modes; use k=None for all); got {k!r}")  # fmt: skip
+    if hessian is None:
+        if isinstance(problem.fn, TermEnergy):
+            hessian = problem.fn.structured_hessian(x, backend, sparse=True)
+        else:
+            hessian = _hessian(problem, x, backend=backend)
+    hm = mass_weighted_hessian(hessian, m)
+    alpha = (
+        float(abs(hm).sum(axis=1).max())
+        if scipy.sparse.issparse(hm)
+        else float(np.abs(hm).sum(axis=1).max())
+    )
+
+    def matvec(v: np.ndarray) -> np.ndarray:
+        v = np.ravel(v)
+        c = rigid.T @ v
+        pv = v - rigid @ c
+        hp = hm @ pv
+        return hp - rigid @ (rigid.T @ hp) + alpha * (rigid @ c)
+
+    op = scipy.sparse.linalg.LinearOperator((problem.n, problem.n), matvec=matvec,
+                                            dtype=np.float64)  # fmt: skip
+    v0 = np.random.default_rng(0).standard_normal(problem.n)  # reproducible start vector
+    lam, v = scipy.sparse.linalg.eigsh(op, k=int(k), which="SA", v0=v0, tol=1e-12)
+    order = np.argsort(lam)
+    return _modes_result(lam[order], v[:, order], m, rigid.shape[1])

@@ -14,16 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.optimize
 
 from .._api import hessian as _hessian
-from .._api import hvp as _hvp
 from .._api import value_and_grad as _value_and_grad
 from .._problem import Problem
-from ..errors import InputError
-from .cluster import cluster_info
+from ..errors import InputError, InvalidIndexError
+from ..sensitivity import minimize
 from .derivatives import _point
-from .normal_modes import internal_basis, normal_modes, rigid_body_basis
+from .geometry import cluster_info
+from .normal_modes import _normal_modes, internal_basis, rigid_body_basis
 
 __all__ = ["MINIMIZE_METHODS", "StationaryPoint", "find_minimum", "find_saddle", "stationary_index"]
 
@@ -114,7 +113,7 @@ def stationary_index(
     >>> stationary_index(muller_brown(), np.array([-0.82200156, 0.6243128]))[0]
     1
     """
-    lam = normal_modes(problem, x, backend=backend, hessian=hessian).eigenvalues
+    lam = _normal_modes(problem, _point(problem, x), backend, hessian=hessian).eigenvalues
     if tol is None:
         tol = math.sqrt(np.finfo(np.float64).eps) * float(np.max(np.abs(lam), initial=0.0))
     return int(np.sum(lam < -tol)), lam
@@ -139,6 +138,9 @@ def find_minimum(
     compile: bool | str = False,
 ) -> StationaryPoint:
     """Local minimum by :func:`scipy.optimize.minimize` with exact derivatives.
+
+    The derivatives reach SciPy through :func:`simdiff.minimize`, simdiff's one
+    optimiser adapter (it compiles each derivative once and counts the calls).
 
     Parameters
     ----------
@@ -176,29 +178,13 @@ def find_minimum(
     if method not in MINIMIZE_METHODS:
         raise InputError(f"unknown method {method!r}; expected one of {list(MINIMIZE_METHODS)}")
     start = _point(problem, x0)
-
-    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        e, g = _value_and_grad(problem, x, backend=backend, compile=compile)
-        return float(e), np.asarray(g)
-
-    kwargs: dict[str, Any] = {}
-    kind = MINIMIZE_METHODS[method]
-    if kind == "hess":
-        kwargs["hess"] = lambda x: np.asarray(
-            _hessian(problem, x, backend=backend, compile=compile)
-        )
-    elif kind == "hessp":
-        kwargs["hessp"] = lambda x, p: np.asarray(
-            _hvp(problem, p, x, backend=backend, compile=compile)
-        )
-    options: dict[str, Any] = {"maxiter": maxiter}
     if method == "Newton-CG":
-        options["xtol"] = gtol
+        options: dict[str, Any] = {"maxiter": maxiter, "xtol": gtol}
     elif method == "L-BFGS-B":
-        options.update(gtol=gtol, ftol=0.0, maxcor=30)
+        options = {"maxiter": maxiter, "gtol": gtol, "ftol": 0.0, "maxcor": 30}
     else:
-        options["gtol"] = gtol
-    res = scipy.optimize.minimize(fun, start, jac=True, method=method, options=options, **kwargs)
+        options = {"maxiter": maxiter, "gtol": gtol}
+    res = minimize(problem, start, method, backend=backend, options=options, compile=compile)
     return _result(problem, res.x, backend, res.success, str(res.message), res.nit, method)
 
 
@@ -256,7 +242,8 @@ def find_saddle(
         Start (default ``problem.x0``); from a minimum, the search climbs along
         the followed mode.
     mode : int
-        Which eigenvector to follow at the first step (0: lowest curvature);
+        Which eigenvector to follow at the first step (0: lowest curvature;
+        ``0 <= mode < n_internal``, else :class:`~simdiff.errors.InvalidIndexError`);
         afterwards the eigenvector with the largest overlap with the previous
         one is followed.
     backend : {"jax", "torch"}
@@ -288,6 +275,16 @@ def find_saddle(
     (array([-0.822,  0.624]), 1)
     """
     x = _point(problem, x0).copy()
+    n_modes = _search_basis(problem, x).shape[1]
+    if (
+        isinstance(mode, bool)
+        or not isinstance(mode, (int, np.integer))
+        or not (0 <= mode < n_modes)
+    ):
+        raise InvalidIndexError(
+            f"mode={mode!r} is not a mode of {problem.name!r}: it has {n_modes} internal "
+            f"modes (rigid-body modes removed), so mode must be in 0..{n_modes - 1}"
+        )
     followed: np.ndarray | None = None
     trust = float(trust_radius)
     e, g = _value_and_grad(problem, x, backend=backend, compile=compile)

@@ -1,0 +1,260 @@
+"""ASE and Sella with exact derivatives: a Calculator, vibrations and a Sella Hessian function.
+
+Needs the optional extra ``ase`` (``pip install "simdiff[ase]"``, which brings
+``ase`` and ``sella``).  Units are those of the simdiff problem: ASE expects
+energies in eV and lengths in Å, so a pair potential used here should have
+its parameters in those units (e.g. ``functools.partial(lennard_jones,
+epsilon=0.0104, sigma=3.40)`` for argon); masses come from the Atoms (amu).
+
+- :class:`SimdiffCalculator` gives ASE energies and forces (and exact
+  Hessians) from a simdiff problem, or builds the problem of a pair potential
+  for whatever Atoms it is given.
+- :func:`vibrations_data` hands the exact Hessian to
+  :class:`ase.vibrations.VibrationsData`: frequencies, modes, zero-point energy
+  and, through :mod:`ase.thermochemistry`, thermochemistry.
+- :func:`sella_hessian_function` is a ``hessian_function`` for
+  :class:`sella.Sella`, so its saddle search runs on exact Hessians.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._api import hessian as _hessian
+from .._api import value_and_grad as _value_and_grad
+from .._problem import Problem
+from ..errors import BackendUnavailable, InputError, ShapeError
+from .cluster import cluster_problem
+from .potentials import PairPotential
+from .terms import TermEnergy
+
+try:
+    from ase import Atoms
+    from ase.calculators.calculator import Calculator, all_changes
+    from ase.vibrations import VibrationsData
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise BackendUnavailable(
+        f"simdiff.pes.ase_interface needs ASE ({exc}); install it with: "
+        'pip install "simdiff[ase]" (or pip install ase sella)'
+    ) from exc
+
+__all__ = [
+    "SimdiffCalculator",
+    "atoms_box",
+    "problem_from_atoms",
+    "sella_hessian_function",
+    "vibrations_data",
+]
+
+
+def atoms_box(atoms: Atoms) -> np.ndarray | None:
+    """The orthorhombic box of periodic Atoms (lengths, shape ``(3,)``), ``None`` if not periodic.
+
+    Raises
+    ------
+    InputError
+        Periodic in some directions only, or a non-orthorhombic cell.
+
+    Examples
+    --------
+    >>> from ase import Atoms
+    >>> atoms_box(Atoms("Ar2", positions=[[0, 0, 0], [1, 0, 0]])) is None
+    True
+    >>> atoms_box(Atoms("Ar", cell=[5, 6, 7], pbc=True))
+    array([5., 6., 7.])
+    """
+    pbc = np.asarray(atoms.pbc, dtype=bool)
+    if not pbc.any():
+        return None
+    cell = np.asarray(atoms.cell[:], dtype=np.float64)
+    if not pbc.all() or not np.allclose(cell, np.diag(np.diag(cell))):
+        raise InputError(
+            f"simdiff's periodic pair energies need an orthorhombic cell periodic in all three "
+            f"directions; got pbc={pbc.tolist()} and cell={cell.round(6).tolist()}"
+        )
+    return np.diag(cell).copy()
+
+
+def problem_from_atoms(atoms: Atoms, pair: PairPotential, *, skin: float | None = None) -> Problem:
+    """The pair energy of ``atoms`` as a simdiff problem (positions, masses and box from Atoms).
+
+    Examples
+    --------
+    >>> from ase import Atoms
+    >>> from simdiff.pes import lennard_jones
+    >>> p = problem_from_atoms(Atoms("Ar2", positions=[[0, 0, 0], [2 ** (1 / 6), 0, 0]]),
+    ...                        lennard_jones)
+    >>> float(p.evaluate()), p.meta["pes"].masses.round(3)
+    (-1.0, array([39.948, 39.948]))
+    """
+    return cluster_problem(pair, atoms.get_positions(), masses=atoms.get_masses(),
+                           box=atoms_box(atoms), skin=skin,
+                           name=f"{atoms.get_chemical_formula()}")  # fmt: skip
+
+
+class SimdiffCalculator(Calculator):
+    """An ASE calculator whose energies, forces and Hessians are simdiff's exact derivatives.
+
+    Parameters
+    ----------
+    problem : Problem, optional
+        An energy of the flat Cartesian coordinates ``atoms.positions.ravel()``
+        (shape ``(3N,)``), or of the components ``components`` of it.
+    pair : callable, optional
+        Instead of ``problem``: a pair potential; the calculator builds
+        :func:`problem_from_atoms` for the Atoms it is given, and again when
+        their number, masses or cell change or a cutoff neighbour list goes
+        stale (the compiled derivatives are reused otherwise).
+    backend : {"jax", "torch"}
+    components : array_like of int, optional
+        Indices into ``positions.ravel()`` that are the problem's coordinates
+        (e.g. ``[0, 1]`` for a 2-D surface such as Müller–Brown on one atom);
+        forces and Hessian entries of the other components are zero.
+    **kwargs
+        Passed to :class:`ase.calculators.calculator.Calculator`.
+
+    Examples
+    --------
+    >>> from ase import Atoms
+    >>> from simdiff.pes import lennard_jones
+    >>> atoms = Atoms("Ar2", positions=[[0, 0, 0], [1.0, 0, 0]])
+    >>> atoms.calc = SimdiffCalculator(pair=lennard_jones)
+    >>> atoms.get_potential_energy(), atoms.get_forces()[1].round(6)
+    (0.0, array([24.,  0.,  0.]))
+    """
+
+    implemented_properties: ClassVar[list[str]] = ["energy", "free_energy", "forces"]
+    nolabel = True
+
+    def __init__(
+        self,
+        problem: Problem | None = None,
+        *,
+        pair: PairPotential | None = None,
+        backend: str = "jax",
+        components: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if (problem is None) == (pair is None):
+            raise InputError("SimdiffCalculator needs exactly one of problem= and pair=")
+        if problem is not None and not isinstance(problem, Problem):
+            raise InputError(f"problem must be a simdiff.Problem; got {type(problem).__name__}")
+        super().__init__(**kwargs)
+        self.problem = problem
+        self.pair = pair
+        self.backend = backend
+        self.components = None if components is None else np.asarray(components, dtype=np.int64)
+        self._key: tuple | None = None
+        self.counts = {"energy_and_forces": 0, "hessian": 0}
+
+    # ------------------------------------------------------------------ problem and point
+    def problem_for(self, atoms: Atoms) -> Problem:
+        """The simdiff problem this calculator evaluates for ``atoms``."""
+        if self.pair is None:
+            return self.problem
+        key = (len(atoms), atoms.get_masses().tobytes(), np.asarray(atoms.cell[:]).tobytes(),
+               tuple(atoms.pbc))  # fmt: skip
+        fn = None if self.problem is None else self.problem.fn
+        stale = isinstance(fn, TermEnergy) and fn.stale(atoms.get_positions()) is not None
+        if key != self._key or stale:
+            self.problem = problem_from_atoms(atoms, self.pair)
+            self._key = key
+        return self.problem
+
+    def _x(self, atoms: Atoms, problem: Problem) -> np.ndarray:
+        flat = atoms.get_positions().reshape(-1)
+        x = flat if self.components is None else flat[self.components]
+        if x.shape != (problem.n,):
+            raise ShapeError(
+                f"the Atoms give {x.size} coordinates but problem {problem.name!r} takes "
+                f"{problem.n} (pass components= to select them)"
+            )
+        return x
+
+    def _embed(self, g: np.ndarray, n_atoms: int) -> np.ndarray:
+        if self.components is None:
+            return g
+        out = np.zeros((3 * n_atoms,) * g.ndim)
+        out[np.ix_(*[self.components] * g.ndim)] = g
+        return out
+
+    # ------------------------------------------------------------------ ASE interface
+    def calculate(
+        self, atoms: Atoms | None = None, properties: Any = None, system_changes: Any = all_changes
+    ) -> None:
+        """Energy and forces from one reverse pass (``simdiff.value_and_grad``)."""
+        super().calculate(atoms, properties, system_changes)
+        p = self.problem_for(self.atoms)
+        e, g = _value_and_grad(p, self._x(self.atoms, p), backend=self.backend)
+        self.counts["energy_and_forces"] += 1
+        forces = -self._embed(np.asarray(g), len(self.atoms)).reshape(-1, 3)
+        self.results = {"energy": float(e), "free_energy": float(e), "forces": forces + 0.0}
+
+    def get_hessian(self, atoms: Atoms | None = None) -> np.ndarray:
+        """The exact Hessian at ``atoms`` (default: the last ones), shape ``(3N, 3N)``, eV/Å²."""
+        atoms = self.atoms if atoms is None else atoms
+        if atoms is None:
+            raise InputError("get_hessian needs Atoms (none given and none calculated yet)")
+        p = self.problem_for(atoms)
+        self.counts["hessian"] += 1
+        h = np.asarray(_hessian(p, self._x(atoms, p), backend=self.backend))
+        return self._embed(h, len(atoms))
+
+
+def vibrations_data(atoms: Atoms, calc: SimdiffCalculator | None = None) -> VibrationsData:
+    """Exact-Hessian :class:`ase.vibrations.VibrationsData` for ``atoms`` (at their positions).
+
+    Frequencies (``get_frequencies()``, cm^-1), energies (``get_energies()``,
+    eV), modes, zero-point energy; pass ``get_energies()`` to
+    :class:`ase.thermochemistry.HarmonicThermo` or ``IdealGasThermo`` for
+    thermochemistry.  ASE's own :class:`ase.vibrations.Vibrations` gets the same
+    object by ``6N`` finite-difference force calls.
+
+    Parameters
+    ----------
+    atoms : ase.Atoms
+        Normally at a minimum.
+    calc : SimdiffCalculator, optional
+        Default ``atoms.calc``.
+
+    Examples
+    --------
+    >>> from ase import Atoms
+    >>> from simdiff.pes import morse
+    >>> atoms = Atoms("H2", positions=[[0, 0, 0], [1.0, 0, 0]])
+    >>> atoms.calc = SimdiffCalculator(pair=morse)
+    >>> vib = vibrations_data(atoms)
+    >>> round(float(abs(vib.get_frequencies()[-1])), 1)   # sqrt(2 D a^2 / mu) in cm^-1
+    1038.8
+    """
+    calc = atoms.calc if calc is None else calc
+    if not isinstance(calc, SimdiffCalculator):
+        raise InputError(
+            f"vibrations_data needs a SimdiffCalculator (atoms.calc or calc=); got "
+            f"{type(calc).__name__}"
+        )
+    return VibrationsData.from_2d(atoms, calc.get_hessian(atoms))
+
+
+def sella_hessian_function(calc: SimdiffCalculator) -> Callable[[Atoms], np.ndarray]:
+    """A ``hessian_function`` for :class:`sella.Sella`: the exact Hessian from ``calc``.
+
+    Use with ``Sella(atoms, order=1, hessian_function=sella_hessian_function(calc),
+    diag_every_n=1)`` to have Sella take the exact Hessian at every step instead
+    of its iterative diagonalisation and quasi-Newton updates.
+
+    Examples
+    --------
+    >>> from ase import Atoms
+    >>> from simdiff.pes import lennard_jones
+    >>> calc = SimdiffCalculator(pair=lennard_jones)
+    >>> f = sella_hessian_function(calc)
+    >>> f(Atoms("Ar2", positions=[[0, 0, 0], [1.2, 0, 0]])).shape
+    (6, 6)
+    """
+    if not isinstance(calc, SimdiffCalculator):
+        raise InputError(f"expected a SimdiffCalculator; got {type(calc).__name__}")
+    return calc.get_hessian

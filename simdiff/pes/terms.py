@@ -1,0 +1,409 @@
+r"""Energies that are sums of terms over small groups of atoms: pairs, triples, quadruples.
+
+.. math:: E(x) = \sum_{t=1}^{m} \varepsilon\bigl(R_{a_{t,1}}, \dots, R_{a_{t,k}}\bigr)
+
+with positions :math:`R = x` reshaped to ``(N, dim)`` and an index array
+``index`` of shape ``(m, k)`` (bonds ``k = 2``, angles ``k = 3``, dihedrals
+``k = 4``).  The term function is written once against ``ops`` like any
+problem, over a leading batch of terms: ``term(r, ops)`` takes ``r`` of shape
+``(..., k, dim)`` and returns shape ``(...)`` (index with ``r[..., i, :]``,
+reduce with ``axis=-1``), so the same function gives all ``m`` energies at once
+and the energy of one term.
+
+Its derivatives are assembled from per-term derivatives: the gradient and
+Hessian-vector products by AD of the sum (``O(m)`` each), the Hessian from the
+``m`` term Hessians of shape ``(k dim, k dim)``, computed in one vmapped call
+of the backend and scattered into the ``(n, n)`` matrix (``O(m)`` work plus the
+output; ``scipy.sparse`` on request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+
+from .._api import cached_derivatives
+from .._problem import Problem
+from ..backends import get_backend
+from ..errors import InputError, InvalidIndexError, ShapeError
+from .geometry import ClusterInfo, check_masses, minimum_image
+
+__all__ = ["TermEnergy", "check_index", "structured_hessian", "term_energy"]
+
+#: Terms per vectorised call of the term Hessian (larger sums are computed in batches of this).
+TERM_CHUNK = 2**18
+
+#: Floats of intermediates per term and tangent in the dense AD Hessian, per coordinate of a
+#: term (measured for Lennard-Jones pairs on JAX and torch, rounded up).
+_DENSE_FLOATS_PER_TERM_COORD = 8
+
+
+def check_index(index: Any, n_particles: int, what: str = "index") -> np.ndarray:
+    """Validate an index array of atoms per term; return it as int64 of shape ``(m, k)``.
+
+    Raises
+    ------
+    ShapeError
+        Not of shape ``(m, k)`` with ``k >= 1``.
+    InvalidIndexError
+        Not integers, an atom out of ``0..n_particles-1``, or one atom twice in a term;
+        the message names the term (row) and the atom.
+
+    Examples
+    --------
+    >>> check_index([[0, 1], [1, 2]], 3).tolist()
+    [[0, 1], [1, 2]]
+    >>> check_index([[0, 1], [2, 2]], 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    simdiff.errors.InvalidIndexError: index: term 1 has atom 2 twice (atoms [2, 2]); the atoms ...
+    """
+    a = np.asarray(index)
+    if a.ndim != 2 or a.shape[1] < 1:
+        raise ShapeError(f"{what} must have shape (m, k): m terms of k atoms; got shape {a.shape}")
+    if a.size and a.dtype.kind not in "iu":
+        if a.dtype.kind == "f" and np.all(a == np.round(a)):
+            a = a.astype(np.int64)
+        else:
+            raise InvalidIndexError(f"{what} must hold integer atom numbers; got dtype {a.dtype}")
+    a = a.astype(np.int64)
+    bad = np.argwhere((a < 0) | (a >= n_particles))
+    if bad.size:
+        t, j = (int(v) for v in bad[0])
+        raise InvalidIndexError(
+            f"{what}: term {t} refers to atom {a[t, j]} ({what}[{t}, {j}]), out of range for "
+            f"{n_particles} atoms (valid 0..{n_particles - 1})"
+        )
+    if a.shape[1] > 1 and a.shape[0]:
+        s = np.sort(a, axis=1)
+        rep = np.flatnonzero((s[:, 1:] == s[:, :-1]).any(axis=1))
+        if rep.size:
+            t = int(rep[0])
+            atom = int(s[t, 1:][s[t, 1:] == s[t, :-1]][0])
+            raise InvalidIndexError(
+                f"{what}: term {t} has atom {atom} twice (atoms {a[t].tolist()}); the atoms "
+                "of a term must be distinct"
+            )
+    return a
+
+
+class _OneTerm:
+    """One term as a problem function of its ``k * dim`` coordinates (picklable)."""
+
+    def __init__(self, term: Callable[[Any, Any], Any], k: int, dim: int) -> None:
+        self.term, self.k, self.dim = term, k, dim
+        self.__name__ = f"{getattr(term, '__name__', 'term')}_single"
+
+    def __call__(self, y: Any, ops: Any) -> Any:
+        return self.term(ops.reshape(y, (self.k, self.dim)), ops)
+
+
+class TermEnergy:
+    r"""The energy :math:`\sum_t` ``term(R[index[t]])`` of flat coordinates: a problem's ``fn``.
+
+    Build it with :func:`term_energy` (validated) and pass it to
+    :class:`simdiff.Problem`; :func:`simdiff.pes.cluster_problem` builds one of
+    Lennard-Jones or Morse pairs.
+
+    Attributes
+    ----------
+    term : callable
+        ``term(r, ops)``, ``r`` of shape ``(..., k, dim)`` -> shape ``(...)``.
+    index : ndarray of int64, shape (m, k)
+    n_particles, dim : int
+    reference : ndarray of shape (n_particles, dim) or None
+        Geometry at which a cutoff neighbour list was built (``None``: the
+        index holds every term, valid everywhere).
+    max_shift : float or None
+        With a neighbour list, the largest displacement of any atom from
+        ``reference`` for which the list still holds every interacting term
+        (half the skin).  Beyond it the energy is NaN, so no derivative built
+        on a stale list is returned (:class:`~simdiff.errors.NonFiniteError`);
+        :func:`simdiff.pes.cluster_problem` at the new geometry rebuilds it.
+    box : ndarray of shape (dim,) or None
+        Periodic box: displacements from ``reference`` are minimum-image ones.
+    """
+
+    def __init__(
+        self,
+        term: Callable[[Any, Any], Any],
+        index: np.ndarray,
+        n_particles: int,
+        dim: int = 3,
+        *,
+        reference: np.ndarray | None = None,
+        max_shift: float | None = None,
+        box: np.ndarray | None = None,
+    ) -> None:
+        self.term = term
+        self.index = index
+        self.n_particles = int(n_particles)
+        self.dim = int(dim)
+        self.reference = reference
+        self.max_shift = max_shift
+        self.box = box
+        m, k = index.shape
+        self.n_terms, self.k = int(m), int(k)
+        self.__name__ = getattr(term, "__name__", "term_energy")
+        self.coords = (index[:, :, None] * dim + np.arange(dim)).reshape(m, k * dim)
+        y0 = np.zeros((k, dim)) + np.arange(k)[:, None]  # a placeholder point of one term
+        self.term_problem = Problem(_OneTerm(term, k, dim), y0.reshape(-1), name=self.__name__)
+        self._flat: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ energy
+    def __call__(self, x: Any, ops: Any) -> Any:
+        pos = ops.reshape(x, (self.n_particles, self.dim))
+        if self.n_terms == 0:
+            return ops.sum(pos) * 0.0
+        r = ops.take(pos, self.index, axis=0)  # (m, k, dim)
+        energy = ops.sum(self.term(r, ops))
+        if self.reference is None:
+            return energy
+        moved = pos - ops.asarray(self.reference)
+        if self.box is not None:
+            moved = minimum_image(moved, ops.asarray(self.box), ops)
+        shift = ops.max(ops.abs(moved))
+        # a stale neighbour list gives NaN, never a silently wrong energy (see class docstring):
+        # a factor (1 or NaN) on the energy, so every derivative order is NaN there too
+        return energy * ops.where(shift > self.max_shift, float("nan"), 1.0)
+
+    # ------------------------------------------------------------------ structure
+    def stale(self, x: np.ndarray) -> tuple[int, float] | None:
+        """``(atom, displacement)`` of the first atom beyond ``max_shift``, else ``None``."""
+        if self.reference is None:
+            return None
+        moved = np.asarray(x).reshape(-1, self.n_particles, self.dim) - self.reference
+        if self.box is not None:
+            moved = moved - self.box * np.round(moved / self.box)
+        far = np.abs(moved).max(axis=(0, 2))
+        bad = np.flatnonzero(far > self.max_shift)
+        return (int(bad[0]), float(far[bad[0]])) if bad.size else None
+
+    def term_hessians(self, x: np.ndarray, backend: str, dtype: Any = None) -> np.ndarray:
+        """Hessians of every term at ``x`` (shape ``(n,)`` or ``(B, n)``): ``(B*m, kd, kd)``.
+
+        One vmapped (and on JAX jit-compiled) call of the backend's Hessian of
+        one term, through :class:`simdiff.Derivatives` of :attr:`term_problem`,
+        per batch of :data:`TERM_CHUNK` terms.
+        """
+        x = np.asarray(x, dtype=np.float64).reshape(-1, self.n_particles * self.dim)
+        kd = self.k * self.dim
+        if self.n_terms == 0:
+            return np.zeros((0, kd, kd))
+        where = self.stale(x)
+        if where is not None:
+            raise InputError(
+                f"the neighbour list of this energy was built at another geometry: atom "
+                f"{where[0]} has moved {where[1]:.3g} > {self.max_shift:.3g} (half the skin) "
+                "since, so pairs outside the list may interact; rebuild the problem at this "
+                "geometry (simdiff.pes.cluster_problem(pair, x, ...))"
+            )
+        r = x[:, self.coords].reshape(-1, kd)  # (B*m, kd)
+        dtype = "float64" if dtype is None else dtype  # one cache entry for the default
+        d = cached_derivatives(self.term_problem, backend, dtype=dtype)
+        total = r.shape[0]
+        if total <= TERM_CHUNK:
+            return np.asarray(d.hessian(r, method="fwd-rev"))
+        # fixed-size batches (the last padded with copies of a valid term): bounded memory
+        # and one compilation, whatever the number of terms
+        out = np.empty((total, kd, kd))
+        for s in range(0, total, TERM_CHUNK):
+            part = r[s : s + TERM_CHUNK]
+            if part.shape[0] < TERM_CHUNK:
+                part = np.concatenate([part, np.repeat(part[:1], TERM_CHUNK - part.shape[0], 0)])
+            out[s : s + TERM_CHUNK] = np.asarray(d.hessian(part, method="fwd-rev"))[: total - s]
+        return out
+
+    def structured_hessian(
+        self, x: np.ndarray, backend: str, dtype: Any = None, *, sparse: bool = False
+    ) -> Any:
+        """Hessian at ``x`` assembled from the term Hessians (see :func:`structured_hessian`)."""
+        x = np.asarray(x, dtype=np.float64)
+        n = self.n_particles * self.dim
+        batch = x.shape[:-1]
+        hs = self.term_hessians(x, backend, dtype)
+        if sparse:
+            if batch:
+                raise ShapeError("sparse=True assembles one Hessian: x must have shape (n,)")
+            kd = self.k * self.dim
+            rows = np.broadcast_to(self.coords[:, :, None], (self.n_terms, kd, kd))
+            cols = np.broadcast_to(self.coords[:, None, :], (self.n_terms, kd, kd))
+            coo = scipy.sparse.coo_array((hs.ravel(), (rows.ravel(), cols.ravel())), shape=(n, n))
+            return coo.tocsr()
+        if self._flat is None:
+            self._flat = (self.coords[:, :, None] * n + self.coords[:, None, :]).ravel()
+        b = int(np.prod(batch, dtype=np.int64))
+        flat = self._flat if b == 1 else (np.arange(b)[:, None] * (n * n) + self._flat).ravel()
+        h = np.bincount(flat, weights=hs.ravel(), minlength=b * n * n)
+        return h.reshape(*batch, n, n)
+
+    def dense_hessian_bytes(self, n: int) -> int:
+        """Estimated bytes held by the dense AD Hessian: ``n`` tangents through all terms."""
+        return 8 * n * max(self.n_terms, 1) * self.k * self.dim * _DENSE_FLOATS_PER_TERM_COORD
+
+    def __repr__(self) -> str:
+        return (f"TermEnergy({self.__name__}, terms={self.n_terms}, k={self.k}, "
+                f"n_particles={self.n_particles})")  # fmt: skip
+
+
+def term_energy(
+    term: Callable[[Any, Any], Any],
+    index: Any,
+    positions: Any,
+    *,
+    dim: int = 3,
+    masses: Any = None,
+    name: str | None = None,
+) -> Problem:
+    r"""A :class:`simdiff.Problem` whose energy is a sum of terms over groups of atoms.
+
+    Parameters
+    ----------
+    term : callable
+        ``term(r, ops)``: ``r`` of shape ``(..., k, dim)`` (the positions of
+        the ``k`` atoms of each term) -> energies of shape ``(...)``.  Written
+        with ``r[..., i, :]`` and reductions over ``axis=-1``, it serves both
+        all terms at once and one term at a time.
+    index : array_like of int, shape (m, k)
+        The atoms of each term, distinct within a term.
+    positions : array_like, shape (N, dim) or (N * dim,)
+        Start geometry (``problem.x0``).
+    dim : int
+        Spatial dimension.
+    masses : float or array_like of shape (N,), optional
+        Particle masses for normal-mode analysis (default 1).
+    name : str, optional
+
+    Returns
+    -------
+    Problem
+        ``problem.fn`` is a :class:`TermEnergy`: ``simdiff.hessian(problem)``
+        assembles the Hessian from the ``m`` term Hessians; ``method="fwd-rev"``
+        (or ``"rev-rev"``, ``"fwd-fwd"``) gives the dense AD Hessian instead.
+
+    Raises
+    ------
+    ShapeError, InvalidIndexError
+        Bad ``index`` (see :func:`check_index`) or ``positions``.
+    InputError
+        ``term`` does not return one finite energy per term at ``positions``
+        (the message names the first offending term and its atoms).
+
+    Examples
+    --------
+    Harmonic bonds along a chain of four atoms:
+
+    >>> import numpy as np, simdiff
+    >>> def bond(r, ops):
+    ...     d = r[..., 1, :] - r[..., 0, :]
+    ...     return 0.5 * (ops.sqrt(ops.sum(d * d, axis=-1)) - 1.0) ** 2
+    >>> p = term_energy(bond, [[0, 1], [1, 2], [2, 3]], np.arange(12.0).reshape(4, 3) / 3)
+    >>> h = simdiff.hessian(p)                       # assembled from three 6x6 blocks
+    >>> bool(np.allclose(h, simdiff.hessian(p, method="fwd-rev")))
+    True
+    """
+    pos = _positions(positions, dim)
+    n_particles = pos.shape[0]
+    idx = check_index(index, n_particles)
+    check_term(term, idx, pos)
+    fn = TermEnergy(term, idx, n_particles, dim)
+    info = ClusterInfo(n_particles, dim, check_masses(masses, n_particles), None)
+    return Problem(fn, pos.reshape(-1), name=name or f"{fn.__name__}{n_particles}",
+                   meta={"tags": ("pes",), "pes": info})  # fmt: skip
+
+
+def _positions(positions: Any, dim: int) -> np.ndarray:
+    a = np.asarray(positions, dtype=np.float64)
+    if a.ndim == 1 and a.size % dim == 0:
+        a = a.reshape(-1, dim)
+    if a.ndim != 2 or a.shape[1] != dim or a.shape[0] == 0:
+        raise ShapeError(f"positions must have shape (N, {dim}) or ({dim}N,) with N >= 1; got "
+                         f"shape {np.shape(positions)}")  # fmt: skip
+    if not np.all(np.isfinite(a)):
+        i = int(np.flatnonzero(~np.isfinite(a).all(axis=1))[0])
+        raise InputError(f"positions must be finite; particle {i} is at {a[i]}")
+    return a
+
+
+def check_term(term: Callable[[Any, Any], Any], index: np.ndarray, positions: np.ndarray) -> None:
+    """Evaluate ``term`` in numpy on all terms and on one; raise :class:`InputError` if it fails.
+
+    The term must return shape ``(m,)`` for ``r`` of shape ``(m, k, dim)``,
+    shape ``()`` for one term's ``(k, dim)``, and finite energies at ``positions``.
+    """
+    if index.shape[0] == 0:
+        return
+    ops = get_backend("numpy").ops()
+    name = getattr(term, "__name__", repr(term))
+    r = positions[index]
+    with np.errstate(all="ignore"):  # non-finite energies are reported below, by term
+        e = np.asarray(term(r, ops))
+        one = np.asarray(term(r[0], ops))
+    if e.shape != (index.shape[0],):
+        raise InputError(
+            f"term function {name} must return one energy per term: for r of shape {r.shape} "
+            f"(m terms, k atoms, dim) it returned shape {e.shape}, expected ({index.shape[0]},)"
+        )
+    if one.shape != ():
+        raise InputError(
+            f"term function {name} must return a scalar for one term: term 0 (atoms "
+            f"{index[0].tolist()}) gave shape {one.shape}; index r with r[..., i, :] and reduce "
+            "with axis=-1"
+        )
+    bad = np.flatnonzero(~np.isfinite(e))
+    if bad.size:
+        t = int(bad[0])
+        raise InputError(
+            f"term function {name} is not finite at the given positions: term {t} (atoms "
+            f"{index[t].tolist()}) has energy {e[t]}"
+        )
+
+
+def structured_hessian(
+    problem: Problem, x: Any = None, *, backend: str = "jax", sparse: bool = False
+) -> Any:
+    """Hessian of a sum-of-terms problem assembled from its term Hessians; dense or sparse.
+
+    Parameters
+    ----------
+    problem : Problem
+        Its ``fn`` a :class:`TermEnergy` (:func:`term_energy`,
+        :func:`simdiff.pes.cluster_problem`).
+    x : array_like, shape (n,), optional
+        Default ``problem.x0``.
+    backend : {"jax", "torch"}
+    sparse : bool
+        Return a ``scipy.sparse.csr_array`` (``O(m)`` memory) instead of a dense
+        ``(n, n)`` numpy array.
+
+    Notes
+    -----
+    Cost: one vmapped Hessian of ``m`` terms (``k dim`` HVPs of one term each),
+    then a scatter-add of ``m (k dim)^2`` numbers; the dense result adds the
+    ``n^2`` output.  The dense AD Hessian instead pushes ``n`` tangents through
+    all ``m`` terms: ``O(n m)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simdiff.pes import cluster_problem, lennard_jones
+    >>> p = cluster_problem(lennard_jones, [[0, 0, 0], [1.1, 0, 0], [0, 1.1, 0]])
+    >>> h = structured_hessian(p, sparse=True)
+    >>> h.shape, h.nnz
+    ((9, 9), 81)
+    """
+    fn = problem.fn
+    if not isinstance(fn, TermEnergy):
+        raise InputError(
+            f"structured_hessian needs a sum-of-terms problem (simdiff.pes.term_energy or "
+            f"cluster_problem); {problem.name!r} has fn {type(fn).__name__}"
+        )
+    x = problem.x0 if x is None else np.asarray(x, dtype=np.float64)
+    if x.shape != (problem.n,):
+        raise ShapeError(f"x for problem {problem.name!r} must have shape ({problem.n},); "
+                         f"got {x.shape}")  # fmt: skip
+    problem.require(backend)
+    return fn.structured_hessian(x, backend, sparse=sparse)

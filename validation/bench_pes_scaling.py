@@ -1,0 +1,193 @@
+"""Hessian of LJ-N at scale: structured (sum of pair terms) vs dense AD vs ASE's Vibrations.
+
+For each N (compact fcc fragments, ``problems.pes.fcc_cluster``; free clusters)
+the configurations below are built, called once (first call: compile and
+warm-up, reported apart), then timed in ``--repeats`` interleaved rounds (each
+round calls every configuration once, in rotating order) and summarised by the
+median.  One process, one run: ratios within a size are comparable.
+
+- ``struct-jax``, ``struct-torch``: ``simdiff.hessian(p)`` on the all-pairs
+  Lennard-Jones problem, assembled from the 6x6 pair Hessians (dense output)
+- ``struct-cut-jax``, ``struct-cut-torch``: the same with the C2-switched
+  potential, ``r_on = 2.0``, ``r_cut = 2.5`` sigma (pairs within ``r_cut``
+  plus the skin at the geometry)
+- ``struct-cut-sparse``: ``simdiff.pes.structured_hessian(p, sparse=True)`` (JAX)
+- ``dense-ad-jax``: ``simdiff.hessian(p, method="fwd-rev")``, the dense AD
+  Hessian of the all-pairs problem (``N <= --dense-max``)
+- ``ase-vib``: ASE's ``Vibrations`` (central differences of forces, 6N force
+  calls, step 0.01) with ASE's ``LennardJones`` calculator (``rc = 100``, so
+  every pair interacts, as in the all-pairs problem); one timed call
+  (``N <= --ase-max``)
+
+Accuracy: the largest deviation from ``struct-jax`` (exact to rounding)
+relative to its largest entry; ``struct-cut-*`` are compared with
+``struct-cut-jax``, and ``struct-cut-jax`` with the dense AD Hessian of the
+switched all-pairs energy where that is measured.
+
+    python -m validation.bench_pes_scaling --sizes 38 150 500 1000 2000 --repeats 5 --threads 1
+
+``--threads 1`` pins torch's and XLA's intra-op threads: on an oversubscribed
+machine torch's default of one thread per core slowed the torch term Hessians
+about sixfold (N = 1000 with cutoff: 3.3 s with 2 threads, 0.54 s with 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+CONFIGS = ("struct-jax", "struct-torch", "struct-cut-jax", "struct-cut-torch",
+           "struct-cut-sparse", "dense-ad-jax", "ase-vib")  # fmt: skip
+
+
+def _builders(n_atoms: int, args: argparse.Namespace) -> dict[str, Callable[[], object]]:
+    import simdiff
+    from problems.pes import fcc_cluster
+    from simdiff.pes import cluster_problem, lennard_jones, smooth_cutoff, structured_hessian
+
+    pos = fcc_cluster(n_atoms)
+    full = cluster_problem(lennard_jones, pos, name=f"lj{n_atoms}")
+    cut = cluster_problem(smooth_cutoff(lennard_jones, r_on=2.0, r_cut=2.5), pos,
+                          name=f"lj{n_atoms}-cut")  # fmt: skip
+    fns: dict[str, Callable[[], object]] = {
+        "struct-jax": lambda: simdiff.hessian(full),
+        "struct-cut-jax": lambda: simdiff.hessian(cut),
+        "struct-cut-sparse": lambda: structured_hessian(cut, sparse=True),
+        "struct-cut-torch": lambda: simdiff.hessian(cut, backend="torch"),
+    }
+    if n_atoms <= args.torch_max:
+        fns["struct-torch"] = lambda: simdiff.hessian(full, backend="torch")
+    if n_atoms <= args.dense_max:
+        fns["dense-ad-jax"] = lambda: simdiff.hessian(full, method="fwd-rev")
+    fns["_pairs"] = lambda: (full.fn.n_terms, cut.fn.n_terms)  # type: ignore[assignment]
+    return fns
+
+
+def _ase_vibrations(n_atoms: int) -> tuple[float, np.ndarray]:
+    from ase import Atoms
+    from ase.calculators.lj import LennardJones
+    from ase.vibrations import Vibrations
+
+    from problems.pes import fcc_cluster
+
+    atoms = Atoms(f"Ar{n_atoms}", positions=fcc_cluster(n_atoms))
+    atoms.calc = LennardJones(sigma=1.0, epsilon=1.0, rc=100.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        vib = Vibrations(atoms, delta=0.01, nfree=2, name=f"{tmp}/vib")
+        vib.run()
+        h = vib.get_vibrations().get_hessian_2d()
+        return time.perf_counter() - t0, h
+
+
+def _dense(h: object) -> np.ndarray:
+    return h.toarray() if hasattr(h, "toarray") else np.asarray(h)
+
+
+def measure(n_atoms: int, args: argparse.Namespace) -> list[dict]:
+    fns = _builders(n_atoms, args)
+    n_pairs, n_cut = fns.pop("_pairs")()  # type: ignore[misc]
+    recs: dict[str, dict] = {}
+    results: dict[str, np.ndarray] = {}
+    for name, fn in fns.items():
+        t0 = time.perf_counter()
+        results[name] = _dense(fn())
+        recs[name] = {"config": name, "n_atoms": n_atoms, "first_s": time.perf_counter() - t0,
+                      "times": []}  # fmt: skip
+    names = list(fns)
+    for r in range(args.repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            t0 = time.perf_counter()
+            fns[name]()
+            recs[name]["times"].append(time.perf_counter() - t0)
+    if n_atoms <= args.ase_max:
+        t, h = _ase_vibrations(n_atoms)
+        results["ase-vib"] = h
+        recs["ase-vib"] = {"config": "ase-vib", "n_atoms": n_atoms, "first_s": t, "times": [t]}
+    ref, ref_cut = results["struct-jax"], results["struct-cut-jax"]
+    out = []
+    for name, rec in recs.items():
+        base = ref_cut if name.startswith("struct-cut") and name != "struct-cut-jax" else ref
+        if name == "struct-cut-jax":
+            rec["rel_err"] = None
+        else:
+            rec["rel_err"] = float(np.abs(results[name] - base).max() / np.abs(base).max())
+        rec["median_s"] = statistics.median(rec["times"])
+        rec["min_s"] = min(rec["times"])
+        rec["pairs"] = n_cut if name.startswith("struct-cut") else n_pairs
+        del rec["times"]
+        out.append(rec)
+        print(json.dumps(rec), file=sys.stderr, flush=True)
+    return out
+
+
+def _slope(ns: list[int], ts: list[float]) -> float:
+    if len(ns) < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(ns), np.log(ts), 1)[0])
+
+
+def print_tables(records: list[dict]) -> None:
+    by = {(r["config"], r["n_atoms"]): r for r in records}
+    sizes = sorted({r["n_atoms"] for r in records})
+    print("| N | n = 3N | configuration | pairs | first call (s) | median (s) | min (s) "
+          "| max error / max abs H |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for n_atoms in sizes:
+        for c in CONFIGS:
+            r = by.get((c, n_atoms))
+            if r is None:
+                continue
+            err = "(reference)" if r["rel_err"] is None else f"{r['rel_err']:.1e}"
+            if c == "struct-jax":
+                err = "(reference)"
+            print(f"| {n_atoms} | {3 * n_atoms} | {c} | {r['pairs']} | {r['first_s']:.3g} "
+                  f"| {r['median_s']:.3g} | {r['min_s']:.3g} | {err} |")  # fmt: skip
+    print()
+    print("| configuration | sizes | exponent k, median time ~ N^k |")
+    print("|---|---|---|")
+    for c in CONFIGS:
+        ns = [n for n in sizes if (c, n) in by]
+        k = _slope(ns, [by[(c, n)]["median_s"] for n in ns])
+        print(f"| {c} | {', '.join(map(str, ns))} | {k:.2f} |")
+    print()
+    print("| N | ASE Vibrations time / struct-jax median | ASE max error / max abs H |")
+    print("|---|---|---|")
+    for n_atoms in sizes:
+        if ("ase-vib", n_atoms) in by:
+            a, s = by[("ase-vib", n_atoms)], by[("struct-jax", n_atoms)]
+            print(f"| {n_atoms} | {a['median_s'] / s['median_s']:.0f}x | {a['rel_err']:.1e} |")
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[38, 150, 500, 1000, 2000])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--dense-max", type=int, default=150, help="largest N for dense AD")
+    parser.add_argument("--torch-max", type=int, default=1000, help="largest N, torch all pairs")
+    parser.add_argument("--ase-max", type=int, default=150, help="largest N for ASE Vibrations")
+    parser.add_argument("--threads", type=int, help="intra-op threads for torch and XLA")
+    args = parser.parse_args(argv)
+    if args.threads:  # before JAX is imported (the builders import it)
+        os.environ["XLA_FLAGS"] = (f"--xla_cpu_multi_thread_eigen=false "
+                                   f"intra_op_parallelism_threads={args.threads}")  # fmt: skip
+        import torch
+
+        torch.set_num_threads(args.threads)
+    records = []
+    for n_atoms in args.sizes:
+        records += measure(n_atoms, args)
+    print_tables(records)
+    return records
+
+
+if __name__ == "__main__":
+    main()
