@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -18,11 +19,12 @@ import numpy as np
 from . import _arrays as A
 from ._compile import CompiledCall, check_compile
 from ._operators_core import OPERATOR_KINDS, OperatorMethods, build_operator
+from ._probe import probe
 from ._problem import Problem
 from ._tree import tree_map
 from .backends import get_backend
 from .backends.taylor import taylor_function
-from .errors import OptionError, ShapeError, UnsupportedError
+from .errors import InputError, InputTypeError, LeakError, OptionError, ShapeError, UnsupportedError
 from .taylor_tensor import assemble_tensor
 
 __all__ = [
@@ -52,13 +54,13 @@ _NO_AD_KINDS = {"value", "taylor", "taylor_derivative", "derivative_sum"}
 
 def _check_order(order: Any, what: str = "order") -> int:
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
-        raise ValueError(f"{what} must be a non-negative integer; got {order!r}")
+        raise InputError(f"{what} must be a non-negative integer; got {order!r}")
     return int(order)
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
     if value not in allowed:
-        raise ValueError(f"unknown {what} {value!r}; expected one of {list(allowed)}")
+        raise InputError(f"unknown {what} {value!r}; expected one of {list(allowed)}")
     return value
 
 
@@ -184,6 +186,14 @@ class Derivatives(OperatorMethods):
     check_finite : bool
         Reject non-finite inputs (``ValueError`` naming the first bad index)
         and non-finite results (:class:`~simdiff.errors.NonFiniteError`).
+    probe : bool
+        On the first derivative call, on a backend whose tracer does not
+        catch a problem leaving the traced computation (torch), compare one
+        JVP with a difference quotient of the values and raise
+        :class:`~simdiff.errors.LeakError` if they disagree (cost: one JVP
+        and five function evaluations, once; see docs/errors.md).  On every
+        backend, the framework's own leak errors and warnings become
+        ``LeakError``.
 
     Examples
     --------
@@ -206,15 +216,19 @@ class Derivatives(OperatorMethods):
         dtype: Any = None,
         compile: bool | str = False,
         check_finite: bool = True,
+        probe: bool = True,
     ) -> None:
         if not isinstance(problem, Problem):
-            raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
+            raise InputTypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
         self.backend = get_backend(backend)
         problem.require(self.backend.name)
         self.problem = problem
         self.dtype = A.resolve_dtype(dtype)
         self.compile = check_compile(compile, self.backend)
         self.check_finite = bool(check_finite)
+        self.probe = bool(probe)
+        #: The leak probe's findings (None until it ran; see simdiff._probe).
+        self.probe_result: dict[str, Any] | None = None
         self._fns: dict[tuple, Callable] = {}
         self._info: dict[tuple, dict[str, Any]] = {}
         self._traces = 0
@@ -420,17 +434,70 @@ class Derivatives(OperatorMethods):
                 "batched": any(a is not None for a in axes),
                 "calls": 0,
                 "compile": self.compile,
-                "path": "jit" if self.backend.name == "jax" else "eager",
+                "path": self.backend.plain_path,
             }
             start = time.perf_counter()
-            out = self.backend.block_until_ready(fn(*native))  # honest first-call time
-            self._info[key]["first_call_s"] = time.perf_counter() - start
+            out = self._guarded(lambda: self.backend.block_until_ready(fn(*native)), kind)
+            self._info[key]["first_call_s"] = time.perf_counter() - start  # honest first call
+            if self.probe and self.probe_result is None and kind not in _NO_AD_KINDS:
+                self._probe(kind, native[0], xb, out, device)
         else:
-            out = fn(*native)
+            try:
+                out = fn(*native)
+            except Exception as exc:  # the framework's leak errors become LeakError
+                raise self._leak(exc, kind) from exc
         self._info[key]["calls"] += 1
         if check:
             tree_map(lambda y: A.check_finite_result(y, self.backend, f"simdiff.{kind}"), out)
         return tree_map(lambda y: A.convert_out(y, xsrc, self.backend), out)
+
+    def _leak(self, exc: Exception, kind: str) -> Exception:
+        """``LeakError`` naming the cause if ``exc`` means a leak; else ``exc`` itself."""
+        cause = self.backend.leak_cause(exc)
+        if cause is None:
+            return exc
+        return LeakError(
+            f"simdiff.{kind} of problem {self.problem.name!r} on {self.backend.name}: the "
+            f"problem leaves the traced computation ({cause}), so the derivative cannot see "
+            "part of it. Write it with ops: ops.where for branches, ops.stop_gradient for "
+            f"values meant to be constant. ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+        )
+
+    def _guarded(self, thunk: Callable[[], Any], kind: str) -> Any:
+        """Run ``thunk``; the framework's leak errors and warnings become ``LeakError``."""
+        try:
+            with warnings.catch_warnings():
+                for message in self.backend.leak_warnings:
+                    warnings.filterwarnings("error", message=message, category=UserWarning)
+                return thunk()
+        except LeakError:
+            raise
+        except Exception as exc:
+            raise self._leak(exc, kind) from exc
+
+    def _probe(self, kind: str, x: Any, batched: bool, out: Any, device: Any) -> None:
+        """Run the leak probe once (simdiff._probe) where the backend's tracer does not.
+
+        A gradient or Jacobian just computed gives the probe its directional
+        derivative; other first calls cost the probe one JVP.
+        """
+        T = self.backend
+        if T.catches_leaks:
+            self.probe_result = {"status": f"not needed: {T.name}'s tracer raises on leaks"}
+            return
+        start = time.perf_counter()
+        point = T.to_numpy(x)
+        point = point[0] if batched else point
+        directional = None
+        if kind in ("grad", "value_and_grad", "jacobian"):
+            jac = T.to_numpy(out[1] if kind == "value_and_grad" else out)
+            jac = jac[0] if batched else jac
+            directional = lambda v: jac @ v  # noqa: E731
+        ops = T.ops(self.dtype, device)
+        self.probe_result = self._guarded(
+            lambda: probe(self.problem, T, ops, point, self.dtype, directional), "leak probe"
+        )
+        self.probe_result["seconds"] = time.perf_counter() - start
 
     def _make(self, kind: str, params: dict[str, Any], axes: tuple, device: Any) -> Callable:
         T = self.backend
@@ -472,7 +539,7 @@ def cached_derivatives(
     the compiled functions live exactly as long as the problem.
     """
     if not isinstance(problem, Problem):
-        raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
+        raise InputTypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
     key = ("derivatives", str(backend), str(dtype), bool(check_finite), str(compile))
     return problem.cache.get(
         key,

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .backends import Backend, backend_of
-from .errors import DTypeError, NonFiniteError, PrecisionWarning
+from .errors import DTypeError, InputError, NonFiniteError, PrecisionWarning
 
 __all__ = [
     "backend_of",
@@ -77,7 +77,7 @@ def check_finite_array(x: Any, src: Backend, what: str) -> None:
     finite = np.isfinite(a)
     if not finite.all():
         idx = tuple(int(i) for i in np.argwhere(~finite)[0])
-        raise ValueError(f"{what} must be finite; {what}[{', '.join(map(str, idx))}] = {a[idx]}")
+        raise InputError(f"{what} must be finite; {what}[{', '.join(map(str, idx))}] = {a[idx]}")
 
 
 def check_finite_result(y: Any, backend: Backend, what: str) -> None:

@@ -23,7 +23,7 @@ from ._compare_result import CompareEntry, CompareResult
 from ._memory import NoProbe, PeakRSS
 from ._problem import Problem
 from .backends import backend_of, get_backend, set_threads, thread_info
-from .errors import UnsupportedError
+from .errors import InputError, UnsupportedError
 
 __all__ = [
     "CONFIGS",
@@ -64,7 +64,8 @@ def exact_reference(problem: Problem, task: Task) -> np.ndarray | None:
         if k == "vjp" and jac is not None:
             return np.tensordot(u, jac(x), axes=np.ndim(u))
         if k == "derivative" and "derivative" in ex:
-            if task.order <= problem.meta.get("max_exact_order", task.order):
+            top = problem.check_options.max_exact_order
+            if top is None or task.order <= top:
                 return ex["derivative"](x, task.order, v)
         return None
 
@@ -153,15 +154,15 @@ def compare(
     table = {**CONFIGS, **(builders or {})}
     unknown = [c for c in configs if c not in table]
     if unknown:
-        raise ValueError(f"unknown configurations {unknown}; registered: {sorted(table)}")
+        raise InputError(f"unknown configurations {unknown}; registered: {sorted(table)}")
     if not configs:
-        raise ValueError("compare needs at least one configuration")
+        raise InputError("compare needs at least one configuration")
     if repeats < 1:
-        raise ValueError(f"repeats must be >= 1; got {repeats}")
+        raise InputError(f"repeats must be >= 1; got {repeats}")
     tasks = [make_task(problem, label, x, seed) for label in derivatives]
     baseline = baseline or configs[0]
     if baseline not in configs:
-        raise ValueError(f"baseline {baseline!r} is not among the configurations {list(configs)}")
+        raise InputError(f"baseline {baseline!r} is not among the configurations {list(configs)}")
     warm_frameworks(configs, builders)
     result = CompareResult(
         problem.name, problem.n, tasks[0].batch if tasks else 0, baseline, thread_info()

@@ -20,7 +20,7 @@ import numpy as np
 
 from ._api import Derivatives
 from ._problem import Problem
-from .errors import UnsupportedError
+from .errors import InputError, UnsupportedError
 
 __all__ = [
     "CONFIGS",
@@ -60,7 +60,7 @@ def register_config(
     True
     """
     if name in CONFIGS and not replace:
-        raise ValueError(f"configuration {name!r} is already registered")
+        raise InputError(f"configuration {name!r} is already registered")
     CONFIGS[name] = builder
     if backend is None:
         _BACKENDS.pop(name, None)
@@ -121,11 +121,11 @@ def make_task(problem: Problem, label: str, x: Any = None, seed: int = 0) -> Tas
     if label.startswith("derivative"):
         body, _, method = label[len("derivative") :].partition(".")
         if not body.isdigit():
-            raise ValueError(f"derivative labels are 'derivative<k>[.taylor]'; got {label!r}")
+            raise InputError(f"derivative labels are 'derivative<k>[.taylor]'; got {label!r}")
         return Task("derivative", x, v=v, order=int(body), method=method or "nested")
     kinds = ("value", "grad", "hessian", "hvp", "jvp", "vjp", "jacobian")
     if label not in kinds:
-        raise ValueError(
+        raise InputError(
             f"unknown derivative {label!r}; expected one of {list(kinds)} "
             "or 'derivative<k>[.taylor]'"
         )

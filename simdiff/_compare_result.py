@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import NotFoundError
+
 __all__ = ["CompareEntry", "CompareResult"]
 
 
@@ -64,7 +66,7 @@ class CompareResult:
         for e in self.entries:
             if e.derivative == derivative and e.config == config:
                 return e
-        raise KeyError((derivative, config))
+        raise NotFoundError((derivative, config))
 
     def ratio(self, derivative: str, config: str, *, of: str = "steady_s") -> float:
         """``config``'s time over the baseline's (``> 1``: slower than the baseline)."""

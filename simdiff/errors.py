@@ -11,19 +11,61 @@ from __future__ import annotations
 __all__ = [
     "BackendUnavailable",
     "DTypeError",
+    "InputError",
+    "InputTypeError",
+    "LeakError",
     "NonFiniteError",
+    "NotFoundError",
     "OptionError",
+    "OutOfRangeError",
     "PrecisionWarning",
     "ShapeError",
     "SimdiffError",
     "SolverError",
     "StabilityError",
+    "StoreError",
     "UnsupportedError",
 ]
 
 
 class SimdiffError(Exception):
     """Base class of every simdiff error."""
+
+
+class InputError(SimdiffError, ValueError):
+    """An argument has an invalid value (non-finite data, an unknown option, a bad order, ...).
+
+    The message names the argument, what was expected and what was got.
+    """
+
+
+class InputTypeError(SimdiffError, TypeError):
+    """An argument has the wrong type (e.g. ``Derivatives(problem=...)`` given a function)."""
+
+
+class NotFoundError(SimdiffError, KeyError):
+    """A name is unknown (a catalogue problem, a stored run); the message lists the known ones.
+
+    ``str()`` is the message itself: a plain ``KeyError`` would wrap it in quotes.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class OutOfRangeError(SimdiffError, IndexError):
+    """An index is outside the valid range; the message names the index and the range."""
+
+
+class LeakError(SimdiffError, RuntimeError):
+    """A derivative ignores part of the problem's computation.
+
+    The problem left the traced computation: ``float(x[i])``, ``x.item()``,
+    a round trip through numpy, or a Python ``if`` on an array value turned
+    part of it into a constant.  Raised by JAX's tracer (converted) and by the
+    leak probe of :class:`simdiff.Derivatives` on torch; the message names the
+    likely causes.
+    """
 
 
 class ShapeError(SimdiffError, ValueError):
@@ -38,10 +80,6 @@ class NonFiniteError(SimdiffError, FloatingPointError):
     """A derivative came out NaN or infinite; it is reported, never returned as valid."""
 
 
-class OptionError(SimdiffError, ValueError):
-    """An option has a value outside the accepted ones; the message lists them and the value got."""
-
-
 class UnsupportedError(SimdiffError, NotImplementedError):
     """An operation or transform is not available in a context.
 
@@ -53,12 +91,24 @@ class BackendUnavailable(SimdiffError, ImportError):
     """A backend's framework is not installed; the message says how to install it."""
 
 
+class OptionError(InputError):
+    """An option has an unknown key or a bad value; the message names the accepted ones."""
+
+
 class SolverError(SimdiffError, RuntimeError):
     """A numerical solver failed (step budget exhausted, step size underflow, ...)."""
 
 
 class StabilityError(SimdiffError, ValueError):
     """An explicit time step exceeds the method's stability limit; the message names the limit."""
+
+
+class StoreError(SimdiffError, ValueError):
+    """A path is not a simdiff results store, or the store is damaged.
+
+    The message names the path and says what to do (another path, restore a
+    copy, delete a damaged segment).
+    """
 
 
 class PrecisionWarning(UserWarning):

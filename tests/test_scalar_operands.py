@@ -104,6 +104,10 @@ CASES = {
     "scan": lambda o, x, s: o.scan(lambda c, _: (c * 2.0, c), s, length=3),
     "checkpoint": lambda o, x, s: o.checkpoint(lambda y: o.sin(y) * y)(s),
     "stop_gradient": lambda o, x, s: o.stop_gradient(s),
+    "safe_where": lambda o, x, s: (
+        o.safe_where(x > 0.5, x, o.sqrt, s),
+        o.safe_where(s > 0.0, s, o.log, 0.0),
+    ),
 }
 
 

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any
 
-from ..errors import BackendUnavailable, UnsupportedError
+from ..errors import BackendUnavailable, InputError, UnsupportedError
 from ._base import CAPABILITIES, CONSTANTS, OP_NAMES, Array, Backend, Ops, OpsBase
 from ._threads import SINGLE_THREAD_XLA_FLAGS, thread_info
 
@@ -68,7 +68,7 @@ def get_backend(name: str | Backend) -> Backend:
             "use simdiff.taylor(...) or simdiff.derivative(..., method='taylor')"
         )
     if name not in _CLASSES:
-        raise ValueError(f"unknown backend {name!r}; expected one of {list(BACKENDS)}")
+        raise InputError(f"unknown backend {name!r}; expected one of {list(BACKENDS)}")
     try:
         module = importlib.import_module(f"simdiff.backends.{name}")
     except ImportError as exc:
@@ -121,7 +121,7 @@ def set_threads(n: int) -> dict[str, Any]:
     ValueError: threads must be >= 1; got 0
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"threads must be >= 1; got {n!r}")
+        raise InputError(f"threads must be >= 1; got {n!r}")
     if n == 1 and "jax" not in sys.modules:
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = (flags + " " + SINGLE_THREAD_XLA_FLAGS).strip()

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from .._tree import tree_flatten, tree_map, tree_unflatten
-from ..errors import UnsupportedError
+from ..errors import InputError, UnsupportedError
 
 __all__ = ["CAPABILITIES", "OP_NAMES", "Array", "Backend", "LoopOps", "Namespace", "Ops", "OpsBase"]
 
@@ -30,7 +30,7 @@ BINARY = ("add", "subtract", "multiply", "divide", "pow", "atan2", "maximum", "m
 REDUCTIONS = ("sum", "prod", "mean", "max", "min", "cumsum")
 SHAPE = (
     "reshape", "stack", "concat", "roll", "permute_dims", "expand_dims", "squeeze",
-    "broadcast_to", "flip", "take", "where", "clip",
+    "broadcast_to", "flip", "take", "where", "safe_where", "clip",
 )  # fmt: skip
 LINEAR = ("matmul", "vecdot", "einsum", "linalg.solve", "fft.rfft", "fft.irfft", "fft.fft",
           "fft.ifft")  # fmt: skip
@@ -254,6 +254,57 @@ class OpsBase:
     def __repr__(self) -> str:
         return f"<simdiff ops: {self.name}, dtype={self.dtype}>"
 
+    def safe_where(
+        self,
+        condition: Any,
+        x: Any,
+        if_true: Any,
+        if_false: Any = 0.0,
+        *,
+        fill_true: Any = 1.0,
+        fill_false: Any = 1.0,
+    ) -> Any:
+        """``where(condition, if_true(x), if_false(x))`` with finite derivatives in every context.
+
+        The "double where": ``ops.where(x > 0, ops.sqrt(x), 0.0)`` has the
+        right value at ``x = -1`` but a NaN derivative, because the branch
+        not taken is still differentiated (``0 * sqrt'(-1) = 0 * nan``).
+        Here each callable branch is evaluated only at points where it is
+        selected; elsewhere its argument is replaced by ``fill_true`` /
+        ``fill_false`` (a point where the branch is smooth), so the
+        derivative of the result is that of the selected branch.
+
+        Parameters
+        ----------
+        condition : boolean array
+            Where to take ``if_true``; it must not depend on derivatives
+            (comparisons of arrays are fine).
+        x : array
+            The argument of the branches.
+        if_true, if_false : callable or array_like
+            A function of one array (applied to ``x``), or a value.
+        fill_true, fill_false : float
+            Stand-in arguments for the branch where it is not selected; the
+            default 1.0 suits ``sqrt``, ``log`` and ``1 / x``.
+
+        Returns
+        -------
+        array
+            The broadcast shape of ``condition``, ``x`` and the branches.
+
+        Examples
+        --------
+        >>> import numpy as np, simdiff
+        >>> p = simdiff.Problem(
+        ...     lambda x, ops: ops.sum(ops.safe_where(x > 0, x, ops.sqrt, 0.0)),
+        ...     x0=np.array([-1.0, 4.0]))
+        >>> simdiff.grad(p)            # sqrt'(4) = 0.25, and 0 (not nan) at x = -1
+        array([0.  , 0.25])
+        """
+        t = if_true(self.where(condition, x, fill_true)) if callable(if_true) else if_true
+        f = if_false(self.where(condition, fill_false, x)) if callable(if_false) else if_false
+        return self.where(condition, t, f)
+
 
 class LoopOps(OpsBase):
     """Shared Python-loop implementation of ``scan`` for the eager contexts."""
@@ -278,7 +329,7 @@ class LoopOps(OpsBase):
             carry, y = step(carry, x)
             ys.append(y)
         if n == 0:
-            raise ValueError("ops.scan: length 0 loops are not supported outside JAX")
+            raise InputError("ops.scan: length 0 loops are not supported outside JAX")
         leaves0, treedef = tree_flatten(ys[0])
         if not leaves0:
             return carry, tree_unflatten(treedef, [])
@@ -289,15 +340,15 @@ class LoopOps(OpsBase):
 def _scan_length(xs: Any, length: int | None) -> int:
     if xs is None:
         if length is None:
-            raise ValueError("ops.scan needs xs or length; got neither")
+            raise InputError("ops.scan needs xs or length; got neither")
         return int(length)
     leaves, _ = tree_flatten(xs)
     lengths = {int(leaf.shape[0]) for leaf in leaves}
     if len(lengths) != 1:
-        raise ValueError(f"ops.scan: xs leaves have different leading lengths {sorted(lengths)}")
+        raise InputError(f"ops.scan: xs leaves have different leading lengths {sorted(lengths)}")
     (n,) = lengths
     if length is not None and int(length) != n:
-        raise ValueError(f"ops.scan: length={length} but xs has leading length {n}")
+        raise InputError(f"ops.scan: length={length} but xs has leading length {n}")
     return n
 
 
@@ -330,6 +381,8 @@ class Backend:
     #: True where compiling is a choice (torch.compile); False where the backend
     #: always compiles (jax.jit) or never does (numpy).  See ``simdiff._compile``.
     optional_compiler: bool = False
+    #: What an uncompiled call runs as (``cache_info()``'s ``path``): "jit" or "eager".
+    plain_path: str = "eager"
     prefers_batched_calls: bool = True
     precision_hint: str = ""
     #: The class of this backend's ``ops`` namespaces.
@@ -344,6 +397,19 @@ class Backend:
 
     def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
         raise NotImplementedError
+
+    #: The tracer itself raises when a problem leaves the traced computation
+    #: (``float(x)``, ``.item()``, numpy): JAX.  Where it does not (torch), the
+    #: leak probe of :class:`simdiff.Derivatives` checks the first call.
+    catches_leaks: bool = False
+
+    def leak_cause(self, exc: BaseException) -> str | None:
+        """What ``exc`` says the problem did to leave the traced computation, or None."""
+        return None
+
+    #: Messages (regular expressions) of warnings the framework emits when a value
+    #: leaves the traced computation; simdiff turns them into errors (``leak_cause``).
+    leak_warnings: tuple[str, ...] = ()
 
     def ops(self, dtype: Any = None, device: Any = None) -> Ops:
         raise NotImplementedError

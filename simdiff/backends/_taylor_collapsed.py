@@ -44,7 +44,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import UnsupportedError
+from ..errors import InputError, UnsupportedError
 from ._taylor_series import Series
 from .taylor import TaylorArray, TaylorOps
 
@@ -227,7 +227,7 @@ class CollapsedOps(TaylorOps):
 
     def __init__(self, base: Any, order: int, directions: int, weights: Any = None) -> None:
         if isinstance(order, bool) or not isinstance(order, int) or order < 1:
-            raise ValueError(f"collapsed Taylor order must be an integer >= 1; got {order!r}")
+            raise InputError(f"collapsed Taylor order must be an integer >= 1; got {order!r}")
         super().__init__(base, order)
         self.s = CollapsedSeries(base, order, directions, weights)
         self.rows = self.s.rows

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import UnsupportedError
+from ..errors import InputError, UnsupportedError
 from ._taylor_array import TaylorArray
 
 __all__ = ["einsum", "fft", "jax_scan", "matmul", "solve"]
@@ -75,7 +75,7 @@ def einsum(T: Any, subscripts: str, *operands: Any) -> Any:
         return b.einsum(subscripts, *operands)
     ins, out = _explicit(subscripts)
     if len(ins) != len(operands):
-        raise ValueError(f"einsum: {len(ins)} subscripts for {len(operands)} operands")
+        raise InputError(f"einsum: {len(ins)} subscripts for {len(operands)} operands")
     used = set("".join(ins) + out)
     k = next(ch for ch in "ZYXWVUTSRQPONMLKJIHGFEDCBA" if ch not in used)  # the order axis
     cur_sub, cur = ins[0], operands[0]
@@ -161,7 +161,7 @@ def fft(T: Any, name: str, x: Any, n: Any, axis: int, norm: Any) -> Any:
     if not _is(x):
         return fn(x, n=n, axis=axis, norm=norm)
     if x.ndim == 0:
-        raise ValueError(f"ops.fft.{name} needs an array with at least one axis; got a 0-d array")
+        raise InputError(f"ops.fft.{name} needs an array with at least one axis; got a 0-d array")
     return T.wrap(fn(x.coeffs, n=n, axis=int(axis) % x.ndim + 1, norm=norm))
 
 
@@ -204,7 +204,7 @@ def jax_scan(T: Any, step: Callable, carry: Any, xs: Any, length: Any) -> tuple[
     x_taylor = [_is(leaf) for leaf in x_leaves]
     for leaf in x_leaves:
         if _is(leaf) and leaf.ndim == 0:
-            raise ValueError(
+            raise InputError(
                 "ops.scan: xs leaves need a leading axis to scan over; got a 0-d TaylorArray"
             )
     x_arrays = [

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import InputError, InputTypeError, UnsupportedError
 from . import _taylor_linear as linear
 from ._base import LoopOps, Namespace
 from ._taylor_array import TaylorArray, register_jax_pytree
@@ -57,8 +57,11 @@ class TaylorOps(LoopOps):
     Notes
     -----
     Comparisons, ``where``, ``abs``, ``sign``, ``maximum``/``minimum``,
-    ``clip`` and ``max``/``min`` select on the primal ``c_0`` (ties in
-    ``max``/``min`` share the series equally, like JAX's rule).  Power with a
+    ``clip`` and ``max``/``min`` select on the primal ``c_0``, with the
+    conventions of every context at kinks and ties (docs/errors.md): ties in
+    ``maximum``/``minimum`` and ``max``/``min`` share the series equally,
+    ``abs`` has derivative ``sign(c_0)`` (0 at 0), ``clip`` selects ``x`` on
+    the closed interval.  Power with a
     real exponent, ``sqrt``, ``log`` and the inverse functions are singular
     where their derivatives are (e.g. ``sqrt`` at 0); integer powers are
     exact everywhere.  ``checkpoint`` is the identity: Taylor propagation is
@@ -78,7 +81,7 @@ class TaylorOps(LoopOps):
 
     def __init__(self, base: Any, order: int) -> None:
         if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
-            raise ValueError(f"Taylor order must be a non-negative integer; got {order!r}")
+            raise InputError(f"Taylor order must be a non-negative integer; got {order!r}")
         self.base = base
         self.order = int(order)
         self.rows = self.order + 1  # coefficient rows of an array (the collapsed context has more)
@@ -192,13 +195,25 @@ class TaylorOps(LoopOps):
         x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.maximum(x, y)
-        return self.where(_primal(x) >= _primal(y), x, y)
+        return self._select_tie(_primal(x) > _primal(y), _primal(x) < _primal(y), x, y)
 
     def minimum(self, x: Any, y: Any) -> Any:
         x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.minimum(x, y)
-        return self.where(_primal(x) <= _primal(y), x, y)
+        return self._select_tie(_primal(x) < _primal(y), _primal(x) > _primal(y), x, y)
+
+    def _select_tie(self, pick_x: Any, pick_y: Any, x: Any, y: Any) -> Any:
+        """``x`` where ``pick_x``, ``y`` where ``pick_y``, their mean at a tie (neither).
+
+        At a tie the values agree and every higher coefficient is the mean of
+        the two series: the derivative of ``maximum``/``minimum`` at a tie is
+        split equally between the arguments, as JAX and torch do in nested AD.
+        """
+        nd = max(_ndim(x), _ndim(y))
+        cx, cy = self.coeffs(x, nd), self.coeffs(y, nd)
+        b = self.base
+        return self.wrap(b.where(pick_x, cx, b.where(pick_y, cy, (cx + cy) * 0.5)))
 
     # ------------------------------------------------------------------ unary
     def _unary(self, name: str, x: Any, rule: Callable[[Any], Any]) -> Any:
@@ -214,7 +229,12 @@ class TaylorOps(LoopOps):
         return self._unary("negative", x, lambda c: -c)
 
     def abs(self, x: Any) -> Any:
-        return self._unary("abs", x, lambda c: self.base.where(c[0] < 0, -c, c))
+        """``|x|``: every coefficient times ``sign(c_0)``, so all derivatives are 0 at ``c_0 = 0``.
+
+        This is the chain rule with ``d|u|/du = sign(u)`` (0 at 0), the
+        convention of every context (docs/errors.md).
+        """
+        return self._unary("abs", x, lambda c: c * self.base.sign(c[0]))
 
     def sign(self, x: Any) -> Any:
         return self._unary("sign", x, lambda c: self.s.lift(self.base.sign(c[0])))
@@ -300,7 +320,9 @@ class TaylorOps(LoopOps):
     def where(self, condition: Any, x1: Any, x2: Any) -> Any:
         """Select on a plain boolean ``condition`` (from comparisons of primals)."""
         if _is(condition):
-            raise TypeError("ops.where: the condition must be a boolean array, got a TaylorArray")
+            raise InputTypeError(
+                "ops.where: the condition must be a boolean array, got a TaylorArray"
+            )
         condition, x1, x2 = self._plain(condition, x1, x2)
         if not (_is(x1) or _is(x2)):
             return self.base.where(condition, x1, x2)

@@ -18,6 +18,7 @@ import torch
 import torch.func
 import torch.utils.checkpoint
 
+from ..errors import InputTypeError
 from ._base import BINARY, UNARY, Backend, LoopOps, Namespace
 
 __all__ = ["TorchBackend", "TorchOps"]
@@ -44,7 +45,7 @@ def torch_dtype(dtype: Any) -> torch.dtype:
     try:
         return _DTYPES[key]
     except KeyError:
-        raise TypeError(f"expected a float32 or float64 dtype, got {dtype!r}") from None
+        raise InputTypeError(f"expected a float32 or float64 dtype, got {dtype!r}") from None
 
 
 def _axis(axis: Any) -> Any:
@@ -380,6 +381,15 @@ class TorchOps(LoopOps):
         return torch.func.jacfwd(fn)
 
 
+# torch's messages when a problem leaves the traced computation, and what it did
+_LEAK_ERRORS = (
+    ("Can't call numpy() on Tensor that requires grad", "a round trip through numpy (x.numpy())"),
+    ("doesn't have storage", "a round trip through numpy (np.asarray(x), np.*)"),
+    ("calling .item() on a Tensor", "x.item() or float(x[i]) on an array"),
+    ("data-dependent control flow", "a Python `if`/`while` on an array value"),
+)
+
+
 class TorchBackend(Backend):
     name = "torch"
     ops_class = TorchOps
@@ -417,6 +427,17 @@ class TorchBackend(Backend):
         t = torch.tensor([0.5], dtype=torch.float64)
         torch.func.grad(lambda y: torch.sin(y).sum())(t)
 
+    leak_warnings = ("Converting a tensor with requires_grad=True to a scalar",)
+
+    def leak_cause(self, exc: BaseException) -> str | None:
+        if isinstance(exc, UserWarning) and str(exc).startswith(self.leak_warnings):
+            return "float(x[i]) or int(...) on an array"
+        if isinstance(exc, RuntimeError):
+            for fragment, cause in _LEAK_ERRORS:
+                if fragment in str(exc):
+                    return cause
+        return None
+
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
 
@@ -427,8 +448,9 @@ class TorchBackend(Backend):
         return t.to(torch_dtype(dtype)) if t.dtype != torch_dtype(dtype) else t
 
     def to_numpy(self, x: Any) -> Any:
-        # ifft of a real tensor is a lazy conjugate view, which .numpy() refuses
-        return x.detach().cpu().resolve_conj().resolve_neg().numpy()
+        # force: detach, copy to the host, and materialise lazy conjugate/negative views
+        # (ifft of a real tensor) and the ZeroTensors torch.func returns for zero derivatives
+        return x.numpy(force=True)
 
     def dtype_name(self, x: Any) -> str:
         return str(x.dtype).removeprefix("torch.")

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from ._base import Rhs, SolveInfo, Solver
 
 __all__ = [
@@ -198,11 +199,11 @@ def check_tolerances(rtol: float, atol: float, max_steps: int, h0: float | None)
     """Validate an adaptive solver's settings; messages name what was expected."""
     for what, v in (("rtol", rtol), ("atol", atol)):
         if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
-            raise ValueError(f"{what} must be a positive finite float; got {v!r}")
+            raise InputError(f"{what} must be a positive finite float; got {v!r}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer; got {max_steps!r}")
+        raise InputError(f"max_steps must be a positive integer; got {max_steps!r}")
     if h0 is not None and not (np.isfinite(h0) and h0 > 0):
-        raise ValueError(f"h0 must be a positive finite float or None; got {h0!r}")
+        raise InputError(f"h0 must be a positive finite float or None; got {h0!r}")
 
 
 class EmbeddedPair(Solver):

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError, InputTypeError
 from ._base import Rhs, SolveInfo, Solver
 from .rk import RK4, ButcherTableau, rk_step
 
@@ -74,9 +75,9 @@ class FixedStep(Solver):
 
     def __post_init__(self) -> None:
         if isinstance(self.n_steps, bool) or not isinstance(self.n_steps, (int, np.integer)):
-            raise TypeError(f"n_steps must be an integer; got {self.n_steps!r}")
+            raise InputTypeError(f"n_steps must be an integer; got {self.n_steps!r}")
         if self.n_steps < 1:
-            raise ValueError(f"n_steps must be >= 1; got {self.n_steps}")
+            raise InputError(f"n_steps must be >= 1; got {self.n_steps}")
 
     @property
     def name(self) -> str:  # type: ignore[override]

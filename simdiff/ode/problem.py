@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from .._problem import Problem
+from .._problem import CheckOptions, Problem
 from ..backends import get_backend
-from ..errors import ShapeError, SolverError
+from ..errors import InputError, InputTypeError, ShapeError, SolverError
 from ._base import Rhs, SolveInfo, Solver, status_message
 from .dopri5 import Dopri5
 from .fixed import FixedStep
@@ -35,7 +35,7 @@ def make_solver(solver: str | Solver, **options: Any) -> Solver:
     """
     if isinstance(solver, Solver):
         if options:
-            raise ValueError(f"solver options {sorted(options)} need a solver name, not an object")
+            raise InputError(f"solver options {sorted(options)} need a solver name, not an object")
         return solver
     if solver == "rk4":
         return FixedStep(**options)
@@ -47,19 +47,19 @@ def make_solver(solver: str | Solver, **options: Any) -> Solver:
         from .diffrax_engine import Diffrax  # imports jax and diffrax: only when asked for
 
         return Diffrax(solver=solver.removeprefix("diffrax-"), **options)
-    raise ValueError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)} or a Solver")
+    raise InputError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)} or a Solver")
 
 
 def _vector(a: Any, what: str, allow_empty: bool = False) -> np.ndarray:
     arr = np.asarray(a)
     if arr.dtype.kind not in "fiu":
-        raise TypeError(f"{what} must be a real array; got dtype {arr.dtype}")
+        raise InputTypeError(f"{what} must be a real array; got dtype {arr.dtype}")
     arr = arr.astype(np.float64)
     if arr.ndim != 1 or (arr.size == 0 and not allow_empty):
         raise ShapeError(f"{what} must have shape (n,) with n >= 1; got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise ValueError(f"{what} must be finite; {what}[{bad}] = {arr[bad]}")
+        raise InputError(f"{what} must be finite; {what}[{bad}] = {arr[bad]}")
     return arr
 
 
@@ -74,18 +74,18 @@ def validate(
         raise ShapeError(f"t_span must be (t0, t1); got shape {span.shape}")
     t0, t1 = float(span[0]), float(span[1])
     if not (np.isfinite(t0) and np.isfinite(t1)) or t1 <= t0:
-        raise ValueError(f"t_span must satisfy t0 < t1 (forward in time, finite); got {(t0, t1)}")
+        raise InputError(f"t_span must satisfy t0 < t1 (forward in time, finite); got {(t0, t1)}")
     save = np.asarray([t1] if save_at is None else save_at, dtype=np.float64)
     if save.ndim != 1 or save.size == 0:
         raise ShapeError(f"save_at must be a 1-D array of times; got shape {save.shape}")
     if np.any(np.diff(save) <= 0):
-        raise ValueError(f"save_at must be strictly increasing; got {save}")
+        raise InputError(f"save_at must be strictly increasing; got {save}")
     if save[0] < t0 or save[-1] > t1:
-        raise ValueError(f"save_at must lie in t_span [{t0}, {t1}]; got [{save[0]}, {save[-1]}]")
+        raise InputError(f"save_at must lie in t_span [{t0}, {t1}]; got [{save[0]}, {save[-1]}]")
     if save[-1] == t0:
-        raise ValueError(f"save_at must contain a time after t0={t0}; got {save}")
+        raise InputError(f"save_at must contain a time after t0={t0}; got {save}")
     if wrt not in WRT:
-        raise ValueError(f"wrt must be one of {list(WRT)}; got {wrt!r}")
+        raise InputError(f"wrt must be one of {list(WRT)}; got {wrt!r}")
     if wrt == "params" and params.size == 0:
         raise ShapeError("wrt='params' needs at least one parameter; got params of shape (0,)")
     return y0, t0, t1, params, save
@@ -125,6 +125,10 @@ class ODEProblem(Problem):
     wrt : {"params", "y0", "both"}
     name, exact, meta
         As for :class:`simdiff.Problem`.
+    check_options : CheckOptions, optional
+        As for :class:`simdiff.Problem`; default
+        ``CheckOptions(solver_rtol=solver.rtol)`` for an adaptive solver (the
+        accuracy :func:`simdiff.check` floors its references at).
     **solver_options
         Passed to the solver named by ``solver`` (``rtol``, ``atol``,
         ``max_steps``, ``n_steps``, ...).
@@ -167,12 +171,17 @@ class ODEProblem(Problem):
         name: str | None = None,
         exact: Mapping[str, Callable[..., Any]] | None = None,
         meta: Mapping[str, Any] | None = None,
+        check_options: CheckOptions | None = None,
         **solver_options: Any,
     ) -> None:
         if not callable(rhs):
-            raise TypeError(f"rhs must be callable rhs(t, y, p, ops); got {type(rhs).__name__}")
+            raise InputTypeError(
+                f"rhs must be callable rhs(t, y, p, ops); got {type(rhs).__name__}"
+            )
         if observable is not None and not callable(observable):
-            raise TypeError(f"observable must be callable observable(ys, ops); got {observable!r}")
+            raise InputTypeError(
+                f"observable must be callable observable(ys, ops); got {observable!r}"
+            )
         y0, t0, t1, params, save = validate(y0, t_span, params, save_at, wrt)
         self.rhs = rhs
         self.y0 = y0
@@ -185,9 +194,11 @@ class ODEProblem(Problem):
         self._check_rhs()
         x0 = {"params": params, "y0": y0, "both": np.concatenate([params, y0])}[wrt]
         backends = getattr(self.solver, "backends", None)
+        if check_options is None:  # an adaptive solver declares its accuracy to simdiff.check
+            check_options = CheckOptions(solver_rtol=float(getattr(self.solver, "rtol", 0.0)))
         super().__init__(
             self._fn, x0, name=name or getattr(rhs, "__name__", "ode"), exact=exact,
-            backends=backends, meta=meta,
+            backends=backends, meta=meta, check_options=check_options,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ internals

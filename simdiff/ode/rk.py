@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import InputError
+
 __all__ = [
     "EULER",
     "HEUN",
@@ -102,7 +104,7 @@ def rk_integrate(
     ``ops.checkpoint`` (memory bounded by recomputation in reverse mode).
     """
     if int(n_steps) < 1:
-        raise ValueError(f"n_steps must be a positive integer; got {n_steps!r}")
+        raise InputError(f"n_steps must be a positive integer; got {n_steps!r}")
     h = (float(t1) - float(t0)) / int(n_steps)
     ts = float(t0) + h * ops.arange(int(n_steps), dtype=ops.dtype)
 

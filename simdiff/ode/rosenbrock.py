@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import InputTypeError, UnsupportedError
 from ._adaptive import EmbeddedPair, check_tolerances
 from ._base import Rhs
 
@@ -137,7 +137,7 @@ class Rodas3(EmbeddedPair):
         check_tolerances(self.rtol, self.atol, self.max_steps, self.h0)
         for what, f in (("jac", self.jac), ("dfdt", self.dfdt)):
             if f is not None and not callable(f):
-                raise TypeError(f"{what} must be callable {what}(t, y, p, ops); got {f!r}")
+                raise InputTypeError(f"{what} must be callable {what}(t, y, p, ops); got {f!r}")
 
     def _jacobians(self, rhs: Rhs, t: Any, y: Any, p: Any, ops: Any) -> tuple[Any, Any]:
         if self.jac is None:

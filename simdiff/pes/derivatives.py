@@ -16,7 +16,7 @@ import numpy as np
 from .._api import grad as _grad
 from .._problem import Problem
 from ..backends import get_backend
-from ..errors import NonFiniteError, ShapeError
+from ..errors import InputError, NonFiniteError, ShapeError
 from .cluster import check_positions, cluster_info
 
 __all__ = ["cubic_force_constants", "forces"]
@@ -132,7 +132,7 @@ def cubic_force_constants(
         raise ShapeError(f"modes must have shape ({problem.n}, m) or ({problem.n},); "
                          f"got {np.shape(modes)}")  # fmt: skip
     if chunk < 1:
-        raise ValueError(f"chunk must be a positive integer; got {chunk}")
+        raise InputError(f"chunk must be a positive integer; got {chunk}")
     T = get_backend(backend)
     problem.require(T.name)
     fn = _third_fn(problem, T.name)
