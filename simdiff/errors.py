@@ -11,6 +11,8 @@ from __future__ import annotations
 __all__ = [
     "BackendUnavailable",
     "DTypeError",
+    "InputError",
+    "InputTypeError",
     "NonFiniteError",
     "PrecisionWarning",
     "ShapeError",
@@ -31,6 +33,14 @@ class ShapeError(SimdiffError, ValueError):
 
 class DTypeError(SimdiffError, TypeError):
     """An array has the wrong dtype; the message names the expected and the actual dtype."""
+
+
+class InputError(SimdiffError, ValueError):
+    """An argument has an invalid value; the message names it, the expected and the actual."""
+
+
+class InputTypeError(SimdiffError, TypeError):
+    """An argument has the wrong type; the message names it, the expected and the actual."""
 
 
 class NonFiniteError(SimdiffError, FloatingPointError):

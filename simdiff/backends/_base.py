@@ -36,7 +36,7 @@ CREATION = (
     "asarray", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange",
     "linspace", "eye", "fft.rfftfreq", "fft.fftfreq",
 )  # fmt: skip
-CONTROL = ("scan", "checkpoint", "stop_gradient")
+CONTROL = ("scan", "while_loop", "cond", "checkpoint", "stop_gradient")
 
 #: Every operation each context must provide (dotted names live in sub-namespaces).
 OP_NAMES: tuple[str, ...] = UNARY + BINARY + REDUCTIONS + SHAPE + LINEAR + CREATION + CONTROL
@@ -64,6 +64,10 @@ class Ops:
     """
 
     name: str = "base"
+    #: True where Python control flow runs on concrete values (numpy, torch, and the
+    #: taylor context over them), so a loop can stop as soon as its condition fails;
+    #: False where functions are traced and compiled (jax), so loops need static bounds.
+    eager: bool = False
     pi = 3.141592653589793
     e = 2.718281828459045
     inf = float("inf")
@@ -79,7 +83,62 @@ class Ops:
 
 
 class LoopOps(Ops):
-    """Shared Python-loop implementation of ``scan`` for the eager contexts."""
+    """Shared Python-loop implementations of ``scan``, ``while_loop`` and ``cond`` (eager contexts).
+
+    ``while_loop`` and ``cond`` read their predicate as a Python bool.  Where
+    it has no value (a batched tensor under ``torch.func.vmap``) they fall back
+    to what ``jax.vmap`` does with ``lax.while_loop``/``lax.cond``: run both
+    sides and select elementwise with ``where``.
+    """
+
+    eager = True
+
+    def _select(self, pred: Any, new: Any, old: Any) -> Any:
+        return tree_map(lambda a, b: self.where(pred, a, b), new, old)
+
+    def while_loop(
+        self,
+        cond: Callable[[Any], Any],
+        body: Callable[[Any], Any],
+        carry: Any,
+        max_steps: int,
+    ) -> Any:
+        """``carry = body(carry)`` while ``cond(carry)``, at most ``max_steps`` times.
+
+        Same contract as ``jax.lax.while_loop`` with an iteration bound.  Here a
+        Python loop that stops as soon as ``cond`` is false; when ``cond`` cannot
+        be read (under ``torch.func.vmap``) every iteration runs and the carry is
+        updated only where ``cond`` holds.
+        """
+        for _ in range(int(max_steps)):
+            pred = cond(carry)
+            try:
+                go = bool(pred)
+            except RuntimeError:  # batched under torch.func.vmap: no Python value
+                carry = self._select(pred, body(carry), carry)
+                continue
+            if not go:
+                break
+            carry = body(carry)
+        return carry
+
+    def cond(
+        self,
+        pred: Any,
+        true_fn: Callable[..., Any],
+        false_fn: Callable[..., Any],
+        *operands: Any,
+    ) -> Any:
+        """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)`` (``jax.lax.cond``).
+
+        A Python ``if``; when ``pred`` has no Python value (under
+        ``torch.func.vmap``) both branches run and ``where`` selects.
+        """
+        try:
+            take = bool(pred)
+        except RuntimeError:  # batched under torch.func.vmap
+            return self._select(pred, true_fn(*operands), false_fn(*operands))
+        return true_fn(*operands) if take else false_fn(*operands)
 
     def scan(
         self,

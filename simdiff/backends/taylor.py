@@ -525,6 +525,29 @@ class TaylorOps(LoopOps):
             return super().scan(step, carry, xs, length)
         return linear.jax_scan(self, step, carry, xs, length)
 
+    @property
+    def eager(self) -> bool:  # type: ignore[override]
+        """As the base context: a Python loop over numpy/torch, traced over jax."""
+        return bool(self.base.eager)
+
+    def while_loop(self, cond: Callable[[Any], Any], body: Callable[[Any], Any], carry: Any,
+                   max_steps: int) -> Any:  # fmt: skip
+        """Bounded while loop: ``lax.while_loop`` over Taylor carries on jax, else a Python loop."""
+        if self.base.eager:
+            return super().while_loop(cond, body, carry, max_steps)
+        return linear.jax_while_loop(self, cond, body, carry, max_steps)
+
+    def cond(self, pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any],
+             *operands: Any) -> Any:  # fmt: skip
+        """``lax.cond`` over Taylor operands on jax (on the primal of ``pred``), else ``if``."""
+        if self.base.eager:
+            return super().cond(_primal(pred), true_fn, false_fn, *operands)
+        return linear.jax_cond(self, pred, true_fn, false_fn, *operands)
+
+    def concrete(self, x: Any) -> Any:
+        """The base context's :meth:`concrete` of the primal of ``x``."""
+        return self.base.concrete(_primal(x))
+
 
 def _primal(x: Any) -> Any:
     return x.coeffs[0] if _is(x) else x

@@ -240,6 +240,21 @@ class TorchOps(LoopOps):
         """``x.detach()``."""
         return x.detach()
 
+    @staticmethod
+    def jacfwd(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``torch.func.jacfwd``: forward-mode Jacobian, nests under torch.func transforms."""
+        return torch.func.jacfwd(fn)
+
+    @staticmethod
+    def concrete(x: Any) -> Any:
+        """``x`` as numpy, or ``None`` when it has no value (under ``torch.func.vmap``)."""
+        if not isinstance(x, torch.Tensor):
+            return np.asarray(x)
+        try:
+            return np.asarray(float(x.detach())) if x.ndim == 0 else x.detach().cpu().numpy()
+        except RuntimeError:  # functional tensors without a value
+            return None
+
 
 class TorchBackend(Backend):
     name = "torch"

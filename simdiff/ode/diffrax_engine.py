@@ -34,7 +34,7 @@ import diffrax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import InputError, InputTypeError, UnsupportedError
 from ._adaptive import check_tolerances
 from ._base import Rhs, SolveInfo, Solver
 from .problem import ODEProblem
@@ -95,13 +95,13 @@ def choose_adjoint(derivative: str, adjoint: str | None = None) -> str:
             "'rodas3' or 'rk4', or method='nested'"
         )
     if derivative not in _BOTH:
-        raise ValueError(f"unknown derivative {derivative!r}; expected one of {list(DERIVATIVES)}")
+        raise InputError(f"unknown derivative {derivative!r}; expected one of {list(DERIVATIVES)}")
     if adjoint is None:
         if derivative in _REVERSE:
             return "recursive"
         return "forward" if derivative in _FORWARD else "direct"
     if adjoint not in ADJOINTS:
-        raise ValueError(f"unknown adjoint {adjoint!r}; expected one of {list(ADJOINTS)}")
+        raise InputError(f"unknown adjoint {adjoint!r}; expected one of {list(ADJOINTS)}")
     if derivative not in ADJOINTS[adjoint]:
         raise UnsupportedError(
             f"the diffrax adjoint {adjoint!r} cannot compute {derivative!r}: {_WHY[adjoint]}; "
@@ -153,11 +153,11 @@ class Diffrax(Solver):
 
     def __post_init__(self) -> None:
         if self.solver not in _SOLVERS:
-            raise ValueError(
+            raise InputError(
                 f"unknown diffrax solver {self.solver!r}; expected one of {list(_SOLVERS)}"
             )
         if self.adjoint not in ADJOINTS:
-            raise ValueError(f"unknown adjoint {self.adjoint!r}; expected one of {list(ADJOINTS)}")
+            raise InputError(f"unknown adjoint {self.adjoint!r}; expected one of {list(ADJOINTS)}")
         check_tolerances(self.rtol, self.atol, self.max_steps, None)
 
     @property
@@ -173,8 +173,17 @@ class Diffrax(Solver):
         return self.solver == "kvaerno5"
 
     def integrate(
-        self, rhs: Rhs, y0: Any, t0: float, save_at: np.ndarray, p: Any, ops: Any
+        self,
+        rhs: Rhs,
+        y0: Any,
+        t0: float,
+        save_at: np.ndarray,
+        p: Any,
+        ops: Any,
+        adjoint: Any = None,
     ) -> tuple[Any, SolveInfo]:
+        """Solve with ``diffrax.diffeqsolve``; ``adjoint`` is ignored (this engine's
+        own ``adjoint`` field, picked by :func:`diffrax_problem`, applies)."""
         if ops.name != "jax":
             raise UnsupportedError(
                 f"{self.name} runs in the 'jax' context only; got the {ops.name!r} context"
@@ -250,7 +259,7 @@ def diffrax_problem(
     True
     """
     if not isinstance(problem, ODEProblem):
-        raise TypeError(f"diffrax_problem needs an ODEProblem; got {type(problem).__name__}")
+        raise InputTypeError(f"diffrax_problem needs an ODEProblem; got {type(problem).__name__}")
     chosen = choose_adjoint(derivative, adjoint)
     for key in ("rtol", "atol", "max_steps"):
         if key not in options and hasattr(problem.solver, key):

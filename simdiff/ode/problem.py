@@ -9,8 +9,9 @@ import numpy as np
 
 from .._problem import Problem
 from ..backends import get_backend
-from ..errors import ShapeError, SolverError
+from ..errors import InputError, InputTypeError, ShapeError, SolverError
 from ._base import Rhs, SolveInfo, Solver, status_message
+from .adjoint import Adjoint, make_adjoint
 from .dopri5 import Dopri5
 from .fixed import FixedStep
 from .rosenbrock import Rodas3
@@ -35,7 +36,7 @@ def make_solver(solver: str | Solver, **options: Any) -> Solver:
     """
     if isinstance(solver, Solver):
         if options:
-            raise ValueError(f"solver options {sorted(options)} need a solver name, not an object")
+            raise InputError(f"solver options {sorted(options)} need a solver name, not an object")
         return solver
     if solver == "rk4":
         return FixedStep(**options)
@@ -47,19 +48,19 @@ def make_solver(solver: str | Solver, **options: Any) -> Solver:
         from .diffrax_engine import Diffrax  # imports jax and diffrax: only when asked for
 
         return Diffrax(solver=solver.removeprefix("diffrax-"), **options)
-    raise ValueError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)} or a Solver")
+    raise InputError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)} or a Solver")
 
 
 def _vector(a: Any, what: str, allow_empty: bool = False) -> np.ndarray:
     arr = np.asarray(a)
     if arr.dtype.kind not in "fiu":
-        raise TypeError(f"{what} must be a real array; got dtype {arr.dtype}")
+        raise InputTypeError(f"{what} must be a real array; got dtype {arr.dtype}")
     arr = arr.astype(np.float64)
     if arr.ndim != 1 or (arr.size == 0 and not allow_empty):
         raise ShapeError(f"{what} must have shape (n,) with n >= 1; got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise ValueError(f"{what} must be finite; {what}[{bad}] = {arr[bad]}")
+        raise InputError(f"{what} must be finite; {what}[{bad}] = {arr[bad]}")
     return arr
 
 
@@ -74,18 +75,18 @@ def validate(
         raise ShapeError(f"t_span must be (t0, t1); got shape {span.shape}")
     t0, t1 = float(span[0]), float(span[1])
     if not (np.isfinite(t0) and np.isfinite(t1)) or t1 <= t0:
-        raise ValueError(f"t_span must satisfy t0 < t1 (forward in time, finite); got {(t0, t1)}")
+        raise InputError(f"t_span must satisfy t0 < t1 (forward in time, finite); got {(t0, t1)}")
     save = np.asarray([t1] if save_at is None else save_at, dtype=np.float64)
     if save.ndim != 1 or save.size == 0:
         raise ShapeError(f"save_at must be a 1-D array of times; got shape {save.shape}")
     if np.any(np.diff(save) <= 0):
-        raise ValueError(f"save_at must be strictly increasing; got {save}")
+        raise InputError(f"save_at must be strictly increasing; got {save}")
     if save[0] < t0 or save[-1] > t1:
-        raise ValueError(f"save_at must lie in t_span [{t0}, {t1}]; got [{save[0]}, {save[-1]}]")
+        raise InputError(f"save_at must lie in t_span [{t0}, {t1}]; got [{save[0]}, {save[-1]}]")
     if save[-1] == t0:
-        raise ValueError(f"save_at must contain a time after t0={t0}; got {save}")
+        raise InputError(f"save_at must contain a time after t0={t0}; got {save}")
     if wrt not in WRT:
-        raise ValueError(f"wrt must be one of {list(WRT)}; got {wrt!r}")
+        raise InputError(f"wrt must be one of {list(WRT)}; got {wrt!r}")
     if wrt == "params" and params.size == 0:
         raise ShapeError("wrt='params' needs at least one parameter; got params of shape (0,)")
     return y0, t0, t1, params, save
@@ -123,6 +124,13 @@ class ODEProblem(Problem):
         A name in :data:`SOLVERS` (default ``"dopri5"``) or a solver object
         (:class:`FixedStep`, :class:`Dopri5`, :class:`Rodas3`, :class:`Diffrax`).
     wrt : {"params", "y0", "both"}
+    adjoint : Adjoint or {"checkpoint", "direct", "forward"}, optional
+        How derivatives go through the step loop (:mod:`simdiff.ode.adjoint`):
+        :class:`CheckpointAdjoint` (default; every mode, reverse-mode memory
+        ``O(sqrt(max_steps))`` on JAX), :class:`DirectAdjoint` (every mode,
+        no recomputation, memory ``O(max_steps)``) or :class:`ForwardAdjoint`
+        (forward mode only: values, JVPs, forward Jacobians, Taylor).  The
+        diffrax solvers choose their own adjoint (:func:`diffrax_problem`).
     name, exact, meta
         As for :class:`simdiff.Problem`.
     **solver_options
@@ -131,9 +139,13 @@ class ODEProblem(Problem):
 
     Raises
     ------
-    ShapeError, ValueError
+    ShapeError, InputError
         Wrong shapes, ``t0 >= t1``, ``save_at`` outside ``t_span`` or not
-        increasing, unknown ``wrt`` or ``solver``.
+        increasing, unknown ``wrt`` or ``solver`` (both are ``ValueError``).
+    StabilityError
+        A fixed-step explicit solver whose step exceeds its stability limit
+        for the spectral radius of ``df/dy`` at the start (e.g. decay rate
+        100 with 20 RK4 steps on ``[0, 1]``: ``dt |lambda| = 5 > 2.785``).
     SolverError
         On evaluation outside a compiled function, when the solver exhausts
         ``max_steps`` (the message gives the time reached and suggests a
@@ -164,15 +176,20 @@ class ODEProblem(Problem):
         observable: Observable | None = None,
         solver: str | Solver = "dopri5",
         wrt: str = "params",
+        adjoint: Adjoint | str | None = None,
         name: str | None = None,
         exact: Mapping[str, Callable[..., Any]] | None = None,
         meta: Mapping[str, Any] | None = None,
         **solver_options: Any,
     ) -> None:
         if not callable(rhs):
-            raise TypeError(f"rhs must be callable rhs(t, y, p, ops); got {type(rhs).__name__}")
+            raise InputTypeError(
+                f"rhs must be callable rhs(t, y, p, ops); got {type(rhs).__name__}"
+            )
         if observable is not None and not callable(observable):
-            raise TypeError(f"observable must be callable observable(ys, ops); got {observable!r}")
+            raise InputTypeError(
+                f"observable must be callable observable(ys, ops); got {observable!r}"
+            )
         y0, t0, t1, params, save = validate(y0, t_span, params, save_at, wrt)
         self.rhs = rhs
         self.y0 = y0
@@ -182,7 +199,9 @@ class ODEProblem(Problem):
         self.observable = observable
         self.wrt = wrt
         self.solver = make_solver(solver, **solver_options)
+        self.adjoint = make_adjoint(adjoint)
         self._check_rhs()
+        self.solver.check(rhs, y0, t0, save, params)
         x0 = {"params": params, "y0": y0, "both": np.concatenate([params, y0])}[wrt]
         backends = getattr(self.solver, "backends", None)
         super().__init__(
@@ -217,16 +236,16 @@ class ODEProblem(Problem):
 
     def _solve(self, x: Any, ops: Any) -> tuple[Any, SolveInfo]:
         p, y0 = self.split(x, ops)
-        if ops.name == "numpy":
-            # Overflow in a rejected trial step is expected and handled (the status
-            # reports real failures), so numpy's floating-point warnings are silenced.
-            with np.errstate(all="ignore"):
-                return self.solver.integrate(self.rhs, y0, self.t_span[0], self.save_at, p, ops)
-        return self.solver.integrate(self.rhs, y0, self.t_span[0], self.save_at, p, ops)
+        # Overflow in a rejected trial step is expected and handled (the status
+        # reports real failures), so numpy's floating-point warnings are silenced.
+        with np.errstate(all="ignore"):
+            return self.solver.integrate(
+                self.rhs, y0, self.t_span[0], self.save_at, p, ops, adjoint=self.adjoint
+            )
 
     def _fn(self, x: Any, ops: Any) -> Any:
         ys, info = self._solve(x, ops)
-        raise_on_failure(info, self.save_at[-1], self.solver)
+        raise_on_failure(info, self.save_at[-1], self.solver, ops)
         if self.observable is None:
             return ops.reshape(ys, (-1,))
         return self.observable(ys, ops)
@@ -284,44 +303,23 @@ class ODEProblem(Problem):
         fields = (info.status, info.t, info.y, info.n_accepted, info.n_rejected)
         info = SolveInfo(*(np.asarray(be.to_numpy(v) if be.is_native(v) else v) for v in fields))
         if check:
-            raise_on_failure(info, self.save_at[-1], self.solver)
+            raise_on_failure(info, self.save_at[-1], self.solver, get_backend("numpy").ops())
         return np.asarray(be.to_numpy(ys) if be.is_native(ys) else ys), info
 
 
-def raise_on_failure(info: SolveInfo, t1: float, solver: Solver) -> None:
+def raise_on_failure(info: SolveInfo, t1: float, solver: Solver, ops: Any) -> None:
     """Raise :class:`SolverError` for a failed solve, when the status can be read.
 
     Under ``jax.jit``/``vmap`` tracing, or ``torch.func.vmap``, the status is
-    symbolic: the NaN-poisoned output carries the failure instead.
+    symbolic (``ops.concrete`` gives ``None``): the NaN-poisoned output
+    carries the failure instead.
     """
-    try:
-        status = int(np.asarray(_concrete(info.status)))
-    except _Symbolic:
+    status = ops.concrete(info.status)
+    if status is None or int(status) == 0:
         return
-    if status != 0:
-        raise SolverError(
-            status_message(status, float(_concrete(info.t)), t1, _concrete(info.y), solver)
-        )
-
-
-class _Symbolic(Exception):
-    pass
-
-
-def _concrete(a: Any) -> Any:
-    module = type(a).__module__
-    if module.startswith("jax"):
-        import jax
-
-        if isinstance(a, jax.core.Tracer):
-            raise _Symbolic
-        return np.asarray(a)
-    if module.startswith("torch"):
-        try:
-            return np.asarray(float(a.detach())) if a.ndim == 0 else a.detach().cpu().numpy()
-        except RuntimeError as exc:  # vmap / functional tensors without a value
-            raise _Symbolic from exc
-    return np.asarray(a)
+    raise SolverError(
+        status_message(int(status), float(ops.concrete(info.t)), t1, ops.concrete(info.y), solver)
+    )
 
 
 def solve(
