@@ -7,8 +7,11 @@ problem's ``exact`` mapping carries analytic derivatives where they exist, and
 (``meta["tags"]``) and tolerances.  Modules are discovered automatically, so a
 new entry needs only a new module (or a line in an existing one).
 
-This package is importable from the repository root (pytest's ``pythonpath``)
-and is not part of the installed API.
+In the repository this package is ``problems`` (pytest's ``pythonpath``); the
+distribution ships it as ``simdiff.problems`` (so ``simdiff list`` and
+``simdiff report`` work from an installed wheel).  Code inside simdiff reaches
+it through ``simdiff._catalogue.catalogue()``.  It is reference material, not
+part of simdiff's public API.
 """
 
 from __future__ import annotations
@@ -48,5 +51,7 @@ def get(name: str) -> simdiff.Problem:
     """Build the catalogue problem ``name``; an unknown name lists the valid ones."""
     reg = registry()
     if name not in reg:
-        raise KeyError(f"unknown catalogue problem {name!r}; valid names: {', '.join(sorted(reg))}")
+        raise simdiff.NotFoundError(
+            f"unknown catalogue problem {name!r}; valid names: {', '.join(sorted(reg))}"
+        )
     return reg[name]()

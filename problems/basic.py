@@ -64,9 +64,9 @@ def seed(n: int = 1) -> simdiff.Problem:
         },
         meta={
             "tags": ("closed-form", "small", "seed"),
-            "max_exact_order": 4,
             "citation": "shared/claims.md C1",
         },
+        check_options=simdiff.CheckOptions(max_exact_order=4),
     )
 
 

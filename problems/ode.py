@@ -9,12 +9,12 @@ sensitivity equations integrated by ``scipy.integrate.solve_ivp``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 import numpy as np
 import scipy.integrate
 import scipy.linalg
 
+from simdiff import CheckOptions
 from simdiff.ode import Dopri5, FixedStep, ODEProblem, Rodas3
 
 # --------------------------------------------------------------------------- linear y' = A y
@@ -100,6 +100,12 @@ _LINEAR_META = {
 }
 
 
+def _closed_form_options(solver_rtol: float, reference_rtol: float) -> CheckOptions:
+    """A closed form of the continuous problem is a reference of the discrete solution to
+    its global error, which accumulates over the steps to well above the local ``rtol``."""
+    return CheckOptions(solver_rtol=solver_rtol, reference_rtol=reference_rtol)
+
+
 def linear() -> ODEProblem:
     """y' = A y, 2x2, parameters the entries of A; trajectory at 3 times (exact by expm)."""
     return ODEProblem(
@@ -107,6 +113,7 @@ def linear() -> ODEProblem:
         solver=Dopri5(rtol=1e-10, atol=1e-12, max_steps=400), name="ode_linear",
         exact={"value": _linear_value, "jacobian": _linear_jacobian},
         meta={"tags": ("ode", "small", "closed-form", "vector"), **_LINEAR_META},
+        check_options=_closed_form_options(1e-10, 1e-7),
     )  # fmt: skip
 
 
@@ -118,6 +125,7 @@ def linear_energy() -> ODEProblem:
         solver=Dopri5(rtol=1e-10, atol=1e-12, max_steps=400), name="ode_linear_energy",
         exact={"value": _energy_value, "grad": _energy_grad, "hessian": _energy_hessian},
         meta={"tags": ("ode", "small", "closed-form"), **_LINEAR_META},
+        check_options=_closed_form_options(1e-10, 1e-6),
     )  # fmt: skip
 
 
@@ -162,6 +170,7 @@ def oscillator() -> ODEProblem:
         meta={"tags": ("ode", "small", "closed-form", "vector"),
               "citation": "e.g. A. P. French, Vibrations and Waves (1971), ch. 3",
               "reference": "closed form; Jacobian by complex step"},
+        check_options=_closed_form_options(1e-9, 1e-6),
     )  # fmt: skip
 
 
@@ -329,33 +338,6 @@ def rk4_decay() -> ODEProblem:
     )  # fmt: skip
 
 
-#: Relative tolerance at which each entry's derivatives are checked (simdiff.check reads
-#: meta["check_rtol"]): about 100 times the solver's rtol (derivatives of the discrete
-#: solution are as accurate as the solution), and rounding level for the exact RK4 polynomial.
-CHECK_RTOL = {
-    "ode_linear": 1e-7,
-    "ode_linear_energy": 1e-6,
-    "ode_oscillator": 1e-6,
-    "ode_rk4_decay": 1e-10,
-    "lotka_volterra": 1e-5,
-    "lotka_volterra_fit": 1e-5,
-    "van_der_pol": 1e-6,
-    "van_der_pol_stiff": 1e-3,
-    "lorenz63": 1e-5,
-    "robertson": 1e-2,
-}
-
-
-def _checked(name: str, factory: Callable[[], ODEProblem]) -> Callable[[], ODEProblem]:
-    def make() -> ODEProblem:
-        problem = factory()
-        problem.meta.setdefault("check_rtol", CHECK_RTOL[name])
-        return problem
-
-    make.__doc__ = factory.__doc__
-    return make
-
-
 _FACTORIES = {
     "ode_linear": linear,
     "ode_linear_energy": linear_energy,
@@ -368,4 +350,4 @@ _FACTORIES = {
     "lorenz63": lorenz63,
     "robertson": robertson,
 }
-ENTRIES = {name: _checked(name, factory) for name, factory in _FACTORIES.items()}
+ENTRIES = dict(_FACTORIES)

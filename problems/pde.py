@@ -2,7 +2,7 @@
 
 The heat and Burgers entries have closed-form solutions, hence exact values
 and derivatives in ``exact``; they are solved spectrally with ETDRK4, whose
-error here is far below the tolerances in ``meta["rtol"]``.
+error here is far below the tolerances in ``check_options.reference_rtol``.
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ def heat_modes() -> simdiff.Problem:
         fn, x0=HEAT_MODES, name="heat_modes",
         exact={"value": lambda x: 0.25 * np.sum(w * x**2), "grad": lambda x: 0.5 * w * x,
                "hessian": lambda x: np.diag(0.5 * w)},
-        meta={"tags": ("pde", "closed-form"), "citation": _HEAT_CITE, "rtol": 1e-10,
+        meta={"tags": ("pde", "closed-form"), "citation": _HEAT_CITE,
               "setup": {"N": HEAT_N, "T": HEAT_T, "kappa": HEAT_KAPPA, "k": HEAT_K}},
+        check_options=simdiff.CheckOptions(reference_rtol=1e-10),
     )  # fmt: skip
 
 
@@ -83,7 +84,8 @@ def heat_diffusivity() -> simdiff.Problem:
         fn, x0=np.array([HEAT_KAPPA]), name="heat_diffusivity",
         exact={"value": _heat_kappa_exact(0), "grad": _heat_kappa_exact(1),
                "hessian": _heat_kappa_exact(2)},
-        meta={"tags": ("pde", "closed-form"), "citation": _HEAT_CITE, "rtol": 1e-10},
+        meta={"tags": ("pde", "closed-form"), "citation": _HEAT_CITE},
+        check_options=simdiff.CheckOptions(reference_rtol=1e-10),
     )  # fmt: skip
 
 
@@ -139,8 +141,9 @@ def burgers_colehopf() -> simdiff.Problem:
     return simdiff.Problem(
         fn, x0=np.array([BURGERS_NU]), name="burgers_colehopf",
         exact={"value": value, "grad": grad},
-        meta={"tags": ("pde", "closed-form"), "citation": _BURGERS_CITE, "rtol": 1e-8,
+        meta={"tags": ("pde", "closed-form"), "citation": _BURGERS_CITE,
               "setup": {"N": BURGERS_N, "T": BURGERS_T, "A0": BURGERS_A0, "A1": BURGERS_A1}},
+        check_options=simdiff.CheckOptions(reference_rtol=1e-8),
     )  # fmt: skip
 
 

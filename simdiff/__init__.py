@@ -23,6 +23,13 @@ from ._api import jvp as jvp
 from ._api import taylor as taylor
 from ._api import value_and_grad as value_and_grad
 from ._api import vjp as vjp
+from ._operators import StochasticEstimate as StochasticEstimate
+from ._operators import biharmonic as biharmonic
+from ._operators import derivative_sum as derivative_sum
+from ._operators import laplacian as laplacian
+from ._operators import stochastic_biharmonic as stochastic_biharmonic
+from ._operators import stochastic_laplacian as stochastic_laplacian
+from ._problem import CheckOptions as CheckOptions
 from ._problem import Problem as Problem
 from .backends import get_backend as get_backend
 from .backends import get_ops as get_ops
@@ -33,7 +40,25 @@ from .errors import (
     DTypeError as DTypeError,
 )
 from .errors import (
+    InputError as InputError,
+)
+from .errors import (
+    InputTypeError as InputTypeError,
+)
+from .errors import (
+    LeakError as LeakError,
+)
+from .errors import (
     NonFiniteError as NonFiniteError,
+)
+from .errors import (
+    NotFoundError as NotFoundError,
+)
+from .errors import (
+    OptionError as OptionError,
+)
+from .errors import (
+    OutOfRangeError as OutOfRangeError,
 )
 from .errors import (
     PrecisionWarning as PrecisionWarning,

@@ -1,33 +1,29 @@
 """``simdiff.compare``: the same derivatives under several configurations, timed side by side.
 
-A *configuration* is a way of computing a derivative: ``jax-jit``
-(:class:`~simdiff.Derivatives` on JAX, jit-compiled), ``torch-eager``
-(torch.func transforms), ``torch-compile`` (the same under ``torch.compile``),
-``scipy-fd`` (``scipy.differentiate`` finite differences of the numpy
-context) and ``numdifftools`` (its adaptive finite differences).  Configurations
-live in :data:`CONFIGS`, a registry of ``name -> builder``; other modules add
-theirs with :func:`register_config` (the ODE engines add diffrax and
-torchdiffeq).
+The configurations and tasks live in :mod:`simdiff._compare_configs`, the
+result types in :mod:`simdiff._compare_result`, the memory probe in
+:mod:`simdiff._memory` and thread settings in :mod:`simdiff.backends`; this
+module is the timing protocol.  Their public names are re-exported here and
+in :mod:`simdiff.evidence`.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import random
 import statistics
-import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ._api import Derivatives
+from ._compare_configs import CONFIGS, Builder, Task, config_backend, make_task, register_config
+from ._compare_result import CompareEntry, CompareResult
+from ._memory import NoProbe, PeakRSS
 from ._problem import Problem
-from .errors import UnsupportedError
+from .backends import backend_of, get_backend, set_threads, thread_info
+from .errors import InputError, UnsupportedError
 
 __all__ = [
     "CONFIGS",
@@ -35,375 +31,16 @@ __all__ = [
     "CompareResult",
     "Task",
     "compare",
+    "config_backend",
+    "make_task",
     "register_config",
     "set_threads",
     "thread_info",
 ]
 
-#: A builder gets ``(problem, task)`` and returns a zero-argument callable that
-#: computes the task's derivative, waits for it (``block_until_ready``) and
-#: returns it.  It raises ``UnsupportedError`` when the configuration cannot do
-#: the task; any other exception is reported as the configuration's failure.
-Builder = Callable[[Problem, "Task"], Callable[[], Any]]
-CONFIGS: dict[str, Builder] = {}
-
-
-def register_config(name: str, builder: Builder, *, replace: bool = False) -> None:
-    """Add a configuration to :data:`CONFIGS`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from simdiff._compare import register_config, CONFIGS
-    >>> register_config("zeros", lambda problem, task: (lambda: np.zeros(problem.n)),
-    ...                 replace=True)
-    >>> "zeros" in CONFIGS
-    True
-    """
-    if name in CONFIGS and not replace:
-        raise ValueError(f"configuration {name!r} is already registered")
-    CONFIGS[name] = builder
-
-
-# --------------------------------------------------------------------------- tasks
-
-
-@dataclass(frozen=True)
-class Task:
-    """One derivative to compute: ``kind`` with its inputs.
-
-    ``kind`` is ``value``, ``grad``, ``hessian``, ``hvp``, ``jvp``, ``vjp``,
-    ``jacobian`` or ``derivative`` (directional, ``order`` and ``method``
-    ``"nested"`` or ``"taylor"``).  ``x`` is ``(n,)`` or ``(batch, n)``; ``v``
-    (hvp/jvp/derivative direction) and ``u`` (vjp cotangent) likewise.
-    """
-
-    kind: str
-    x: np.ndarray
-    v: np.ndarray | None = None
-    u: np.ndarray | None = None
-    order: int = 0
-    method: str = "nested"
-
-    @property
-    def label(self) -> str:
-        if self.kind == "derivative":
-            return f"derivative{self.order}" + (".taylor" if self.method == "taylor" else "")
-        return self.kind
-
-    @property
-    def batch(self) -> int:
-        return int(self.x.shape[0]) if self.x.ndim == 2 else 0
-
-
-def make_task(problem: Problem, label: str, x: Any = None, seed: int = 0) -> Task:
-    """A :class:`Task` from a label such as ``"hessian"`` or ``"derivative3.taylor"``."""
-    x = problem.x0 if x is None else np.asarray(x, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    lead = x.shape[:-1]
-    v = rng.standard_normal((*lead, problem.n))
-    u = rng.standard_normal((*lead, *problem.output_shape))
-    if label.startswith("derivative"):
-        body, _, method = label[len("derivative") :].partition(".")
-        if not body.isdigit():
-            raise ValueError(f"derivative labels are 'derivative<k>[.taylor]'; got {label!r}")
-        return Task("derivative", x, v=v, order=int(body), method=method or "nested")
-    kinds = ("value", "grad", "hessian", "hvp", "jvp", "vjp", "jacobian")
-    if label not in kinds:
-        raise ValueError(
-            f"unknown derivative {label!r}; expected one of {list(kinds)} "
-            "or 'derivative<k>[.taylor]'"
-        )
-    return Task(label, x, v=v, u=u)
-
-
-# --------------------------------------------------------------------------- builders
-
-
-def _ad_builder(backend: str, compile: bool = False) -> Builder:
-    def build(problem: Problem, task: Task) -> Callable[[], Any]:
-        d = Derivatives(problem, backend, compile=compile, check_finite=False)
-        be = d.backend
-        x, v, u = (
-            None if a is None else be.from_numpy(a, d.dtype) for a in (task.x, task.v, task.u)
-        )
-        k = task.kind
-        fns: dict[str, Callable[[], Any]] = {
-            "value": lambda: d.value(x),
-            "grad": lambda: d.grad(x),
-            "hessian": lambda: d.hessian(x),
-            "hvp": lambda: d.hvp(v, x),
-            "jvp": lambda: d.jvp(v, x),
-            "vjp": lambda: d.vjp(u, x),
-            "jacobian": lambda: d.jacobian(x),
-            "derivative": lambda: d.derivative(task.order, v, x, method=task.method),
-        }
-        fn = fns[k]
-
-        def call() -> Any:
-            return be.block_until_ready(fn())
-
-        call.derivatives = d  # type: ignore[attr-defined]
-        return call
-
-    return build
-
-
-def _scipy_fd(problem: Problem, task: Task) -> Callable[[], Any]:
-    from ._check import FiniteDifferences, default_fd_step, numpy_vectorized
-
-    if task.batch:
-        raise UnsupportedError("scipy-fd is compared at single points only, not batched x")
-    f, x, k = numpy_vectorized(problem), task.x, task.kind
-    fd = FiniteDifferences(default_fd_step(problem, x))
-    if k == "derivative":
-        if task.order != 1:
-            raise UnsupportedError(
-                f"scipy.differentiate gives first derivatives only (asked for order {task.order})"
-            )
-        return lambda: fd.direction(f, x, task.v)[0]
-    table: dict[str, Callable[[], Any]] = {
-        "value": lambda: f(x[:, None])[..., 0],
-        "grad": lambda: fd.jacobian(f, x)[0],
-        "jacobian": lambda: fd.jacobian(f, x)[0],
-        "hessian": lambda: fd.hessian(f, x)[0],
-        "hvp": lambda: fd.hessian(f, x)[0] @ task.v,
-        "jvp": lambda: fd.direction(f, x, task.v)[0],
-        "vjp": lambda: np.tensordot(task.u, fd.jacobian(f, x)[0], axes=task.u.ndim),
-    }
-    return table[k]
-
-
-def _numdifftools(problem: Problem, task: Task) -> Callable[[], Any]:
-    import numdifftools as nd
-
-    if task.batch:
-        raise UnsupportedError("numdifftools is compared at single points only, not batched x")
-
-    def f(y: np.ndarray) -> Any:
-        return problem.evaluate(y)
-
-    table = {"grad": nd.Gradient, "hessian": nd.Hessian, "jacobian": nd.Jacobian}
-    if task.kind not in table:
-        raise UnsupportedError(
-            f"numdifftools configuration covers {sorted(table)}; not {task.kind}"
-        )
-    op = table[task.kind](f)
-    return lambda: np.asarray(op(task.x))
-
-
-register_config("jax-jit", _ad_builder("jax"))
-register_config("torch-eager", _ad_builder("torch"))
-register_config("torch-compile", _ad_builder("torch", compile=True))
-register_config("scipy-fd", _scipy_fd)
-register_config("numdifftools", _numdifftools)
-
-# --------------------------------------------------------------------------- threads
-
-
-def set_threads(n: int) -> dict[str, Any]:
-    """Use ``n`` threads in both frameworks, as far as each allows; returns :func:`thread_info`.
-
-    torch: ``torch.set_num_threads(n)``.  XLA's CPU thread pool is fixed when
-    jax is imported: with ``n == 1`` this sets ``XLA_FLAGS`` to single-threaded
-    Eigen (``--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1``),
-    which only takes effect if jax has not been imported yet; otherwise XLA uses
-    every core in the process affinity, which :func:`thread_info` records.
-    """
-    if n < 1:
-        raise ValueError(f"threads must be >= 1; got {n}")
-    if n == 1 and "jax" not in sys.modules:
-        flags = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = (
-            flags + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-        ).strip()
-    os.environ.setdefault("OMP_NUM_THREADS", str(n))
-    import torch
-
-    torch.set_num_threads(n)
-    return thread_info()
-
-
-def thread_info() -> dict[str, Any]:
-    """Thread counts in effect: torch intra-op threads, XLA's (from flags/affinity), equal?"""
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    flags = os.environ.get("XLA_FLAGS", "")
-    xla = 1 if "intra_op_parallelism_threads=1" in flags else affinity
-    torch_n = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
-    return {
-        "torch": torch_n,
-        "xla": xla,
-        "affinity": affinity,
-        "XLA_FLAGS": flags,
-        "equal": torch_n == xla,
-    }
-
-
-# --------------------------------------------------------------------------- memory
-
-
-def _rss() -> int:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return -1
-
-
-class _PeakRSS:
-    """Sample the resident set size every ``interval`` seconds in a thread; keep the peak."""
-
-    def __init__(self, interval: float = 0.001) -> None:
-        self.interval = interval
-        self.base = self.peak = _rss()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, _rss())
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> _PeakRSS:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, _rss())
-
-    @property
-    def delta_mb(self) -> float:
-        return math.nan if self.base < 0 else (self.peak - self.base) / 2**20
-
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass
-class CompareEntry:
-    """One (derivative, configuration) measurement."""
-
-    derivative: str
-    config: str
-    status: str = "ok"  # "ok" | "unsupported" | "error"
-    error: str = ""
-    first_call_s: float = math.nan
-    steady_s: float = math.nan  # median over repeats
-    steady_q25_s: float = math.nan
-    steady_q75_s: float = math.nan
-    steady_min_s: float = math.nan
-    steady_max_s: float = math.nan
-    repeats: int = 0
-    inner: int = 1
-    peak_rss_mb: float = math.nan
-    compilations: int | None = None
-    reference: str = ""
-    max_abs_err: float = math.nan
-    max_rel_err: float = math.nan
-    samples: list[float] = field(default_factory=list, repr=False)
-    value: Any = field(default=None, repr=False)
-
-    def record(self) -> dict[str, Any]:
-        """Plain-dict form (for the store), without the samples and the value."""
-        skip = {"samples", "value"}
-        return {k: v for k, v in self.__dict__.items() if k not in skip}
-
-
-@dataclass
-class CompareResult:
-    """Timings of every (derivative, configuration) pair from one interleaved run."""
-
-    problem: str
-    n: int
-    batch: int
-    baseline: str
-    threads: dict[str, Any]
-    entries: list[CompareEntry] = field(default_factory=list)
-
-    def record(self) -> dict[str, Any]:
-        """Plain-dict form for the store: baseline, threads, sizes and the entries' records."""
-        return {
-            "baseline": self.baseline,
-            "threads": self.threads,
-            "n": self.n,
-            "batch": self.batch,
-            "entries": [e.record() for e in self.entries],
-        }
-
-    def get(self, derivative: str, config: str) -> CompareEntry:
-        for e in self.entries:
-            if e.derivative == derivative and e.config == config:
-                return e
-        raise KeyError((derivative, config))
-
-    def ratio(self, derivative: str, config: str, *, of: str = "steady_s") -> float:
-        """``config``'s time over the baseline's (``> 1``: slower than the baseline)."""
-        base = getattr(self.get(derivative, self.baseline), of)
-        return getattr(self.get(derivative, config), of) / base if base > 0 else math.nan
-
-    def __str__(self) -> str:
-        head = (
-            f"compare {self.problem!r} (n={self.n}, batch={self.batch or 1}; "
-            f"threads torch={self.threads.get('torch')} xla={self.threads.get('xla')}); "
-            f"ratios vs {self.baseline}"
-        )
-        rows = [
-            (
-                "derivative",
-                "config",
-                "first call",
-                "steady",
-                "IQR",
-                "ratio",
-                "rss MB",
-                "max rel err",
-                "status",
-            )
-        ]
-        for e in self.entries:
-            ok = e.status == "ok"
-            try:
-                r = f"{self.ratio(e.derivative, e.config):.2f}" if ok else "-"
-            except KeyError:
-                r = "-"
-            rows.append(
-                (
-                    e.derivative,
-                    e.config,
-                    _fmt_s(e.first_call_s),
-                    _fmt_s(e.steady_s),
-                    f"{_fmt_s(e.steady_q25_s)}..{_fmt_s(e.steady_q75_s)}",
-                    r,
-                    f"{e.peak_rss_mb:.1f}",
-                    f"{e.max_rel_err:.1e}",
-                    e.status if ok else f"{e.status}: {e.error[:120]}",
-                )
-            )
-        widths = [max(len(row[i]) for row in rows) for i in range(8)]
-        return "\n".join(
-            [head]
-            + [
-                "  ".join(c.ljust(w) for c, w in zip(row[:8], widths, strict=True)) + "  " + row[8]
-                for row in rows
-            ]
-        )
-
-
-def _fmt_s(t: float) -> str:
-    if not math.isfinite(t):
-        return "-"
-    for unit, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if t >= f:
-            return f"{t / f:.3g} {unit}"
-    return f"{t / 1e-9:.3g} ns"
-
 
 def _to_numpy(y: Any) -> np.ndarray:
-    if hasattr(y, "detach"):
-        y = y.detach().cpu()
-    return np.asarray(y, dtype=np.float64)
+    return np.asarray(backend_of(y).to_numpy(y), dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- compare
@@ -427,7 +64,8 @@ def exact_reference(problem: Problem, task: Task) -> np.ndarray | None:
         if k == "vjp" and jac is not None:
             return np.tensordot(u, jac(x), axes=np.ndim(u))
         if k == "derivative" and "derivative" in ex:
-            if task.order <= problem.meta.get("max_exact_order", task.order):
+            top = problem.check_options.max_exact_order
+            if top is None or task.order <= top:
                 return ex["derivative"](x, task.order, v)
         return None
 
@@ -516,16 +154,16 @@ def compare(
     table = {**CONFIGS, **(builders or {})}
     unknown = [c for c in configs if c not in table]
     if unknown:
-        raise ValueError(f"unknown configurations {unknown}; registered: {sorted(table)}")
+        raise InputError(f"unknown configurations {unknown}; registered: {sorted(table)}")
     if not configs:
-        raise ValueError("compare needs at least one configuration")
+        raise InputError("compare needs at least one configuration")
     if repeats < 1:
-        raise ValueError(f"repeats must be >= 1; got {repeats}")
+        raise InputError(f"repeats must be >= 1; got {repeats}")
     tasks = [make_task(problem, label, x, seed) for label in derivatives]
     baseline = baseline or configs[0]
     if baseline not in configs:
-        raise ValueError(f"baseline {baseline!r} is not among the configurations {list(configs)}")
-    warm_frameworks(configs)
+        raise InputError(f"baseline {baseline!r} is not among the configurations {list(configs)}")
+    warm_frameworks(configs, builders)
     result = CompareResult(
         problem.name, problem.n, tasks[0].batch if tasks else 0, baseline, thread_info()
     )
@@ -557,26 +195,21 @@ def compare(
     return result
 
 
-def warm_frameworks(configs: Sequence[str]) -> None:
+def warm_frameworks(configs: Sequence[str], builders: Mapping[str, Builder] | None = None) -> None:
     """Import and initialise the frameworks the configurations use, outside any timing.
 
     The first call of a configuration then measures tracing and compilation,
-    not ``import torch`` or XLA's client start-up.
+    not ``import torch`` or XLA's client start-up.  A configuration given in
+    ``builders`` counts as the registered one whose builder it is.
     """
-    if any(c.startswith("torch") for c in configs):
-        import torch
-        import torch.func
-
-        t = torch.tensor([0.5], dtype=torch.float64)
-        torch.func.grad(lambda y: torch.sin(y).sum())(t)
-    if any(c.startswith("jax") for c in configs):
-        import jax
-        import jax.numpy as jnp
-
-        from .backends import get_backend
-
-        get_backend("jax")  # switches on x64
-        jax.block_until_ready(jax.jit(jax.grad(lambda y: jnp.sin(y).sum()))(jnp.ones(1)))
+    extra = builders or {}
+    names = []
+    for c in configs:
+        same = [k for k, b in CONFIGS.items() if c in extra and b is extra[c]]
+        names.append(config_backend(same[0] if same else c))
+    for name in dict.fromkeys(names):
+        if name is not None:
+            get_backend(name).warm_up()
 
 
 def _first_call(
@@ -584,7 +217,7 @@ def _first_call(
 ) -> Callable[[], Any] | None:
     try:
         call = builder(problem, task)
-        with _PeakRSS() if memory else _Null() as probe:
+        with PeakRSS() if memory else NoProbe() as probe:
             start = time.perf_counter()
             y = call()
             entry.first_call_s = time.perf_counter() - start
@@ -599,16 +232,6 @@ def _first_call(
     except Exception as exc:  # any failure of a configuration is a result, not a crash
         entry.status, entry.error = "error", f"{type(exc).__name__}: {exc}"[:500]
     return None
-
-
-class _Null:
-    delta_mb = math.nan
-
-    def __enter__(self) -> _Null:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def _timed(call: Callable[[], Any], inner: int) -> float:

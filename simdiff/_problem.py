@@ -2,15 +2,109 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ._cache import DerivativeCache
 from .backends import BACKENDS, get_backend
-from .errors import DTypeError, ShapeError, UnsupportedError
+from .errors import (
+    DTypeError,
+    InputError,
+    InputTypeError,
+    OptionError,
+    ShapeError,
+    UnsupportedError,
+)
 
-__all__ = ["Problem"]
+__all__ = ["EXACT_KEYS", "CheckOptions", "Problem"]
+
+#: The keys ``Problem(exact=...)`` accepts (numpy callables of the reference derivatives).
+EXACT_KEYS = ("value", "grad", "hessian", "jacobian", "derivative", "derivative_tensor")
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What a problem declares about its own accuracy, for :func:`simdiff.check` and compare.
+
+    Every field steers the evidence code; nothing else does (``Problem.meta``
+    holds facts for people: citations, literature values, tags).
+
+    Parameters
+    ----------
+    solver_rtol : float
+        Relative accuracy of an adaptive solver inside ``fn`` (``0`` when there
+        is none).  An adaptive solver's accepted steps change with the input,
+        so finite differences of its output differ from the derivative of the
+        discrete solver (what AD computes) by about the solver tolerance, and a
+        closed form of the continuous problem differs from the discrete
+        solution by as much: finite-difference and exact comparisons are
+        floored at ``100 * solver_rtol``.  Cross-backend and Taylor-vs-nested
+        comparisons are not: both sides run the same discrete solver.
+    reference_rtol : float
+        Relative accuracy of the problem's ``exact`` references as references
+        of *this* discretisation (e.g. the spatial error of a PDE against its
+        closed form); floors the ``exact`` comparisons only.
+    fd_rtol : float
+        Extra relative floor of finite-difference comparisons (noise the
+        function has by construction, e.g. a chaotic rollout).
+    fd_step : float, optional
+        SciPy's initial finite-difference step (default
+        ``0.1 * max(1, max |x|)``).
+    max_exact_order : int, optional
+        Highest order for which ``exact["derivative"]`` is valid (default: all).
+
+    Examples
+    --------
+    >>> import simdiff
+    >>> simdiff.CheckOptions(solver_rtol=1e-4).solver_rtol
+    0.0001
+    >>> simdiff.CheckOptions(fd_step=-1.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    simdiff.errors.OptionError: CheckOptions.fd_step must be a positive finite float ...
+    """
+
+    solver_rtol: float = 0.0
+    reference_rtol: float = 0.0
+    fd_rtol: float = 0.0
+    fd_step: float | None = None
+    max_exact_order: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("solver_rtol", "reference_rtol", "fd_rtol"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise OptionError(f"CheckOptions.{name} must be a finite float >= 0; got {value!r}")
+        step = self.fd_step
+        if step is not None and (
+            not isinstance(step, (int, float)) or not math.isfinite(step) or step <= 0
+        ):
+            raise OptionError(
+                f"CheckOptions.fd_step must be a positive finite float or None; got {step!r}"
+            )
+        order = self.max_exact_order
+        if order is not None and (not isinstance(order, int) or order < 0):
+            raise OptionError(
+                f"CheckOptions.max_exact_order must be an int >= 0 or None; got {order!r}"
+            )
+
+
+def validate_exact(exact: Mapping[str, Any], where: str = "Problem") -> dict[str, Any]:
+    """``exact`` as a dict, after checking its keys and values (a misspelt key is an error)."""
+    unknown = sorted(set(exact) - set(EXACT_KEYS))
+    if unknown:
+        raise OptionError(
+            f"{where}: unknown keys {unknown} in exact=; accepted keys are {list(EXACT_KEYS)}"
+        )
+    for key, value in exact.items():
+        if not callable(value):
+            got = type(value).__name__
+            raise OptionError(f"{where}: exact[{key!r}] must be callable; got {got}")
+    return dict(exact)
 
 
 class Problem:
@@ -31,11 +125,24 @@ class Problem:
         Known derivatives as numpy callables, used by :func:`simdiff.check` and
         the tests.  Keys: ``"value"(x)``, ``"grad"(x)``, ``"hessian"(x)``,
         ``"jacobian"(x)``, ``"derivative"(x, order, direction)``,
-        ``"derivative_tensor"(x, order)``.
+        ``"derivative_tensor"(x, order)``.  Any other key raises
+        :class:`~simdiff.errors.OptionError` naming the accepted ones.
     backends : tuple of str, optional
         The contexts ``fn`` runs in (default: all of ``("jax", "torch", "numpy")``).
     meta : mapping, optional
-        Free-form facts (literature values, citations, tolerances).
+        Free-form facts for people (literature values, citations, tags); no
+        simdiff code reads a tolerance from it.
+    check_options : CheckOptions, optional
+        How accurate ``fn`` and ``exact`` are (an adaptive solver's tolerance,
+        a discretisation error, a finite-difference step): what
+        :func:`simdiff.check` needs to compare fairly.
+
+    Attributes
+    ----------
+    cache : DerivativeCache
+        The derivatives simdiff has built (and compiled) for this problem.
+        The problem owns them: they live as long as it does, and
+        ``problem.cache.clear()`` frees them sooner.
 
     Examples
     --------
@@ -58,9 +165,10 @@ class Problem:
         exact: Mapping[str, Callable[..., Any]] | None = None,
         backends: tuple[str, ...] | None = None,
         meta: Mapping[str, Any] | None = None,
+        check_options: CheckOptions | None = None,
     ) -> None:
         if not callable(fn):
-            raise TypeError(f"Problem needs a callable fn(x, ops); got {type(fn).__name__}")
+            raise InputTypeError(f"Problem needs a callable fn(x, ops); got {type(fn).__name__}")
         x0 = np.asarray(x0)
         if x0.dtype.kind not in "fiu":
             raise DTypeError(f"Problem x0 must be a real float array; got dtype {x0.dtype}")
@@ -69,18 +177,28 @@ class Problem:
             raise ShapeError(f"Problem x0 must have shape (n,) with n >= 1; got shape {x0.shape}")
         if not np.all(np.isfinite(x0)):
             bad = int(np.flatnonzero(~np.isfinite(x0))[0])
-            raise ValueError(f"Problem x0 must be finite; x0[{bad}] = {x0[bad]}")
+            raise InputError(f"Problem x0 must be finite; x0[{bad}] = {x0[bad]}")
         self.fn = fn
         self.x0 = x0
         self.name = name or getattr(fn, "__name__", "problem")
-        self.exact = dict(exact or {})
+        self.exact = validate_exact(exact or {})
+        if check_options is None:
+            check_options = CheckOptions()
+        if not isinstance(check_options, CheckOptions):
+            raise OptionError(
+                "Problem check_options must be a simdiff.CheckOptions; "
+                f"got {type(check_options).__name__}"
+            )
+        self.check_options = check_options
         unknown = set(backends or ()) - set(BACKENDS)
         if unknown:
-            raise ValueError(f"unknown backends {sorted(unknown)}; expected a subset of {BACKENDS}")
+            raise InputError(f"unknown backends {sorted(unknown)}; expected a subset of {BACKENDS}")
         self.backends = tuple(backends) if backends else BACKENDS
         self.meta = dict(meta or {})
         self._output_shape: tuple[int, ...] | None = None
-        self._cache: dict[Any, Any] = {}
+        #: What simdiff builds for this problem (see :class:`~simdiff._cache.DerivativeCache`):
+        #: owned by the problem, freed with it.
+        self.cache = DerivativeCache()
 
     # ------------------------------------------------------------------ wrappers
     @classmethod
@@ -158,7 +276,7 @@ class Problem:
     def __getstate__(self) -> dict[str, Any]:
         """Pickle without the cache of compiled callables (jit functions do not pickle)."""
         state = dict(self.__dict__)
-        state["_cache"] = {}
+        state["cache"] = DerivativeCache()
         return state
 
     def __repr__(self) -> str:
@@ -167,7 +285,7 @@ class Problem:
 
 def _only(f: Callable[[Any], Any], backend: str) -> Callable[[Any, Any], Any]:
     def fn(x: Any, ops: Any) -> Any:
-        if ops.name != backend:
+        if not get_backend(backend).runs(ops):
             raise UnsupportedError(
                 f"this problem was written in {backend} (Problem.from_{backend}) and cannot run "
                 f"in the {ops.name!r} context"

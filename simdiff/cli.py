@@ -1,77 +1,53 @@
-"""The ``simdiff`` command: ``list``, ``check``, ``compare``, ``report``.
+"""The ``simdiff`` command: ``list``, ``check``, ``compare``, ``report``, ``show``.
 
-Problems are catalogue names (the ``problems`` package of the repository,
-importable when the command runs from the repository root) or
-``module:attribute`` paths to a user's own :class:`~simdiff.Problem` (or a
-zero-argument function returning one); the current directory is searched.
+Problems are catalogue names (``simdiff list``) or ``module:attribute`` paths
+to a user's own :class:`~simdiff.Problem` (or a zero-argument function
+returning one); the module is imported from the Python path or, failing that,
+from the current directory (``module.py`` or ``module/``), as ``python -m``
+would find it.
 
 Exit status: 0 when everything asked for passed, 1 when a check failed, 2 on
-usage errors (unknown names, which are listed with the valid ones).
+a usage error (a bad option value, an unknown name, which is listed with the
+valid ones, or a path that is not a results store).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main"]
+from ._catalogue import (
+    CatalogueUnavailable,
+    ProblemNotFound,
+    catalogue,
+    code_digest,
+    resolve,
+    validation,
+)
+from .errors import SimdiffError, StoreError
 
-QUICK_CLAIMS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
+__all__ = ["UsageError", "main"]
 
-
-class UsageError(Exception):
-    """A name or option the command cannot use; exit status 2."""
-
-
-def _catalogue() -> Any:
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return importlib.import_module("problems")
-    except ImportError as exc:
-        raise UsageError(
-            f"the catalogue package 'problems' is not importable ({exc}); run simdiff from the "
-            "repository root, or name your own problem as module:attribute"
-        ) from exc
+#: The results store inside ``--out``.
+STORE_DIR = "store"
 
 
-def resolve(name: str) -> tuple[str, Callable[[], Any]]:
-    """``(label, factory)`` for a catalogue name or a ``module:attribute`` path."""
-    import simdiff
+class UsageError(SimdiffError, ValueError):
+    """A name or option value the command cannot use; exit status 2."""
 
-    if ":" in name:
-        module, _, attr = name.partition(":")
-        if os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
-        try:
-            obj = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise UsageError(f"cannot load {name!r}: {type(exc).__name__}: {exc}") from exc
 
-        def factory() -> Any:
-            p = obj if isinstance(obj, simdiff.Problem) else obj()
-            if not isinstance(p, simdiff.Problem):
-                raise UsageError(
-                    f"{name!r} is not a simdiff.Problem nor a function returning "
-                    f"one; got {type(p).__name__}"
-                )
-            return p
+# --------------------------------------------------------------------------- problems
 
-        return name, factory
-    reg = _catalogue().registry()
-    if name not in reg:
-        raise UsageError(
-            f"unknown problem {name!r}; valid catalogue names: "
-            f"{', '.join(sorted(reg))} (or module:attribute)"
-        )
-    return name, reg[name]
+
+def _build(names: Sequence[str]) -> list[tuple[str, Any]]:
+    """Every named problem, built before any work starts (so a bad name fails fast)."""
+    return [(label, factory()) for label, factory in (resolve(n) for n in names)]
 
 
 def _progress(items: Sequence[Any], desc: str) -> Any:
@@ -82,115 +58,175 @@ def _progress(items: Sequence[Any], desc: str) -> Any:
     return tqdm(items, desc=desc, file=sys.stderr, leave=False, disable=not sys.stderr.isatty())
 
 
-def _split(s: str | None) -> list[str] | None:
+# --------------------------------------------------------------------------- option values
+
+
+def _names(s: str | None) -> list[str] | None:
     return None if s is None else [p.strip() for p in s.split(",") if p.strip()]
+
+
+def _subset(option: str, given: str | None, valid: Sequence[str]) -> list[str] | None:
+    names = _names(given)
+    if names is None:
+        return None
+    bad = [n for n in names if n not in valid]
+    if bad or not names:
+        raise UsageError(
+            f"{option}: unknown {bad if bad else 'empty list'}; valid: {', '.join(valid)}"
+        )
+    return names
+
+
+def _positive_int(s: str) -> int:
+    try:
+        k = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {s!r}") from None
+    if k < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {k}")
+    return k
+
+
+def _orders(s: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in s.split(",") if p.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"expected orders such as 2,3; got {s!r}")
+    return tuple(_positive_int(p) for p in parts)
+
+
+def _store(out: str) -> Any:
+    from .store import Store
+
+    return Store(Path(out) / STORE_DIR)
+
+
+def _fingerprints(problems: Sequence[tuple[str, Any]]) -> dict[str, str]:
+    from .store import fingerprint
+
+    return {label: fingerprint(p) for label, p in problems}
 
 
 # --------------------------------------------------------------------------- commands
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    cat = _catalogue()
-    for name in cat.names(args.tag):
+    rows, tags = [], set()
+    for name, factory in sorted(catalogue().registry().items()):
         try:
-            p = cat.get(name)
-            tags = ",".join(p.meta.get("tags", ()))
-            print(f"{name:24s} n={p.n:<6d} out={p.output_shape!s:8s} tags={tags}")
+            p = factory()
         except Exception as exc:  # a broken entry is listed with its error
-            print(f"{name:24s} ERROR {type(exc).__name__}: {exc}")
+            rows.append(f"{name:24s} ERROR {type(exc).__name__}: {exc}")
+            continue
+        ptags = tuple(p.meta.get("tags", ()))
+        tags.update(ptags)
+        if args.tag is None or args.tag in ptags:
+            rows.append(f"{name:24s} n={p.n:<6d} out={p.output_shape!s:8s} tags={','.join(ptags)}")
+    if args.tag is not None and args.tag not in tags:
+        raise UsageError(f"--tag: unknown tag {args.tag!r}; valid: {', '.join(sorted(tags))}")
+    print("\n".join(rows))
     return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from ._check import DERIVATIVES, check
-    from .store import Store
 
-    factories = [resolve(n) for n in args.problems]
-    store = Store(Path(args.out) / "simdiff.h5") if args.out else None
-    run = store.start_run("check", {"problems": args.problems}) if store else None
+    kw: dict[str, Any] = {
+        "derivatives": _subset("--derivatives", args.derivatives, DERIVATIVES) or DERIVATIVES,
+        "backends": _subset("--backends", args.backends, ("jax", "torch")) or ("jax", "torch"),
+    }
+    if args.orders:
+        kw["orders"] = args.orders
+    problems = _build(args.problems)
+    store = _store(args.out) if args.out else None
+    run = None
+    if store is not None:
+        params = {**kw, "problems": args.problems, "fingerprints": _fingerprints(problems)}
+        run = store.start_run("check", params)
     status = 0
-    for label, factory in factories:
-        p = factory()
-        kw: dict[str, Any] = {
-            "derivatives": _split(args.derivatives) or DERIVATIVES,
-            "backends": _split(args.backends) or ("jax", "torch"),
-        }
-        if args.orders:
-            kw["orders"] = tuple(int(k) for k in _split(args.orders) or ())
+    for label, p in problems:
+        done = store.get(run, label, "check", "all", arrays=False) if store else None
+        if done is not None:
+            print(f"{label}: {'PASS' if done['record']['passed'] else 'FAIL'} (stored in {run})")
+            status = status or (0 if done["record"]["passed"] else 1)
+            continue
         res = check(p, **kw)
         print(res)
         print()
-        if store and run:
-            store.put(
-                run,
-                label,
-                "check",
-                "all",
-                {"passed": res.passed, "n": p.n, "entries": [asdict(e) for e in res.entries]},
-            )
+        if store is not None:
+            record = {"passed": res.passed, "n": p.n, "entries": [asdict(e) for e in res.entries]}
+            store.put(run, label, "check", "all", record)
         status = status or (0 if res.passed else 1)
-    if store and run:
+    if store is not None:
         store.finish_run(run)
     return status
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ._compare import CONFIGS, compare
-    from .store import Store
+    from ._compare import CONFIGS, compare, config_backend, make_task
 
-    configs = _split(args.configs) or ["jax-jit", "torch-eager", "scipy-fd"]
-    unknown = [c for c in configs if c not in CONFIGS]
-    if unknown:
-        raise UsageError(f"unknown configurations {unknown}; valid: {', '.join(sorted(CONFIGS))}")
-    factories = [resolve(n) for n in args.problems]
-    store = Store(Path(args.out) / "simdiff.h5") if args.out else None
-    run = (
-        store.start_run("compare", {"problems": args.problems, "configs": configs})
-        if store
-        else None
-    )
-    for label, factory in factories:
-        p = factory()
-        derivs = _split(args.derivatives) or (
+    configs = _subset("--configs", args.configs, sorted(CONFIGS)) or [
+        "jax-jit",
+        "torch-eager",
+        "scipy-fd",
+    ]
+    problems = _build(args.problems)
+    plan = []
+    for label, p in problems:
+        derivs = _names(args.derivatives) or (
             ["grad", "hessian"] if p.is_scalar else ["jacobian", "jvp", "vjp"]
         )
-        usable = [
-            c for c in configs if not c.startswith(("jax", "torch")) or p.supports(c.split("-")[0])
-        ]
+        for d in derivs:
+            try:
+                make_task(p, d)
+            except ValueError as exc:
+                raise UsageError(f"--derivatives: {exc}") from exc
+        usable = [c for c in configs if (b := config_backend(c)) is None or p.supports(b)]
+        plan.append((label, p, derivs, usable))
+    store = _store(args.out) if args.out else None
+    run = None
+    if store is not None:
+        params = {
+            "problems": args.problems,
+            "configs": configs,
+            "derivatives": args.derivatives,
+            "repeats": args.repeats,
+            "fingerprints": _fingerprints(problems),
+        }
+        run = store.start_run("compare", params)
+    for label, p, derivs, usable in plan:
+        if store is not None and store.has(run, label, "compare", "all"):
+            print(f"{label}: stored in {run}")
+            continue
         r = compare(p, derivs, usable, repeats=args.repeats)
         print(r)
         print()
-        if store and run:
+        if store is not None:
             store.put(run, label, "compare", "all", r.record())
-    if store and run:
+    if store is not None:
         store.finish_run(run)
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import write_report
-    from .store import Store
 
-    cat = _catalogue()
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        from validation.catalogue import run_catalogue
-        from validation.claims import CLAIMS, ClaimsContext, run_claim
-    except ImportError as exc:
-        raise UsageError(
-            f"the validation package is not importable ({exc}); run `simdiff "
-            "report` from the repository root"
-        ) from exc
-    names = _split(args.problems) or cat.names()
+    run_catalogue = validation("catalogue").run_catalogue
+    claims_mod = validation("claims")
+    names = _names(args.problems) or catalogue().names()
     factories = dict(resolve(n) for n in names)
-    claims = _split(args.claims) if args.claims is not None else list(CLAIMS)
-    bad = [c for c in claims if c not in CLAIMS]
+    claims = _names(args.claims) if args.claims is not None else list(claims_mod.CLAIMS)
+    bad = [c for c in claims if c not in claims_mod.CLAIMS]
     if bad:
-        raise UsageError(f"unknown claims {bad}; valid: {', '.join(CLAIMS)}")
+        raise UsageError(f"--claims: unknown {bad}; valid: {', '.join(claims_mod.CLAIMS)}")
     out = Path(args.out)
-    store = Store(out / "simdiff.h5")
-    params = {"quick": args.quick, "problems": names, "claims": claims, "threads": args.threads}
+    store = _store(args.out)
+    params = {
+        "quick": args.quick,
+        "problems": names,
+        "claims": claims,
+        "threads": args.threads,
+        "code_sha256": code_digest(),  # changed code (catalogue, solvers, claims) never resumes
+    }
     run = store.start_run(
         "report-quick" if args.quick else "report", params, resume=not args.no_resume
     )
@@ -209,19 +245,52 @@ def cmd_report(args: argparse.Namespace) -> int:
         progress=lambda xs: _progress(xs, "catalogue"),
         log=log,
     )
-    ctx = ClaimsContext(quick=args.quick)
+    ctx = claims_mod.ClaimsContext(quick=args.quick)
     for cid in _progress(claims, "claims"):
         if store.has(run, "claims", cid, "claim"):
             log(f"{cid}: already in the store, skipped (resumed run)")
             continue
-        rec = run_claim(cid, ctx)
+        rec = claims_mod.run_claim(cid, ctx)
         store.put(run, "claims", cid, "claim", rec)
         log(f"{cid}: {rec['verdict']} ({rec['seconds']:.1f} s)")
     store.finish_run(run)
     cmd = "simdiff report" + (" --quick" if args.quick else "") + f" --out {args.out}"
+    if args.problems:
+        cmd += f" --problems {args.problems}"
+    if args.claims is not None:
+        cmd += f" --claims '{args.claims}'"
     path = write_report(store, run, out, command=cmd)
     log(f"wrote {path} and {store.path}; checks {'passed' if ok else 'FAILED'}")
     return 0 if ok else 1
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    store = Store(args.store)
+    if not store.path.exists():
+        raise UsageError(f"{store.path}: no such store")
+    runs = store.runs()
+    if args.run is None:
+        print(f"{store.path}: {len(runs)} runs")
+        for r in runs:
+            params = ", ".join(
+                f"{k}={v}"
+                for k, v in r["params"].items()
+                if not k.startswith("fingerprint") and not k.endswith("sha256")
+            )
+            print(
+                f"{r['id']:28s} {r['status']:9s} {r['created']}  {r['n_entries']:5d} entries  "
+                f"git {r['env'].get('git', '?')[:12]}  {params[:80]}"
+            )
+        return 0
+    ids = [r["id"] for r in runs]
+    if args.run not in ids:
+        raise UsageError(f"--run: no run {args.run!r} in {store.path}; runs: {', '.join(ids)}")
+    for e in store.entries(args.run, arrays=False):
+        keys = ", ".join(sorted(e["record"]))[:60]
+        print(f"{e['problem']:24s} {e['kind']:12s} {e['config']:14s} {e['written']}  {{{keys}}}")
+    return 0
 
 
 # --------------------------------------------------------------------------- parser
@@ -231,7 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``simdiff`` command."""
     ap = argparse.ArgumentParser(prog="simdiff", description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--threads", type=int, default=1, help="threads for torch and XLA, set equal (default 1)"
+        "--threads",
+        type=_positive_int,
+        default=1,
+        help="threads for torch and XLA, set equal (default 1)",
     )
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("list", help="list the catalogue")
@@ -241,15 +313,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("problems", nargs="+", help="catalogue names or module:attribute")
     p.add_argument("--derivatives", help="comma-separated subset of the check derivatives")
     p.add_argument("--backends", help="comma-separated: jax,torch")
-    p.add_argument("--orders", help="orders of directional derivatives, e.g. 2,3")
-    p.add_argument("--out", help="also store results in OUT/simdiff.h5")
+    p.add_argument("--orders", type=_orders, help="orders of directional derivatives, e.g. 2,3")
+    p.add_argument("--out", help=f"also store results in OUT/{STORE_DIR}")
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("compare", help="time derivatives under several configurations")
     p.add_argument("problems", nargs="+", help="catalogue names or module:attribute")
     p.add_argument("--derivatives", help="e.g. grad,hessian,derivative3")
     p.add_argument("--configs", help="e.g. jax-jit,torch-eager,torch-compile,scipy-fd")
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--out", help="also store results in OUT/simdiff.h5")
+    p.add_argument("--repeats", type=_positive_int, default=7)
+    p.add_argument("--out", help=f"also store results in OUT/{STORE_DIR}")
     p.set_defaults(fn=cmd_compare)
     p = sub.add_parser("report", help="check + compare the catalogue, run the claims, write report")
     p.add_argument("--quick", action="store_true", help="the small preset (minutes on 2 cores)")
@@ -258,6 +330,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--claims", help="comma-separated claim ids (default: all; '' for none)")
     p.add_argument("--no-resume", action="store_true", help="start a new run")
     p.set_defaults(fn=cmd_report)
+    p = sub.add_parser("show", help="list the runs of a results store (or one run's entries)")
+    p.add_argument("store", help=f"the store directory (e.g. results/{STORE_DIR})")
+    p.add_argument("--run", help="list this run's entries")
+    p.set_defaults(fn=cmd_show)
     return ap
 
 
@@ -270,15 +346,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     >>> main(["check", "no-such-problem"])  # doctest: +SKIP
     2
     """
-    args = build_parser().parse_args(argv)
-    from ._compare import set_threads  # before jax is imported: XLA reads its flags once
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # argparse printed the usage error (status 2) or --help (0)
+        return int(exc.code or 0)
+    from .backends import set_threads  # before jax is imported: XLA reads its flags once
 
     set_threads(args.threads)
     try:
         return int(args.fn(args))
-    except UsageError as exc:
+    except (UsageError, ProblemNotFound, StoreError, CatalogueUnavailable) as exc:
         print(f"simdiff: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `simdiff list | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 0
 
 
 if __name__ == "__main__":

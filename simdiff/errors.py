@@ -13,12 +13,17 @@ __all__ = [
     "DTypeError",
     "InputError",
     "InputTypeError",
+    "LeakError",
     "NonFiniteError",
+    "NotFoundError",
+    "OptionError",
+    "OutOfRangeError",
     "PrecisionWarning",
     "ShapeError",
     "SimdiffError",
     "SolverError",
     "StabilityError",
+    "StoreError",
     "UnsupportedError",
 ]
 
@@ -27,20 +32,48 @@ class SimdiffError(Exception):
     """Base class of every simdiff error."""
 
 
+class InputError(SimdiffError, ValueError):
+    """An argument has an invalid value (non-finite data, an unknown option, a bad order, ...).
+
+    The message names the argument, what was expected and what was got.
+    """
+
+
+class InputTypeError(SimdiffError, TypeError):
+    """An argument has the wrong type (e.g. ``Derivatives(problem=...)`` given a function)."""
+
+
+class NotFoundError(SimdiffError, KeyError):
+    """A name is unknown (a catalogue problem, a stored run); the message lists the known ones.
+
+    ``str()`` is the message itself: a plain ``KeyError`` would wrap it in quotes.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class OutOfRangeError(SimdiffError, IndexError):
+    """An index is outside the valid range; the message names the index and the range."""
+
+
+class LeakError(SimdiffError, RuntimeError):
+    """A derivative ignores part of the problem's computation.
+
+    The problem left the traced computation: ``float(x[i])``, ``x.item()``,
+    a round trip through numpy, or a Python ``if`` on an array value turned
+    part of it into a constant.  Raised by JAX's tracer (converted) and by the
+    leak probe of :class:`simdiff.Derivatives` on torch; the message names the
+    likely causes.
+    """
+
+
 class ShapeError(SimdiffError, ValueError):
     """An array has the wrong shape; the message names the expected and the actual shape."""
 
 
 class DTypeError(SimdiffError, TypeError):
     """An array has the wrong dtype; the message names the expected and the actual dtype."""
-
-
-class InputError(SimdiffError, ValueError):
-    """An argument has an invalid value; the message names it, the expected and the actual."""
-
-
-class InputTypeError(SimdiffError, TypeError):
-    """An argument has the wrong type; the message names it, the expected and the actual."""
 
 
 class NonFiniteError(SimdiffError, FloatingPointError):
@@ -58,12 +91,24 @@ class BackendUnavailable(SimdiffError, ImportError):
     """A backend's framework is not installed; the message says how to install it."""
 
 
+class OptionError(InputError):
+    """An option has an unknown key or a bad value; the message names the accepted ones."""
+
+
 class SolverError(SimdiffError, RuntimeError):
     """A numerical solver failed (step budget exhausted, step size underflow, ...)."""
 
 
 class StabilityError(SimdiffError, ValueError):
     """An explicit time step exceeds the method's stability limit; the message names the limit."""
+
+
+class StoreError(SimdiffError, ValueError):
+    """A path is not a simdiff results store, or the store is damaged.
+
+    The message names the path and says what to do (another path, restore a
+    copy, delete a damaged segment).
+    """
 
 
 class PrecisionWarning(UserWarning):

@@ -15,6 +15,7 @@ from ._compare import CompareEntry as CompareEntry
 from ._compare import CompareResult as CompareResult
 from ._compare import Task as Task
 from ._compare import compare as compare
+from ._compare import config_backend as config_backend
 from ._compare import register_config as register_config
 from ._compare import set_threads as set_threads
 from ._compare import thread_info as thread_info

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ._report_figures import fig_claims, fig_first_call, fig_ratio_to_jax
+from .errors import InputError
 from .store import Store
 
 __all__ = ["write_report"]
@@ -58,94 +60,6 @@ def _table(header: Sequence[str], rows: list[Sequence[Any]]) -> list[str]:
 # --------------------------------------------------------------------------- figures
 
 
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _fig_steady(compares: dict[str, dict], path: Path) -> bool:
-    bars = [
-        (f"{p}:{e['derivative']}", e["config"], e["steady_s"])
-        for p, rec in compares.items()
-        for e in rec["entries"]
-        if e["status"] == "ok"
-    ]
-    if not bars:
-        return False
-    plt = _plt()
-    labels = list(dict.fromkeys(b[0] for b in bars))
-    configs = list(dict.fromkeys(b[1] for b in bars))
-    width = 0.8 / len(configs)
-    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(labels) * len(configs) / 2), 4.5))
-    for j, c in enumerate(configs):
-        xs = [i + j * width for i, lab in enumerate(labels) for b in bars if b[:2] == (lab, c)]
-        ys = [b[2] for lab in labels for b in bars if b[:2] == (lab, c)]
-        ax.bar(xs, ys, width, label=c)
-    ax.set_yscale("log")
-    ax.set_xticks(
-        [i + 0.4 - width / 2 for i in range(len(labels))], labels, rotation=70, fontsize=7
-    )
-    ax.set_ylabel("steady-state time per call [s]")
-    ax.set_title("Steady state per derivative and configuration (median)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
-def _fig_first(compares: dict[str, dict], path: Path) -> bool:
-    pts = [
-        (e["config"], e["steady_s"], e["first_call_s"])
-        for rec in compares.values()
-        for e in rec["entries"]
-        if e["status"] == "ok"
-    ]
-    if not pts:
-        return False
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    for c in dict.fromkeys(p[0] for p in pts):
-        ax.scatter(
-            [p[1] for p in pts if p[0] == c], [p[2] for p in pts if p[0] == c], label=c, s=14
-        )
-    lo = min(min(p[1], p[2]) for p in pts)
-    hi = max(max(p[1], p[2]) for p in pts)
-    ax.plot([lo, hi], [lo, hi], "k:", lw=0.8, label="first = steady")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("steady-state time [s]")
-    ax.set_ylabel("first call (trace + compile + run) [s]")
-    ax.set_title("First call vs steady state")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
-def _fig_series(x: list, ys: dict[str, list], path: Path, xlabel: str, title: str) -> bool:
-    if not x or not ys:
-        return False
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(5.5, 4.2))
-    for name, y in ys.items():
-        ax.plot(x[: len(y)], y, "o-", label=name, ms=4)
-    ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("time [s]")
-    ax.set_title(title)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
 # --------------------------------------------------------------------------- report
 
 
@@ -179,7 +93,7 @@ def write_report(
     >>> from simdiff.store import Store
     >>> from simdiff.report import write_report
     >>> d = tempfile.mkdtemp()
-    >>> s = Store(os.path.join(d, "r.h5"))
+    >>> s = Store(os.path.join(d, "store"))
     >>> run = s.start_run("demo")
     >>> s.put(run, "seed", "skipped", "-", {"reason": "example"})
     >>> write_report(s, run, d).name
@@ -188,7 +102,7 @@ def write_report(
     store = store if isinstance(store, Store) else Store(store)
     run = run or store.latest_run()
     if run is None:
-        raise ValueError(f"{store.path} holds no runs to report on")
+        raise InputError(f"{store.path} holds no runs to report on")
     info = next(r for r in store.runs() if r["id"] == run)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -246,53 +160,48 @@ def write_report(
     return path
 
 
+def _threads(c: dict[str, Any]) -> str:
+    busy = [v for v in c.get("threads", {}).values() if isinstance(v, (int, float))]
+    busy = [v for v in busy if math.isfinite(v)]
+    if not busy:
+        return "-"
+    return (
+        f"{min(busy):.2f}" if max(busy) - min(busy) < 0.05 else f"{min(busy):.2f}-{max(busy):.2f}"
+    )
+
+
 def _claims_section(claims: list[dict[str, Any]], out: Path) -> list[str]:
     lines = ["## Claims", ""]
     if not claims:
         return [*lines, "No claims experiments in this run.", ""]
-    rows = [
-        [
-            c["id"],
-            c["claim"],
-            c["article"],
-            c["measured"],
-            f"{_fmt_x(c.get('ratio'))} ({c.get('ratio_means', '')})",
-            f"**{c['verdict']}**",
-        ]
-        for c in claims
-    ]
-    lines += _table(["id", "claim", "article's figure", "measured here", "ratio", "verdict"], rows)
-    lines.append("")
-    by_id = {c["id"]: c for c in claims}
-    c4 = by_id.get("C4", {}).get("series", {})
-    if c4.get("n") and _fig_series(
-        c4["n"],
-        {k: v for k, v in c4.items() if k != "n"},
-        out / "fig_scaling.png",
-        "problem size n",
-        "C4: gradient time over a size sweep",
-    ):
-        lines += ["![scaling with problem size](fig_scaling.png)", ""]
-    c1 = by_id.get("C1", {}).get("series", {})
-    curves = {k: v for k, v in c1.items() if k.startswith("nested")}
-    xs = c1.get("order", [])
-    if "taylor_order" in c1:
-        xs = c1["taylor_order"]
-        curves.update({k: v for k, v in c1.items() if k.startswith("taylor ")})
-    if curves and _fig_series(
-        xs,
-        curves,
-        out / "fig_orders.png",
-        "derivative order",
-        "C1: batched derivatives of the seed function",
-    ):
-        lines += ["![time per derivative order](fig_orders.png)", ""]
-        if "taylor_order" not in c1:
-            lines += [
-                "Taylor-mode curves: not measured (Taylor mode not available in this "
-                "build); nested forward mode only.",
-                "",
+    rows = []
+    for c in claims:
+        lo, hi = (c.get("interval") or [math.nan, math.nan])[:2]
+        rows.append(
+            [
+                c["id"],
+                c["claim"],
+                c["article"],
+                c["measured"],
+                f"{_fmt_x(c.get('ratio'), '.3g')} [{_fmt_x(lo, '.3g')}, {_fmt_x(hi, '.3g')}] "
+                f"({c.get('ratio_means', '')})",
+                _fmt_x(c.get("threshold"), ".3g"),
+                f"**{c['verdict']}**",
+                _threads(c),
             ]
+        )
+    header = ["id", "claim", "article's figure", "measured here", "statistic [95% interval]"]
+    lines += _table([*header, "threshold", "verdict", "threads busy"], rows)
+    lines += [
+        "",
+        "Each verdict compares the bootstrap interval of its statistic (interleaved rounds, "
+        "paired resampling) with the threshold taken from the article: confirmed or refuted "
+        "only when the whole interval lies on one side; *depends* when it straddles. "
+        "*Threads busy* is process CPU time over wall time while the timed calls ran.",
+        "",
+    ]
+    if fig_claims(claims, out / "fig_claims.png"):
+        lines += ["![claims against their thresholds](fig_claims.png)", ""]
     return lines
 
 
@@ -301,7 +210,8 @@ def _check_section(checks: dict[str, dict]) -> list[str]:
     rows = []
     for name, rec in checks.items():
         es = rec.get("entries", [])
-        count = {k: sum(e["verdict"] == k for e in es) for k in ("pass", "fail", "error", "n/a")}
+        kinds = ("pass", "fail", "error", "inconclusive", "n/a")
+        count = {k: sum(e["verdict"] == k for e in es) for k in kinds}
         bad = "; ".join(
             f"{e['derivative']}/{e['backend']} vs {e['reference']}: {e['message']}"
             for e in es
@@ -318,9 +228,10 @@ def _check_section(checks: dict[str, dict]) -> list[str]:
                 count["pass"],
                 count["fail"],
                 count["error"],
+                count["inconclusive"],
                 count["n/a"],
                 _fmt_x(worst, ".1e"),
-                "**PASS**" if rec.get("passed") else "**FAIL**",
+                f"**{_check_verdict(rec).upper()}**",
                 bad,
             ]
         )
@@ -333,7 +244,8 @@ def _check_section(checks: dict[str, dict]) -> list[str]:
             "pass",
             "fail",
             "error",
-            "n/a",
+            "inconclusive",
+            "n/a (not checked)",
             "worst rel err (passing)",
             "verdict",
             "failures",
@@ -341,6 +253,11 @@ def _check_section(checks: dict[str, dict]) -> list[str]:
         rows,
     )
     return [*lines, ""]
+
+
+def _check_verdict(rec: dict[str, Any]) -> str:
+    """The stored verdict; records from before verdicts were stored have ``passed`` only."""
+    return str(rec.get("verdict") or ("pass" if rec.get("passed") else "fail"))
 
 
 def _literature_section(lits: dict[str, dict]) -> list[str]:
@@ -362,9 +279,9 @@ def _compare_section(compares: dict[str, dict], out: Path) -> list[str]:
     lines = ["## Compare: timings side by side", ""]
     if not compares:
         return [*lines, "No comparisons in this run.", ""]
-    if _fig_steady(compares, out / "fig_steady.png"):
-        lines += ["![steady-state time](fig_steady.png)", ""]
-    if _fig_first(compares, out / "fig_first_call.png"):
+    if fig_ratio_to_jax(compares, out / "fig_ratio_to_jax.png"):
+        lines += ["![steady-state time relative to JAX](fig_ratio_to_jax.png)", ""]
+    if fig_first_call(compares, out / "fig_first_call.png"):
         lines += ["![first call vs steady state](fig_first_call.png)", ""]
     for name, rec in compares.items():
         base = rec.get("baseline")

@@ -1,142 +1,66 @@
-"""HDF5 result store: versioned, append-only runs, atomic writes, resumable.
+"""The results store: append-only runs of immutable HDF5 segments, crash-safe and shared.
 
-Layout of a store file (``schema_version`` 1)::
+One store serves ``simdiff check``, ``compare``, ``report`` and
+:func:`simdiff.sweep`.  A store is a directory (format ``simdiff-store``,
+version :data:`SCHEMA_VERSION`)::
 
-    /                         attrs: schema_version, created_by
-    /runs/<run id>/           attrs: name, status ("running" | "complete"), created,
-                                     finished, params (JSON), env (JSON)
-    /runs/<run id>/entries/<key>/
-                              attrs: problem, kind, config, written, record (JSON)
-                              datasets: the entry's arrays (derivative values, timings)
+    STORE/
+      simdiff-store.json          the format tag: {"format": "simdiff-store", "version": 2, ...}
+      .lock                       writers serialise run creation on it (fcntl.flock)
+      runs/<id>/run.h5            attrs: format, version, segment="run", name, created,
+                                         params (JSON), env (JSON: the environment record)
+      runs/<id>/owner.lock        held (flock) by the process writing the run, released
+                                  when the run finishes or the process ends
+      runs/<id>/entries/<h>.h5    one entry: attrs problem, kind, config, written, seq,
+                                  record (JSON); datasets: its arrays
+      runs/<id>/finished.h5       written last: the run is complete
 
-``<key>`` is ``problem|kind|config`` with each part percent-encoded.  Every
-write copies the file to a temporary file in the same directory, modifies the
-copy, flushes it to disk and renames it over the original with
-:func:`os.replace` (atomic on POSIX): a process killed at any moment leaves
-either the old file or the new one, never a half-written one.  One writer per
-file at a time; readers may open it whenever they like.
+Every segment is written to a temporary file in its final directory, flushed
+(``fsync``) and renamed into place (:func:`os.replace`, atomic on POSIX), then
+the directory is flushed.  A segment is therefore either absent or whole: a
+writer killed at any instant leaves a store that opens and holds every entry
+whose :meth:`Store.put` returned, and a write costs the size of the entry, not
+of the store.  Segments are never modified, so readers can open the store while
+a writer runs.  Two processes may write one store at once: runs are created
+under the store's lock, each run is owned by one process (a second process
+asking to resume it gets a new run instead), and entries of different keys are
+different files, so no entry is ever lost.
+
+A directory that is not empty and has no format tag, a file, a tag of another
+format or version, or a damaged segment is refused with a
+:class:`~simdiff.errors.StoreError` that names the path and what to do.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
-import glob
-import importlib.metadata
+import hashlib
 import json
 import os
-import platform
 import shutil
 import socket
-import subprocess
-import sys
-import tempfile
+import time
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 import numpy as np
 
-__all__ = ["SCHEMA_VERSION", "Store", "environment"]
+from ._environment import environment, now
+from ._fingerprint import fingerprint
+from .errors import StoreError
 
-#: Version of the file layout above; bumped on any incompatible change.
-SCHEMA_VERSION = 1
-_PACKAGES = (
-    "numpy",
-    "scipy",
-    "jax",
-    "jaxlib",
-    "torch",
-    "h5py",
-    "matplotlib",
-    "diffrax",
-    "numdifftools",
-    "torchdiffeq",
-)
+__all__ = ["FORMAT", "SCHEMA_VERSION", "Store", "StoreError", "environment", "fingerprint"]
 
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _git_revision() -> str:
-    root = Path(__file__).resolve().parent.parent
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout
-        return rev + ("-dirty" if dirty.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def environment() -> dict[str, Any]:
-    """Package versions, CPU model, thread counts, git revision, host and time.
-
-    Thread counts are those in effect now: ``torch.get_num_threads()`` if torch
-    is imported, and the XLA/OpenMP environment variables.
-
-    Examples
-    --------
-    >>> from simdiff.store import environment
-    >>> env = environment()
-    >>> sorted(k for k in env if k in ("cpu", "git", "versions"))
-    ['cpu', 'git', 'versions']
-    """
-    from . import __version__
-
-    versions = {"simdiff": __version__, "python": platform.python_version()}
-    for pkg in _PACKAGES:
-        try:
-            versions[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            versions[pkg] = None
-    threads: dict[str, Any] = {
-        "cpu_count": os.cpu_count(),
-        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-    }
-    if "torch" in sys.modules:
-        threads["torch_intra_op"] = sys.modules["torch"].get_num_threads()
-        threads["torch_inter_op"] = sys.modules["torch"].get_num_interop_threads()
-    for var in ("XLA_FLAGS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        threads[var] = os.environ.get(var)
-    return {
-        "versions": versions,
-        "cpu": _cpu_model(),
-        "threads": threads,
-        "git": _git_revision(),
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "time": _now(),
-    }
-
-
-def _key(problem: str, kind: str, config: str) -> str:
-    return "|".join(quote(str(p), safe="") for p in (problem, kind, config))
+#: Format tag written in the store's tag file and in every segment.
+FORMAT = "simdiff-store"
+#: Version of the layout above; bumped on any incompatible change (1 was a single HDF5 file).
+SCHEMA_VERSION = 2
+_TAG_FILE = "simdiff-store.json"
+# Run directories this process owns: path -> file descriptor holding the flock.
+_OWNED: dict[str, int] = {}
 
 
 def _jsonable(obj: Any) -> Any:
@@ -153,19 +77,91 @@ def _jsonable(obj: Any) -> Any:
     return repr(obj)
 
 
+def _params_json(params: Mapping[str, Any] | None) -> str:
+    return json.dumps(_jsonable(params or {}), sort_keys=True)
+
+
+def _entry_file(problem: str, kind: str, config: str) -> str:
+    key = "|".join(quote(str(p), safe="") for p in (problem, kind, config))
+    return hashlib.sha256(key.encode()).hexdigest()[:40] + ".h5"
+
+
+# --------------------------------------------------------------------------- file primitives
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _tmp_name(directory: Path, suffix: str = ".h5") -> Path:
+    host = socket.gethostname().replace("-", "_")
+    return directory / f".tmp-{host}-{os.getpid()}-{uuid.uuid4().hex[:12]}{suffix}"
+
+
+def _write_segment(final: Path, segment: str, attrs: Mapping[str, Any], arrays=None) -> None:
+    """Write an HDF5 segment beside ``final`` and rename it into place (atomically)."""
+    import h5py
+
+    tmp = _tmp_name(final.parent)
+    try:
+        with h5py.File(tmp, "w") as f:  # created with the user's umask
+            f.attrs.update(format=FORMAT, version=SCHEMA_VERSION, segment=segment, **attrs)
+            for name, arr in (arrays or {}).items():
+                f.create_dataset(name, data=np.asarray(arr))
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _fsync_dir(final.parent)
+
+
+def _stale(name: str) -> bool:
+    """Whether ``.tmp-<host>-<pid>-...`` belongs to a process of this host that has ended."""
+    parts = name.split("-")
+    if len(parts) < 4 or parts[1] != socket.gethostname().replace("-", "_"):
+        return False
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, PermissionError):
+        return False
+    return False
+
+
 class Store:
-    """An HDF5 results file (``h5py``) with append-only runs and atomic writes.
+    """The results store: a directory of append-only runs of immutable HDF5 segments.
 
     Parameters
     ----------
     path : str or Path
-        The ``.h5`` file; created (with its directory) on the first write.
+        The store's directory; created (with its parents) on the first write.
+        An existing file, or a non-empty directory without simdiff's format
+        tag, is refused.
+
+    Notes
+    -----
+    Writing: :meth:`start_run` opens (or resumes) a run, :meth:`put` appends
+    one entry, :meth:`finish_run` marks the run complete.  Reading:
+    :meth:`runs`, :meth:`entries`, :meth:`get`, :meth:`has`,
+    :meth:`latest_run`, :meth:`find_run`.  The module docstring gives the
+    layout and the guarantees (kill at any instant, two writers, readers during
+    writes).
 
     Examples
     --------
     >>> import tempfile, os, numpy as np
     >>> from simdiff.store import Store
-    >>> s = Store(os.path.join(tempfile.mkdtemp(), "r.h5"))
+    >>> s = Store(os.path.join(tempfile.mkdtemp(), "results"))
     >>> run = s.start_run("demo")
     >>> s.put(run, "seed", "grad", "jax-jit", {"steady_s": 1e-5}, arrays={"value": np.ones(2)})
     >>> s.has(run, "seed", "grad", "jax-jit")
@@ -181,78 +177,195 @@ class Store:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
 
-    # ------------------------------------------------------------------ writing
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[Any]:
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    # ------------------------------------------------------------------ opening
+    def _refuse(self, why: str, todo: str) -> StoreError:
+        return StoreError(f"{self.path}: {why}; {todo}")
+
+    def _exists(self) -> bool:
+        """Whether a store is there; raises StoreError for anything that is not one."""
+        p = self.path
+        if not p.exists():
+            return False
+        if not p.is_dir():
+            return self._refuse_file()
+        tag = p / _TAG_FILE
+        if not tag.exists():
+            others = [c.name for c in p.iterdir() if not c.name.startswith(".")]
+            if others:
+                raise self._refuse(
+                    f"a directory without a simdiff store tag ({_TAG_FILE}), holding "
+                    f"{sorted(others)[:3]}",
+                    "simdiff did not create it and will not write into it: give another path",
+                )
+            return False
+        try:
+            info = json.loads(tag.read_text())
+            fmt, version = info["format"], int(info["version"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise self._refuse(
+                f"the store tag {_TAG_FILE} is damaged ({type(exc).__name__}: {exc})",
+                "restore it from a copy, or move the directory away and start a new store",
+            ) from exc
+        if fmt != FORMAT:
+            raise self._refuse(
+                f"format {fmt!r}, not {FORMAT!r}",
+                "simdiff will not write into it: give another path",
+            )
+        if version != SCHEMA_VERSION:
+            raise self._refuse(
+                f"store version {version}; this simdiff reads and writes version {SCHEMA_VERSION}",
+                "use the simdiff that wrote it, or start a new store",
+            )
+        return True
+
+    def _refuse_file(self) -> NoReturn:
         import h5py
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
-        )
-        os.close(fd)
+        why = "a file, not a simdiff store (a store is a directory)"
         try:
-            if self.path.exists():
-                shutil.copyfile(self.path, tmp)
-                mode = "r+"
-            else:
-                mode = "w"
-            with h5py.File(tmp, mode) as f:
-                if mode == "w":
-                    f.attrs["schema_version"] = SCHEMA_VERSION
-                    f.attrs["created_by"] = "simdiff"
-                    f.create_group("runs")
-                else:
-                    self._check_schema(f)
-                yield f
-            with open(tmp, "rb+") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            with h5py.File(self.path, "r") as f:
+                if f.attrs.get("created_by") == "simdiff":
+                    why = (
+                        "a single-file store of an earlier simdiff (schema_version "
+                        f"{f.attrs.get('schema_version')}); this simdiff writes directory "
+                        f"stores, version {SCHEMA_VERSION}"
+                    )
+        except OSError:
+            pass
+        raise self._refuse(why, "give a directory path (it is created if missing)")
 
-    def _check_schema(self, f: Any) -> None:
-        version = int(f.attrs.get("schema_version", -1))
-        if version != SCHEMA_VERSION:
-            raise ValueError(
-                f"{self.path}: schema_version {version}; this simdiff reads and "
-                f"writes schema_version {SCHEMA_VERSION}"
-            )
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Create the store if needed and hold its writer lock."""
+        import fcntl
+
+        self._exists()  # refuse a file or a foreign directory before touching anything
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not self._exists():  # the tag first, then the rest: see _exists
+                tmp = _tmp_name(self.path, ".json")
+                info = {"format": FORMAT, "version": SCHEMA_VERSION, "created": now()}
+                tmp.write_text(json.dumps(info, indent=1))
+                os.replace(tmp, self.path / _TAG_FILE)
+                _fsync_dir(self.path)
+            (self.path / "runs").mkdir(exist_ok=True)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _run_dir(self, run: str) -> Path:
+        d = self.path / "runs" / str(run)
+        if not self._exists() or not (d / "run.h5").exists():
+            known = [r["id"] for r in self.runs()]
+            raise StoreError(f"{self.path}: no run {run!r}; the runs are {known}")
+        return d
+
+    def _damaged(self, path: Path, exc: BaseException) -> StoreError:
+        return StoreError(
+            f"{path}: a damaged segment of the store {self.path} ({type(exc).__name__}: {exc}); "
+            "simdiff never leaves one behind, so the file was changed by another program: "
+            "restore it from a copy, or delete this file to drop what it held"
+        )
+
+    @contextlib.contextmanager
+    def _segment(self, path: Path, segment: str) -> Iterator[Any]:
+        import h5py
+
+        try:
+            f = h5py.File(path, "r")
+        except OSError as exc:
+            raise self._damaged(path, exc) from exc
+        with f:
+            if f.attrs.get("format") != FORMAT or f.attrs.get("segment") != segment:
+                raise self._damaged(path, ValueError(f"not a {FORMAT} {segment!r} segment"))
+            yield f
+
+    # ------------------------------------------------------------------ runs
+    def _clean_stale(self) -> None:
+        for d in [self.path, self.path / "runs", *(self.path / "runs").glob("*/entries")]:
+            for c in d.glob(".tmp-*"):
+                if _stale(c.name):
+                    if c.is_dir():
+                        shutil.rmtree(c, ignore_errors=True)
+                    else:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(c)
+
+    def _claim(self, run_dir: Path, *, block: bool = False) -> bool:
+        """Take ownership of a run (flock on its owner.lock); False if another process has it."""
+        import fcntl
+
+        key = str(run_dir)
+        if key in _OWNED:
+            return True
+        fd = os.open(run_dir / "owner.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        _OWNED[key] = fd
+        return True
 
     def start_run(
         self, name: str, params: Mapping[str, Any] | None = None, *, resume: bool = True
     ) -> str:
         """Open a run and return its id.
 
-        With ``resume=True`` the latest run called ``name`` that is still
-        ``"running"`` (interrupted) and has the same ``params`` is continued;
-        otherwise a new run is appended.  Stale temporary files of killed
-        writers are removed.
+        Parameters
+        ----------
+        name : str
+            What the run is (``"check"``, ``"report-quick"``, ``"sweep"``, ...).
+        params : mapping, optional
+            What the run computes (JSON-able); a run is resumed only with equal
+            ``params``.  Include a :func:`fingerprint` of each user problem so
+            that a different function never resumes another's results.
+        resume : bool
+            Continue the latest run of this ``name`` and ``params`` that was
+            interrupted (``status == "running"``) and that no other live process
+            is writing; otherwise append a new run.
+
+        Returns
+        -------
+        str
+            The run id, ``"<number>-<name>"``.  This process owns the run until
+            :meth:`finish_run` or until it ends.
         """
-        for stale in glob.glob(str(self.path.parent / f".{self.path.name}.*.tmp")):
-            os.unlink(stale)
-        params_json = json.dumps(_jsonable(params or {}), sort_keys=True)
-        if resume:
-            for run in reversed(self.runs()):
-                if (
-                    run["name"] == name
-                    and run["status"] == "running"
-                    and json.dumps(run["params"], sort_keys=True) == params_json
-                ):
-                    return run["id"]
-        with self._write() as f:
-            run_id = f"{len(f['runs']) + 1:04d}-{quote(name, safe='')}"
-            g = f["runs"].create_group(run_id)
-            g.attrs.update(
-                name=name,
-                status="running",
-                created=_now(),
-                finished="",
-                params=params_json,
-                env=json.dumps(_jsonable(environment())),
+        params_json = _params_json(params)
+        with self._locked():
+            self._clean_stale()
+            if resume:
+                for run in reversed(self.runs()):
+                    if (
+                        run["name"] == name
+                        and run["status"] == "running"
+                        and _params_json(run["params"]) == params_json
+                        and self._claim(self.path / "runs" / run["id"])
+                    ):
+                        return run["id"]
+            runs = self.path / "runs"
+            n = sum(1 for c in runs.iterdir() if not c.name.startswith("."))
+            run_id = f"{n + 1:04d}-{quote(name, safe='')}"
+            tmp = _tmp_name(runs, "")
+            (tmp / "entries").mkdir(parents=True)
+            _write_segment(
+                tmp / "run.h5",
+                "run",
+                {
+                    "name": name,
+                    "created": now(),
+                    "params": params_json,
+                    "env": json.dumps(_jsonable(environment())),
+                },
             )
-            g.create_group("entries")
+            os.rename(tmp, runs / run_id)
+            _fsync_dir(runs)
+            self._claim(runs / run_id, block=True)
         return run_id
 
     def put(
@@ -264,84 +377,127 @@ class Store:
         record: Mapping[str, Any],
         arrays: Mapping[str, Any] | None = None,
     ) -> None:
-        """Write one entry (atomically); an existing entry with the same key is replaced."""
-        with self._write() as f:
-            entries = f[f"runs/{run}/entries"]
-            key = _key(problem, kind, config)
-            if key in entries:
-                del entries[key]
-            g = entries.create_group(key)
-            g.attrs.update(
-                problem=problem,
-                kind=kind,
-                config=config,
-                written=_now(),
-                record=json.dumps(_jsonable(record)),
-            )
-            for name, arr in (arrays or {}).items():
-                g.create_dataset(name, data=np.asarray(arr))
+        """Append one entry; a later entry with the same ``(problem, kind, config)`` replaces it.
+
+        The entry is one segment written beside its final name and renamed into
+        place: when ``put`` returns it is in the store, whole, and no other
+        file was touched.
+        """
+        d = self._run_dir(run)
+        _write_segment(
+            d / "entries" / _entry_file(problem, kind, config),
+            "entry",
+            {
+                "problem": problem,
+                "kind": kind,
+                "config": config,
+                "written": now(),
+                "seq": time.time_ns(),
+                "record": json.dumps(_jsonable(record)),
+            },
+            arrays,
+        )
 
     def finish_run(self, run: str) -> None:
-        """Mark a run complete: a later :meth:`start_run` of that name appends a new one."""
-        with self._write() as f:
-            f[f"runs/{run}"].attrs.update(status="complete", finished=_now())
+        """Mark a run complete (a later :meth:`start_run` of its name appends a new one)."""
+        d = self._run_dir(run)
+        _write_segment(d / "finished.h5", "finish", {"finished": now()})
+        fd = _OWNED.pop(str(d), None)
+        if fd is not None:
+            os.close(fd)
 
     # ------------------------------------------------------------------ reading
-    @contextlib.contextmanager
-    def _read(self) -> Iterator[Any]:
-        import h5py
-
-        with h5py.File(self.path, "r") as f:
-            self._check_schema(f)
-            yield f
-
     def runs(self) -> list[dict[str, Any]]:
-        """All runs, oldest first: ``id, name, status, created, finished, params, env``."""
-        if not self.path.exists():
+        """All runs, oldest first.
+
+        Returns
+        -------
+        list of dict
+            ``id, name, status ("running" | "complete"), created, finished,
+            params, env, n_entries``.  A run still ``"running"`` was either
+            interrupted or is being written now.
+        """
+        if not self._exists() or not (self.path / "runs").exists():
             return []
-        with self._read() as f:
-            out = []
-            for run_id in sorted(f["runs"]):
-                a = f["runs"][run_id].attrs
-                out.append(
-                    {
-                        "id": run_id,
-                        "name": str(a["name"]),
-                        "status": str(a["status"]),
-                        "created": str(a["created"]),
-                        "finished": str(a["finished"]),
-                        "params": json.loads(a["params"]),
-                        "env": json.loads(a["env"]),
-                        "n_entries": len(f["runs"][run_id]["entries"]),
-                    }
-                )
-            return out
-
-    def has(self, run: str, problem: str, kind: str, config: str) -> bool:
-        """Whether the entry exists (a resumed run skips it)."""
-        if not self.path.exists():
-            return False
-        with self._read() as f:
-            return _key(problem, kind, config) in f[f"runs/{run}/entries"]
-
-    def entries(self, run: str, *, arrays: bool = True) -> list[dict[str, Any]]:
-        """The run's entries: dicts ``problem, kind, config, written, record, arrays``."""
-        with self._read() as f:
-            out = []
-            for g in f[f"runs/{run}/entries"].values():
-                a = g.attrs
-                e = {
-                    "problem": str(a["problem"]),
-                    "kind": str(a["kind"]),
-                    "config": str(a["config"]),
-                    "written": str(a["written"]),
-                    "record": json.loads(a["record"]),
+        out = []
+        dirs = [c for c in (self.path / "runs").iterdir() if not c.name.startswith(".")]
+        for d in sorted(dirs, key=lambda c: (len(c.name.partition("-")[0]), c.name)):
+            with self._segment(d / "run.h5", "run") as f:
+                a = dict(f.attrs)
+            finished = ""
+            if (d / "finished.h5").exists():
+                with self._segment(d / "finished.h5", "finish") as f:
+                    finished = str(f.attrs["finished"])
+            out.append(
+                {
+                    "id": d.name,
+                    "name": str(a["name"]),
+                    "status": "complete" if finished else "running",
+                    "created": str(a["created"]),
+                    "finished": finished,
+                    "params": json.loads(a["params"]),
+                    "env": json.loads(a["env"]),
+                    "n_entries": sum(
+                        1 for c in (d / "entries").iterdir() if not c.name.startswith(".")
+                    ),
                 }
-                e["arrays"] = {k: g[k][()] for k in g} if arrays else {}
-                out.append(e)
-            return out
+            )
+        return out
 
     def latest_run(self, name: str | None = None) -> str | None:
         """Id of the latest run (called ``name`` if given), or None."""
         runs = [r for r in self.runs() if name is None or r["name"] == name]
         return runs[-1]["id"] if runs else None
+
+    def find_run(
+        self, name: str, params: Mapping[str, Any] | None = None, *, status: str | None = None
+    ) -> str | None:
+        """Id of the latest run called ``name`` with these ``params`` (and ``status``), or None."""
+        want = _params_json(params)
+        for r in reversed(self.runs()):
+            if (
+                r["name"] == name
+                and _params_json(r["params"]) == want
+                and status in (None, r["status"])
+            ):
+                return r["id"]
+        return None
+
+    def has(self, run: str, problem: str, kind: str, config: str) -> bool:
+        """Whether the entry exists (a resumed run skips it)."""
+        return (self._run_dir(run) / "entries" / _entry_file(problem, kind, config)).exists()
+
+    def _entry(self, path: Path, arrays: bool) -> dict[str, Any]:
+        with self._segment(path, "entry") as f:
+            a = f.attrs
+            try:
+                return {
+                    "problem": str(a["problem"]),
+                    "kind": str(a["kind"]),
+                    "config": str(a["config"]),
+                    "written": str(a["written"]),
+                    "seq": int(a["seq"]),
+                    "record": json.loads(a["record"]),
+                    "arrays": {k: f[k][()] for k in f} if arrays else {},
+                }
+            except (KeyError, OSError, ValueError) as exc:
+                raise self._damaged(path, exc) from exc
+
+    def get(
+        self, run: str, problem: str, kind: str, config: str, *, arrays: bool = True
+    ) -> dict[str, Any] | None:
+        """One entry (a dict as in :meth:`entries`), or None if it is not there."""
+        path = self._run_dir(run) / "entries" / _entry_file(problem, kind, config)
+        return self._entry(path, arrays) if path.exists() else None
+
+    def entries(self, run: str, *, arrays: bool = True) -> list[dict[str, Any]]:
+        """The run's entries in the order written.
+
+        Returns
+        -------
+        list of dict
+            ``problem, kind, config, written, seq, record, arrays``.
+        """
+        d = self._run_dir(run) / "entries"
+        out = [self._entry(p, arrays) for p in d.iterdir() if not p.name.startswith(".")]
+        return sorted(out, key=lambda e: e["seq"])

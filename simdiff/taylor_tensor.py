@@ -11,22 +11,21 @@ Evaluating it along the ``M = binom(n+d-1, d)`` integer directions ``i`` with
 ``|i| = d`` and solving the ``M x M`` system ``V[i, j] = i^j`` recovers every
 distinct entry of the ``d``-th derivative tensor (Griewank, Utke & Walther
 2000, who give the inverse in closed form).  All directions run as one batched
-Taylor evaluation.
+Taylor evaluation.  The entry point is
+``simdiff.derivative_tensor(problem, order, x, method="taylor")``.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 import numpy as np
 
-from ._api import _check_order, taylor
-from ._problem import Problem
-
-__all__ = ["derivative_tensor", "interpolation_weights"]
+__all__ = ["assemble_tensor", "interpolation_weights"]
 
 
 def _multi_indices(n: int, d: int) -> list[tuple[int, ...]]:
@@ -57,20 +56,28 @@ def interpolation_weights(n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return idx, np.linalg.inv(vandermonde)
 
 
-def derivative_tensor(
-    problem: Problem, order: int, x: Any = None, *, backend: str = "jax", dtype: Any = None
+def assemble_tensor(
+    taylor: Callable[[np.ndarray, np.ndarray, int], Any],
+    x: np.ndarray,
+    order: int,
+    out_shape: tuple[int, ...],
 ) -> np.ndarray:
-    """Full ``order``-th derivative tensor by Taylor interpolation, shape ``(out..., n, ..., n)``.
+    """Full ``order``-th derivative tensor at one point from Taylor coefficients.
+
+    This is ``simdiff.derivative_tensor(..., method="taylor")``'s algorithm;
+    call that function rather than this one.
 
     Parameters
     ----------
-    problem : Problem
+    taylor : callable
+        ``taylor(xs, directions, d)`` returns the Taylor coefficients
+        ``(M, d + 1, *out_shape)`` of ``t -> f(xs[b] + t directions[b])``
+        (a batched :meth:`simdiff.Derivatives.taylor`).
+    x : ndarray, shape (n,)
     order : int
         ``d >= 0``.
-    x : array_like, shape (n,), optional
-        The point (default ``problem.x0``); one point only.
-    backend : {"jax", "torch", "numpy"}
-    dtype : {"float64", "float32"}, optional
+    out_shape : tuple of int
+        The problem's output shape.
 
     Returns
     -------
@@ -93,26 +100,24 @@ def derivative_tensor(
 
     Examples
     --------
-    >>> import numpy as np, simdiff
-    >>> from simdiff.taylor_tensor import derivative_tensor
-    >>> p = simdiff.Problem(lambda x, ops: x[0] ** 2 * x[1], x0=np.array([1.0, 2.0]))
-    >>> derivative_tensor(p, 2, backend="numpy")
+    >>> import numpy as np
+    >>> def taylor(xs, dirs, d):   # f(x) = x0^2 x1, coefficients c_0..c_2 along each direction
+    ...     x0, x1, v0, v1 = xs[:, 0], xs[:, 1], dirs[:, 0], dirs[:, 1]
+    ...     c2 = v0 ** 2 * x1 + 2 * x0 * v0 * v1
+    ...     return np.stack([x0 ** 2 * x1, 2 * x0 * v0 * x1 + x0 ** 2 * v1, c2], axis=1)
+    >>> assemble_tensor(taylor, np.array([1.0, 2.0]), 2, ())
     array([[4., 2.],
            [2., 0.]])
     """
-    d = _check_order(order)
-    x = np.asarray(problem.x0 if x is None else x, dtype=float)
-    n = problem.n
+    d, n = order, x.shape[0]
     if d == 0:
-        return np.asarray(taylor(problem, x, np.zeros(n), 0, backend=backend, dtype=dtype))[0]
+        return np.asarray(taylor(x[None], np.zeros((1, n)), 0))[0, 0]
     dirs, weights = interpolation_weights(n, d)
     xs = np.broadcast_to(x, dirs.shape).copy()
-    coeffs = np.asarray(taylor(problem, xs, dirs.astype(float), d, backend=backend, dtype=dtype))
-    coeffs = coeffs[:, d]
+    coeffs = np.asarray(taylor(xs, dirs.astype(float), d))[:, d]
     scaled = np.tensordot(weights, coeffs, axes=(1, 0))  # (M, out...): d^j f / j!
-    out_shape = problem.output_shape
     tensor = np.zeros((*out_shape, *(n,) * d))
     for b, j in enumerate(dirs):
         for perm in set(itertools.permutations(np.repeat(np.arange(n), j).tolist())):
-            tensor[(..., *perm)] = scaled[b] * math.prod(math.factorial(jl) for jl in j)
+            tensor[(..., *perm)] = scaled[b] * math.prod(math.factorial(int(jl)) for jl in j)
     return tensor

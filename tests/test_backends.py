@@ -75,6 +75,7 @@ CASES = {
     "flip": _case(lambda o, a, b, m: (o.flip(a), o.flip(m, axis=1))),
     "take": _case(lambda o, a, b, m: (o.take(a, [2, 0]), o.take(m, [1, 1], axis=1))),
     "where": _case(lambda o, a, b, m: o.where(a > 0.4, a, b)),
+    "safe_where": _case(lambda o, a, b, m: o.safe_where(a > 0.4, a - 0.5, o.sqrt, o.exp)),
     "clip": _case(lambda o, a, b, m: (o.clip(b, 0.5, 1.5), o.clip(b, 0.5), o.clip(b, max=1.0))),
     "matmul": _case(lambda o, a, b, m: (o.matmul(m, a), m @ m)),
     "vecdot": _case(lambda o, a, b, m: o.vecdot(a, b)),

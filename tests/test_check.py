@@ -9,7 +9,17 @@ import scipy.optimize
 
 import problems
 import simdiff
-from simdiff._check import RTOL_EXACT, RTOL_FD, CheckResult, check, tolerance
+from simdiff._check import (
+    FLOOR,
+    RTOL_CROSS,
+    RTOL_EXACT,
+    RTOL_FD,
+    CheckResult,
+    check,
+    rtols,
+    tolerance,
+)
+from simdiff._check_tol import compare_arrays
 
 
 def _by(res: CheckResult, derivative: str, reference: str | None = None):
@@ -113,14 +123,16 @@ def test_sign_error_through_exact_of_custom_problem(backend: str) -> None:
 
 
 def test_tolerance_formula() -> None:
-    err = np.array([1e-9, 0.0])
-    np.testing.assert_allclose(tolerance(err, 3.0, c=10.0, rtol=1e-8), [1e-8 + 3e-8, 3e-8])
+    err = np.array([1e-9, 0.0, 0.0])
+    ref = np.array([2.0, -3.0, 0.0])
+    want = 10.0 * err + 1e-8 * (np.abs(ref) + FLOOR * 3.0)
+    np.testing.assert_allclose(tolerance(err, ref, 3.0, c=10.0, rtol=1e-8), want)
     assert RTOL_FD == pytest.approx(np.sqrt(np.finfo(float).eps))
-    assert RTOL_EXACT == pytest.approx(1e4 * np.finfo(float).eps)
+    assert RTOL_EXACT == RTOL_CROSS == pytest.approx(1e4 * np.finfo(float).eps)
 
 
 @pytest.mark.parametrize("factor", [1.0, 1e3])
-def test_tolerances_scale_with_the_problem(factor: float) -> None:
+def test_tolerances_are_elementwise_and_scale_with_the_problem(factor: float) -> None:
     p = simdiff.Problem(
         lambda x, ops: factor * ops.sum(ops.exp(2.0 * x)),
         x0=np.array([1.0, 2.0]),
@@ -129,11 +141,38 @@ def test_tolerances_scale_with_the_problem(factor: float) -> None:
     res = check(p, derivatives=("grad",), backends=("jax",))
     assert res.passed, str(res)
     (exact,) = _by(res, "grad", "exact")
-    scale = factor * 2 * np.exp(4.0)
-    assert exact.tol == pytest.approx(RTOL_EXACT * scale)
+    g = factor * 2 * np.exp(np.array([2.0, 4.0]))
+    # the largest element's tolerance: rtol * (|g| + FLOOR * S), S = max(max|g|, max|f| / |x|)
+    fscale = factor * (np.exp(2.0) + np.exp(4.0)) / 2.0
+    assert exact.tol == pytest.approx(RTOL_EXACT * (g[1] + FLOOR * max(g[1], fscale)))
     (fd,) = _by(res, "grad", "scipy-fd")
-    assert fd.tol >= RTOL_FD * scale
-    assert fd.tol == pytest.approx(10 * fd.err_estimate + RTOL_FD * scale, rel=1e-6)
+    assert fd.tol >= RTOL_FD * g[1]
+
+
+def test_rtols_follow_the_typed_options_and_never_loosen_cross_backend() -> None:
+    p = simdiff.Problem(lambda x, ops: ops.sum(x**2), x0=np.ones(2))
+    assert rtols(p) == {"fd": RTOL_FD, "exact": RTOL_EXACT, "cross": RTOL_CROSS}
+    q = simdiff.Problem(
+        lambda x, ops: ops.sum(x**2),
+        x0=np.ones(2),
+        check_options=simdiff.CheckOptions(solver_rtol=1e-4, reference_rtol=1e-6, fd_rtol=1e-3),
+    )
+    got = rtols(q)
+    assert got["fd"] == pytest.approx(1e-2) and got["exact"] == pytest.approx(1e-2)
+    assert got["cross"] == RTOL_CROSS
+    assert rtols(q, rtol_cross=1e-9)["cross"] == 1e-9
+
+
+def test_catalogue_loosenings_are_gone() -> None:
+    # lj13's literature tolerance is a fact for people, not a check tolerance.
+    lj = problems.get("lj13")
+    assert lj.meta["literature_rtol"] == 1e-6 and "rtol" not in lj.meta
+    assert rtols(lj) == {"fd": RTOL_FD, "exact": RTOL_EXACT, "cross": RTOL_CROSS}
+    # An ODE problem declares its solver; the cross-backend comparison stays tight.
+    rob = problems.get("robertson")
+    assert rob.check_options.solver_rtol == rob.solver.rtol
+    assert rtols(rob)["cross"] == RTOL_CROSS
+    assert not any("check_rtol" in problems.get(n).meta for n in problems.names("ode"))
 
 
 def test_taylor_absence_is_not_a_failure() -> None:
@@ -179,16 +218,93 @@ def test_ode_rollout_passes_with_the_default_fd_step(backend: str) -> None:
     assert [e.verdict for e in _by(huge, "grad", "scipy-fd")] == ["error"]
 
 
-def test_fd_floor_follows_an_adaptive_solver_tolerance() -> None:
-    from simdiff._check import fd_floor
+def test_a_wrapped_adaptive_solve_declares_its_accuracy(backend: str) -> None:
+    # A user problem wrapping an adaptive solve (no .solver attribute): the declared
+    # solver accuracy floors the FD comparison, not the cross-backend one.
+    from simdiff.ode import ODEProblem
 
-    p = problems.get("seed")
-    assert fd_floor(p) == RTOL_FD
-    p.meta["fd_rtol"] = 1e-6
-    assert fd_floor(p) == 1e-6
+    inner = ODEProblem(
+        lambda t, y, p, ops: -p[0] * y * (1.0 + 0.5 * ops.sin(t * y)), [1.0], (0.0, 2.0), [1.3],
+        observable=lambda ys, ops: ys[-1, 0], rtol=1e-4, atol=1e-7,
+    )  # fmt: skip
 
-    class Solver:
-        rtol = 1e-7
+    def fn(x, ops):
+        return inner.fn(x, ops)
 
-    p.solver = Solver()
-    assert fd_floor(p) == pytest.approx(1e-5)
+    opts = simdiff.CheckOptions(solver_rtol=1e-4)
+    p = simdiff.Problem(fn, x0=np.array([1.3]), name="wrapped", check_options=opts)
+    res = check(p, derivatives=("grad",), backends=("jax", "torch"))
+    assert res.verdict == "pass", str(res)
+    (cross,) = _by(res, "grad", "cross:jax")
+    assert cross.tol < 1e-10
+
+
+def test_unknown_exact_keys_are_an_error() -> None:
+    with pytest.raises(simdiff.OptionError, match=r"unknown keys \['gradient'\].*'grad'"):
+        simdiff.Problem(lambda x, ops: ops.sum(x), x0=np.ones(2), exact={"gradient": np.ones})
+    p = simdiff.Problem(lambda x, ops: ops.sum(x), x0=np.ones(2))
+    p.exact["hesian"] = np.zeros  # a misspelling added after construction
+    with pytest.raises(simdiff.OptionError, match="accepted keys are"):
+        check(p)
+    assert issubclass(simdiff.OptionError, (simdiff.SimdiffError, ValueError))
+
+
+def test_check_options_validate() -> None:
+    with pytest.raises(simdiff.OptionError, match="solver_rtol must be a finite float >= 0"):
+        simdiff.CheckOptions(solver_rtol=-1.0)
+    with pytest.raises(simdiff.OptionError, match="check_options must be a simdiff.CheckOptions"):
+        simdiff.Problem(lambda x, ops: ops.sum(x), x0=np.ones(2), check_options={"fd_step": 1})
+
+
+def test_all_not_applicable_is_not_checked_not_fail() -> None:
+    # A vector problem asked only for scalar-only derivatives: nothing was checked.
+    res = check(problems.get("spherical"), derivatives=("grad", "hessian"), backends=("jax",))
+    assert res.verdict == "not checked" and not res.passed and res.exit_code == 2
+    assert "FAIL" not in str(res) and "not checked: grad/*, hessian/*" in str(res)
+
+
+def test_na_never_counts_as_a_pass() -> None:
+    p = simdiff.Problem.from_jax(lambda x: jax.numpy.sum(x**2), np.array([0.3, 0.9]))
+    res = check(p, derivatives=("grad",), backends=("jax", "torch"))
+    assert res.verdict == "pass"  # jax passed; torch is named as not checked
+    assert "not checked: */torch" in str(res)
+    assert [e.backend for e in res.not_checked()] == ["torch"]
+
+
+def test_kink_hessian_is_not_a_pass(backend: str) -> None:
+    # |x| at its kink: SciPy does not converge; its error estimate must not become a tolerance.
+    p = simdiff.Problem(lambda x, ops: ops.abs(x[0]) + x[1] ** 2, x0=np.array([0.0, 0.5]))
+    res = check(p, derivatives=("hessian",), backends=(backend,))
+    (h,) = _by(res, "hessian", "scipy-fd")
+    assert h.verdict in ("inconclusive", "fail"), str(res)
+    assert res.verdict in ("inconclusive", "fail") and res.exit_code != 0
+
+
+def test_non_converged_reference_is_inconclusive() -> None:
+    got = np.array([2.0, 1.0])
+    ref = np.array([2.0, 1.0])
+    conv = np.array([True, False])
+    res = compare_arrays(got, ref, rtol=RTOL_FD, err=np.array([0.0, 0.5]), converged=conv)
+    assert res.verdict == "inconclusive" and "not converged" in res.message
+    # a structural zero SciPy cannot converge on, with a negligible estimate, is resolved
+    ok = compare_arrays(
+        np.array([2.0, 0.0]), np.array([2.0, 1e-13]), rtol=RTOL_FD,
+        err=np.array([0.0, 1e-13]), converged=conv,
+    )  # fmt: skip
+    assert ok.verdict == "pass"
+
+
+def test_large_n_never_forms_the_full_hessian(backend: str, monkeypatch) -> None:
+    def no_hessian(self, *args, **kwargs):
+        raise AssertionError("the full Hessian was formed")
+
+    monkeypatch.setattr(simdiff.Derivatives, "hessian", no_hessian)
+    monkeypatch.setattr(simdiff.Derivatives, "jacobian", no_hessian)
+    res = check(
+        problems.get("rosenbrock32"),
+        derivatives=("hessian", "hvp"),
+        backends=(backend,),
+        fd_max_n=16,
+        n_directions=2,
+    )
+    assert res.passed, str(res)

@@ -1,4 +1,4 @@
-"""The simdiff command: exit codes, unknown names, user problems as module:attribute."""
+"""The simdiff command: exit codes, bad option values, user problems as module:attribute, show."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from simdiff._catalogue import code_digest
 from simdiff.cli import main
 from simdiff.store import Store
 
@@ -51,8 +52,67 @@ def test_unknown_names_exit_2_and_list_valid_ones(capsys) -> None:
     assert "unknown problem 'no-such-problem'" in err and "rosenbrock4" in err
     assert main(["check", "no_such_module:thing"]) == 2
     assert main(["compare", "seed", "--configs", "jax-jit,warp-drive"]) == 2
-    assert "unknown configurations ['warp-drive']" in capsys.readouterr().err
+    assert "--configs: unknown ['warp-drive']; valid: jax-jit" in capsys.readouterr().err
     assert main(["report", "--claims", "C42", "--out", "unused"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["check", "seed", "--derivatives", "bogus"],
+            "--derivatives: unknown ['bogus']; valid: grad",
+        ),
+        (["check", "seed", "--backends", "jax,tpu"], "--backends: unknown ['tpu']"),
+        (["check", "seed", "--orders", "abc"], "expected a positive integer; got 'abc'"),
+        (["check", "seed", "--orders", "0"], "expected a positive integer; got 0"),
+        (["compare", "seed", "--repeats", "0"], "expected a positive integer; got 0"),
+        (["compare", "seed", "--derivatives", "grad,lapl"], "--derivatives: unknown derivative"),
+        (["--threads", "x", "list"], "expected a positive integer; got 'x'"),
+        (["list", "--tag", "no-such-tag"], "--tag: unknown tag 'no-such-tag'; valid:"),
+        (["report", "--problems", "nope", "--out", "unused"], "unknown problem 'nope'"),
+        (["check", "no_such_module:thing"], "cannot import 'no_such_module'"),
+        (["show", "no/such/store"], "no/such/store: no such store"),
+    ],
+)
+def test_bad_option_values_are_usage_errors(argv, message, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_attribute_that_is_not_a_problem_is_a_usage_error(user_module: str, capsys) -> None:
+    assert main(["check", f"{user_module}:np"]) == 2
+    assert "is not a simdiff.Problem nor a function returning one; got module" in (
+        capsys.readouterr().err
+    )
+    assert main(["check", f"{user_module}:_f"]) == 2  # fn(x, ops), not a factory
+    assert "neither a simdiff.Problem nor a zero-argument function" in capsys.readouterr().err
+    assert main(["check", f"{user_module}:missing"]) == 2
+    assert "has no attribute 'missing'; it defines bad, good, make, np, simdiff" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_module_in_the_current_directory_is_found_without_sys_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    (tmp_path / "cwd_problems_cli.py").write_text(USER)
+    monkeypatch.chdir(tmp_path)
+    path = list(sys.path)
+    try:
+        assert main(["check", "cwd_problems_cli:good", "--derivatives", "grad"]) == 0
+        assert sys.path == path
+    finally:
+        sys.modules.pop("cwd_problems_cli", None)
+
+
+def test_a_damaged_store_is_a_usage_error_naming_the_path(tmp_path: Path, capsys) -> None:
+    (tmp_path / "store").write_bytes(b"not a store")
+    assert main(["check", "seed", "--derivatives", "grad", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'store'}: a file, not a simdiff store" in err and "Traceback" not in err
+    assert main(["show", str(tmp_path / "store")]) == 2
 
 
 def test_list(capsys) -> None:
@@ -79,12 +139,28 @@ def test_compare_on_a_user_problem_writes_the_store(
     )
     assert code == 0
     assert "torch-eager" in capsys.readouterr().out
-    (run,) = Store(out / "simdiff.h5").runs()
-    (entry,) = Store(out / "simdiff.h5").entries(run["id"])
+    (run,) = Store(out / "store").runs()
+    (entry,) = Store(out / "store").entries(run["id"])
     assert {e["config"] for e in entry["record"]["entries"]} == {
         "jax-jit",
         "torch-eager",
         "scipy-fd",
+    }
+    assert main(["show", str(out / "store")]) == 0
+    listing = capsys.readouterr().out
+    assert f"{out / 'store'}: 1 runs" in listing and run["id"] in listing and "complete" in listing
+    assert main(["show", str(out / "store"), "--run", run["id"]]) == 0
+    assert f"{user_module}:good" in capsys.readouterr().out
+
+
+def test_check_runs_are_matched_by_fingerprint(user_module: str, tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    args = ["check", f"{user_module}:good", "--derivatives", "grad", "--out", str(out)]
+    assert main(args) == 0
+    store = Store(out / "store")
+    (run,) = store.runs()
+    assert run["status"] == "complete" and set(run["params"]["fingerprints"]) == {
+        f"{user_module}:good"
     }
 
 
@@ -97,7 +173,7 @@ def test_report_runs_end_to_end_on_a_small_selection(tmp_path: Path) -> None:
     assert code == 0
     text = (out / "report.md").read_text()
     assert "| C6 |" in text and "spherical" in text and "seed" in text
-    store = Store(out / "simdiff.h5")
+    store = Store(out / "store")
     (run,) = store.runs()
     assert run["status"] == "complete"
     kinds = {(e["problem"], e["kind"]) for e in store.entries(run["id"], arrays=False)}
@@ -114,13 +190,17 @@ def test_report_runs_end_to_end_on_a_small_selection(tmp_path: Path) -> None:
 
 def test_report_resumes_an_interrupted_run(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    store = Store(out / "simdiff.h5")
+    store = Store(out / "store")
     params = {"quick": True, "problems": ["seed"], "claims": [], "threads": 1}
+    # A run made by other code (a catalogue entry or solver changed since) is not resumed ...
+    other = store.start_run("report-quick", {**params, "code_sha256": "0" * 64})
+    params["code_sha256"] = code_digest()
     run = store.start_run("report-quick", params)  # as an interrupted `simdiff report` left it
     marker = {"passed": True, "n": 1, "entries": [], "marker": "from the interrupted run"}
     store.put(run, "seed", "check", "all", marker)
     assert main(["report", "--quick", "--problems", "seed", "--claims", "", "--out", str(out)]) == 0
-    (info,) = store.runs()
+    stale, info = store.runs()
+    assert (stale["id"], stale["status"]) == (other, "running")
     assert info["id"] == run and info["status"] == "complete"
     entries = {(e["problem"], e["kind"]): e for e in store.entries(run, arrays=False)}
     assert entries[("seed", "check")]["record"]["marker"] == "from the interrupted run"

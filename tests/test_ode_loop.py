@@ -127,7 +127,9 @@ def test_fixed_step_beyond_stability_limit_raises() -> None:
     def decay(t, y, p, ops):
         return -p[0] * y
 
-    with pytest.raises(StabilityError, match=r"dt=0\.05 .*rk4.*\|lambda_max\| = 100 .*n_steps >= 36"):
+    with pytest.raises(
+        StabilityError, match=r"dt=0\.05 .*rk4.*\|lambda_max\| = 100 .*n_steps >= 36"
+    ):
         ODEProblem(decay, [1.0], (0.0, 1.0), [100.0], solver=FixedStep(n_steps=20))
     p = ODEProblem(decay, [1.0], (0.0, 1.0), [100.0], solver=FixedStep(n_steps=40),
                    observable=lambda ys, ops: ys[-1, 0])  # fmt: skip

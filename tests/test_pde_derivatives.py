@@ -39,7 +39,7 @@ def directional_fd(problem, x, v, h=1e-3):
 @pytest.mark.parametrize("name", ["heat_modes", "heat_diffusivity", "burgers_colehopf"])
 def test_exact_value_and_gradient(name, backend):
     p = problems.get(name)
-    rtol = p.meta["rtol"]
+    rtol = p.check_options.reference_rtol
     np.testing.assert_allclose(p.evaluate(), p.exact["value"](p.x0), rtol=rtol)
     np.testing.assert_allclose(simdiff.grad(p, backend=backend), p.exact["grad"](p.x0), rtol=rtol)
 

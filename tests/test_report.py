@@ -19,10 +19,14 @@ def _claim(cid: str, verdict: str, ratio: float, series: dict) -> dict:
         "article": "8 ms",
         "measured": "0.4 ms vs 2 ms",
         "ratio": ratio,
+        "interval": [0.9 * ratio, 1.1 * ratio],
+        "rounds": 9,
+        "threshold": 1.5,
         "ratio_means": "torch / JAX",
         "verdict": verdict,
         "series": series,
         "details": {},
+        "threads": {"grad jax-jit": 1.02, "grad torch-eager": 0.5},
         "seconds": 1.0,
     }
 
@@ -37,9 +41,14 @@ def test_report_from_a_store_run(tmp_path: Path) -> None:
         "rosenbrock4",
         "check",
         "all",
-        {"passed": res.passed, "n": p.n, "entries": [asdict(e) for e in res.entries]},
+        {
+            "passed": res.passed,
+            "verdict": res.verdict,
+            "n": p.n,
+            "entries": [asdict(e) for e in res.entries],
+        },
     )
-    r = compare(p, ["grad"], ["jax-jit", "scipy-fd"], repeats=2)
+    r = compare(p, ["grad"], ["jax-jit", "torch-eager", "scipy-fd"], repeats=2)
     s.put(run, "rosenbrock4", "compare", "all", r.record())
     s.put(run, "rosenbrock4", "skipped", "torch-compile", {"reason": "left out of --quick"})
     s.put(
@@ -73,15 +82,14 @@ def test_report_from_a_store_run(tmp_path: Path) -> None:
     s.finish_run(run)
     path = write_report(s, run, tmp_path / "out", command="simdiff report --quick")
     text = path.read_text()
+    assert "## Claims" in text
     assert (
-        "## Claims" in text
-        and "| C1 | claim C1 | 8 ms | 0.4 ms vs 2 ms | 6.20 (torch / JAX)" in text
+        "| C1 | claim C1 | 8 ms | 0.4 ms vs 2 ms | 6.2 [5.58, 6.82] (torch / JAX) | 1.5 |" in text
     )
-    assert "**confirmed**" in text and "**depends: within 1.5x**" in text
-    assert "| rosenbrock4 | 4 | 2 |" in text and "**PASS**" in text
+    assert "**confirmed** | 0.50-1.02 |" in text and "**depends: within 1.5x**" in text
+    assert "| rosenbrock4 | 4 | 2 | 0 | 0 | 0 |" in text and "**PASS**" in text
     assert "scipy-fd" in text and "left out of --quick" in text
-    assert "Taylor-mode curves: not measured" in text
-    for fig in ("fig_steady.png", "fig_first_call.png", "fig_orders.png", "fig_scaling.png"):
+    for fig in ("fig_claims.png", "fig_first_call.png", "fig_ratio_to_jax.png"):
         assert (tmp_path / "out" / fig).stat().st_size > 1000
         assert f"]({fig})" in text
     assert "simdiff report --quick" in text

@@ -1,4 +1,4 @@
-"""simdiff.sweep: in-process chunks, failing points, HDF5 resume, dask LocalCluster."""
+"""simdiff.sweep: in-process chunks, failing points, resume from the store, dask LocalCluster."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 
 import problems
 import simdiff
-from simdiff.errors import SolverError
+from simdiff.errors import SolverError, StoreError
 from simdiff.sensitivity import resolve_problem
+from simdiff.store import Store
 
 DERIVS = ("value", "grad", "hessian")
 
@@ -77,7 +78,7 @@ class Interrupt(Exception):
 
 
 def test_resume_after_interruption_recomputes_nothing_finished(points, tmp_path):
-    store = tmp_path / "sweep.h5"
+    store = tmp_path / "sweep"
     full = simdiff.sweep("rosenbrock4", points, DERIVS, chunk_size=8)
 
     def stop_after_3(i, done, total):
@@ -87,31 +88,64 @@ def test_resume_after_interruption_recomputes_nothing_finished(points, tmp_path)
     with pytest.raises(Interrupt):
         simdiff.sweep("rosenbrock4", points, DERIVS, chunk_size=8, store=store,
                       callback=stop_after_3)  # fmt: skip
-    with h5py.File(store) as f:
-        assert sum(bool(g.attrs.get("done")) for g in f["chunks"].values()) == 3
-        f_points = f["points"][()]
-    np.testing.assert_array_equal(f_points, points)
-    # A half-written chunk (no done flag) is recomputed, not trusted.
-    with h5py.File(store, "a") as f:
-        f.create_group("chunks/000005").create_dataset("status", data=np.zeros(8))
+    (run,) = Store(store).runs()
+    assert run["status"] == "running" and run["name"] == "sweep"
+    chunks = [e for e in Store(store).entries(run["id"]) if e["kind"] == "chunk"]
+    assert len(chunks) == 3
+    (pts,) = [e for e in Store(store).entries(run["id"]) if e["kind"] == "points"]
+    np.testing.assert_array_equal(pts["arrays"]["points"], points)
+    # What a writer killed mid-chunk leaves (a temporary file of a dead process) is ignored.
+    entries = store / "runs" / run["id"] / "entries"
+    (entries / ".tmp-elsewhere-1-abc.h5").write_bytes(b"partial")
     seen = []
     r = simdiff.sweep("rosenbrock4", points, DERIVS, chunk_size=8, store=store,
                       callback=lambda i, d, t: seen.append(i))  # fmt: skip
     assert (r.chunks_resumed, r.chunks_computed, r.n_chunks) == (3, 4, 7)
-    assert sorted(seen) == list(range(7))
+    assert r.run == run["id"] and sorted(seen) == list(range(7))
     for name in DERIVS:
         np.testing.assert_array_equal(r[name], full[name])
     again = simdiff.sweep("rosenbrock4", points, DERIVS, chunk_size=8, store=store)
     assert again.chunks_computed == 0 and again.chunks_resumed == 7
+    assert [x["status"] for x in Store(store).runs()] == ["complete"]
 
 
-def test_store_of_a_different_sweep_is_refused(points, tmp_path):
-    store = tmp_path / "s.h5"
+def test_a_different_sweep_gets_its_own_run(points, tmp_path):
+    store = tmp_path / "s"
     simdiff.sweep("rosenbrock4", points[:10], ("value",), chunk_size=5, store=store)
-    with pytest.raises(ValueError, match=r"holds a different sweep \(derivatives: stored"):
-        simdiff.sweep("rosenbrock4", points[:10], ("value", "grad"), chunk_size=5, store=store)
-    with pytest.raises(ValueError, match="points_sha256"):
-        simdiff.sweep("rosenbrock4", points[10:20], ("value",), chunk_size=5, store=store)
+    r = simdiff.sweep("rosenbrock4", points[:10], ("value", "grad"), chunk_size=5, store=store)
+    assert r.chunks_resumed == 0
+    r = simdiff.sweep("rosenbrock4", points[10:20], ("value",), chunk_size=5, store=store)
+    assert r.chunks_resumed == 0
+    assert len(Store(store).runs()) == 3
+
+
+def test_two_lambdas_never_resume_each_others_results(tmp_path):
+    """Matched by what the problem computes, not by its name (both are '<lambda>')."""
+    store = tmp_path / "s"
+    pts = np.random.default_rng(1).uniform(0.5, 2.0, (12, 3))
+    f = simdiff.Problem(lambda x, ops: ops.sum(x**2), x0=np.ones(3))
+    g = simdiff.Problem(lambda x, ops: ops.sum(x**3), x0=np.ones(3))
+    assert f.name == g.name == "<lambda>"
+    rf = simdiff.sweep(f, pts, chunk_size=4, store=store)
+    rg = simdiff.sweep(g, pts, chunk_size=4, store=store)
+    assert rg.chunks_resumed == 0 and rg.run != rf.run
+    np.testing.assert_allclose(rg["value"], np.sum(pts**3, axis=1), rtol=1e-14)
+    np.testing.assert_allclose(rg["grad"], 3 * pts**2, rtol=1e-14)
+    assert simdiff.sweep(f, pts, chunk_size=4, store=store).chunks_resumed == 3
+
+
+def test_a_file_simdiff_did_not_create_is_refused_untouched(points, tmp_path):
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as f:
+        f.create_dataset("data", data=np.arange(3))
+    before = other.read_bytes()
+    with pytest.raises(StoreError, match="other.h5: a file, not a simdiff store"):
+        simdiff.sweep("rosenbrock4", points[:4], ("value",), store=other)
+    assert other.read_bytes() == before
+    junk = tmp_path / "junk"
+    junk.write_bytes(os.urandom(2000))
+    with pytest.raises(StoreError, match="junk: a file, not a simdiff store"):
+        simdiff.sweep("rosenbrock4", points[:4], ("value",), store=junk)
 
 
 @pytest.mark.parametrize(
@@ -155,18 +189,25 @@ def _closure_problem() -> simdiff.Problem:
 def test_local_cluster_is_bit_identical_to_in_process(points, client, tmp_path):
     local = simdiff.sweep("rosenbrock4", points, DERIVS, chunk_size=8)
     dist = simdiff.sweep("rosenbrock4", points, DERIVS, chunk_size=8, client=client,
-                         store=tmp_path / "d.h5")  # fmt: skip
+                         store=tmp_path / "d")  # fmt: skip
     for name in DERIVS:
         np.testing.assert_array_equal(dist[name], local[name])
     p = _closure_problem()
     p_local = simdiff.sweep(p, points, ("value", "grad"), chunk_size=8)
     p_dist = simdiff.sweep(p, points, ("value", "grad"), chunk_size=8, client=client)
     np.testing.assert_array_equal(p_dist["grad"], p_local["grad"])
-    # each worker compiled once per problem: the cache lives in the worker process
-    sizes = client.run(
-        lambda: len(importlib.import_module("simdiff.sensitivity._sweep")._WORKER_CACHE)
-    )
-    assert set(sizes.values()) <= {1, 2} and sum(sizes.values()) >= 2
+
+    # each worker resolved the catalogue name once and compiled each derivative once:
+    # the compiled functions live in that problem's own cache, in the worker process
+    def worker_counts():
+        sweep = importlib.import_module("simdiff.sensitivity._sweep")
+        if sweep._resolve_spec.cache_info().currsize == 0:
+            return None
+        d = sweep._derivatives_for("rosenbrock4", "jax")
+        return sweep._resolve_spec.cache_info().currsize, d.compilations, len(d.cache_info())
+
+    counts = [c for c in client.run(worker_counts).values() if c is not None]
+    assert counts and all(size == 1 and comp == built for size, comp, built in counts)
 
 
 def _dies_once(marker: str):

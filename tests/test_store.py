@@ -1,9 +1,11 @@
-"""simdiff.store: schema, environment, append-only runs, atomic writes under SIGKILL, resume."""
+"""simdiff.store: format, environment, append-only runs, SIGKILL at random instants, two
+writers, foreign and damaged files, permissions, O(entry) writes."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -15,21 +17,25 @@ import h5py
 import numpy as np
 import pytest
 
-from simdiff.store import SCHEMA_VERSION, Store, environment
+from simdiff.errors import SimdiffError, StoreError
+from simdiff.store import FORMAT, SCHEMA_VERSION, Store, environment
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Writes entries p0, p1, ... and prints "done i" after each put returned.
 WRITER = textwrap.dedent(
     """
     import sys, numpy as np
     from simdiff.store import Store
     s = Store(sys.argv[1])
-    run = s.start_run("kill-test", {"n": 60})
+    n, tag = int(sys.argv[2]), sys.argv[3]
+    run = s.start_run(sys.argv[4], {"n": n})
+    print("run", run, flush=True)
     written = 0
-    for i in range(60):
-        if s.has(run, f"p{i}", "grad", "jax-jit"):
+    for i in range(n):
+        if s.has(run, f"{tag}{i}", "grad", "jax-jit"):
             continue
-        s.put(run, f"p{i}", "grad", "jax-jit", {"i": i}, arrays={"value": np.full(20000, i)})
+        s.put(run, f"{tag}{i}", "grad", "jax-jit", {"i": i}, arrays={"value": np.full(5000, i)})
         written += 1
         print("done", i, flush=True)
     s.finish_run(run)
@@ -38,15 +44,18 @@ WRITER = textwrap.dedent(
 )
 
 
-def _spawn(path: Path) -> subprocess.Popen:
+def _spawn(path: Path, n: int, tag: str = "p", name: str = "w") -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", WRITER, str(path), str(n), tag, name],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 
-def test_roundtrip_schema_and_environment(tmp_path: Path) -> None:
-    s = Store(tmp_path / "sub" / "r.h5")
+def test_roundtrip_format_and_environment(tmp_path: Path) -> None:
+    s = Store(tmp_path / "sub" / "store")
     assert s.runs() == []
     run = s.start_run("demo", {"quick": True})
     s.put(
@@ -57,12 +66,17 @@ def test_roundtrip_schema_and_environment(tmp_path: Path) -> None:
         {"steady_s": 0.5, "ok": True, "v": np.float64(2)},
         arrays={"value": np.eye(2)},
     )
-    with h5py.File(s.path, "r") as f:
-        assert f.attrs["schema_version"] == SCHEMA_VERSION
+    tag = json.loads((s.path / "simdiff-store.json").read_text())
+    assert (tag["format"], tag["version"]) == (FORMAT, SCHEMA_VERSION)
+    (seg,) = (s.path / "runs" / run / "entries").iterdir()
+    with h5py.File(seg, "r") as f:  # every segment is plain HDF5 carrying the format tag
+        assert (f.attrs["format"], f.attrs["segment"]) == (FORMAT, "entry")
     (e,) = s.entries(run)
     assert (e["problem"], e["kind"], e["config"]) == ("seed/8", "hessian", "torch-eager")
     assert e["record"] == {"steady_s": 0.5, "ok": True, "v": 2.0}
     np.testing.assert_array_equal(e["arrays"]["value"], np.eye(2))
+    assert s.get(run, "seed/8", "hessian", "torch-eager", arrays=False)["record"]["ok"] is True
+    assert s.get(run, "seed/8", "grad", "torch-eager") is None
     (r,) = s.runs()
     assert r["status"] == "running" and r["params"] == {"quick": True} and r["n_entries"] == 1
     for key in ("numpy", "scipy", "jax", "jaxlib", "torch", "h5py", "simdiff"):
@@ -73,23 +87,24 @@ def test_roundtrip_schema_and_environment(tmp_path: Path) -> None:
     run2 = s.start_run("demo", {"quick": True})
     assert run2 != run and [x["status"] for x in s.runs()] == ["complete", "running"]
     assert s.latest_run("demo") == run2
+    assert s.find_run("demo", {"quick": True}, status="complete") == run
+
+
+def test_a_later_put_of_the_same_key_replaces_and_order_is_kept(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s")
+    run = s.start_run("x")
+    for i in range(3):
+        s.put(run, f"p{i}", "k", "c", {"i": i})
+    s.put(run, "p1", "k", "c", {"i": 10})
+    assert [e["record"]["i"] for e in s.entries(run)] == [0, 2, 10]
 
 
 def test_resume_requires_same_params(tmp_path: Path) -> None:
-    s = Store(tmp_path / "r.h5")
+    s = Store(tmp_path / "r")
     a = s.start_run("x", {"k": 1})
     assert s.start_run("x", {"k": 1}) == a
     assert s.start_run("x", {"k": 2}) != a
     assert s.start_run("x", {"k": 1}, resume=False) != a
-
-
-def test_schema_mismatch_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "old.h5"
-    with h5py.File(path, "w") as f:
-        f.attrs["schema_version"] = 99
-        f.create_group("runs")
-    with pytest.raises(ValueError, match="schema_version 99; this simdiff reads and writes"):
-        Store(path).runs()
 
 
 def test_environment_is_json() -> None:
@@ -98,31 +113,143 @@ def test_environment_is_json() -> None:
     assert env["threads"]["cpu_count"] >= 1
 
 
-def test_sigkill_mid_write_leaves_a_readable_file_and_rerun_resumes(tmp_path: Path) -> None:
-    path = tmp_path / "r.h5"
-    proc = _spawn(path)
-    done = []
-    assert proc.stdout is not None
-    while len(done) < 8:
-        line = proc.stdout.readline()
-        assert line, "writer ended early"
-        done.append(int(line.split()[1]))
-    time.sleep(0.013)  # land somewhere inside a later write
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stdout.close()
+def test_files_get_the_users_permissions(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        s = Store(tmp_path / "perm")
+        run = s.start_run("x")
+        s.put(run, "a", "b", "c", {}, arrays={"v": np.ones(3)})
+        s.finish_run(run)
+    finally:
+        os.umask(old)
+    for p in [s.path, *s.path.rglob("*")]:
+        want = 0o755 if p.is_dir() else 0o644
+        assert p.stat().st_mode & 0o777 == want, p
+
+
+def test_a_write_touches_only_the_new_entry(tmp_path: Path) -> None:
+    """O(size of the entry) per write: earlier segments are never rewritten."""
+    s = Store(tmp_path / "s")
+    run = s.start_run("x")
+    for i in range(20):
+        s.put(run, f"p{i}", "k", "c", {}, arrays={"v": np.full(10_000, i)})
+    before = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in s.path.rglob("*.h5")}
+    s.put(run, "new", "k", "c", {}, arrays={"v": np.zeros(10)})
+    after = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in s.path.rglob("*.h5")}
+    assert len(after) == len(before) + 1
+    assert all(after[p] == v for p, v in before.items())
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_a_file_is_refused_with_its_path(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.h5"
+    junk.write_bytes(os.urandom(3000))
+    for call in (lambda s: s.runs(), lambda s: s.start_run("x")):
+        with pytest.raises(StoreError, match="junk.h5: a file, not a simdiff store") as info:
+            call(Store(junk))
+        assert "give a directory path" in str(info.value)
+    assert isinstance(info.value, SimdiffError)
+    old = tmp_path / "old.h5"  # the single-file store of simdiff's first round
+    with h5py.File(old, "w") as f:
+        f.attrs.update(schema_version=1, created_by="simdiff")
+    with pytest.raises(StoreError, match="single-file store of an earlier simdiff"):
+        Store(old).runs()
+
+
+def test_a_foreign_directory_is_refused_and_left_alone(tmp_path: Path) -> None:
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "mine.h5").write_bytes(b"x")
+    with pytest.raises(StoreError, match="data: a directory without a simdiff store tag"):
+        Store(d).start_run("x")
+    assert sorted(p.name for p in d.iterdir()) == ["mine.h5"]
+    (tmp_path / "empty").mkdir()  # an empty directory becomes a store
+    Store(tmp_path / "empty").start_run("x")
+
+
+def test_other_format_or_version_is_refused(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s")
+    s.start_run("x")
+    tag = s.path / "simdiff-store.json"
+    tag.write_text(json.dumps({"format": FORMAT, "version": 99}))
+    with pytest.raises(StoreError, match="store version 99; this simdiff reads and writes"):
+        s.runs()
+    tag.write_text(json.dumps({"format": "other", "version": SCHEMA_VERSION}))
+    with pytest.raises(StoreError, match="format 'other'"):
+        s.runs()
+    tag.write_text("{trunc")
+    with pytest.raises(StoreError, match="store tag simdiff-store.json is damaged"):
+        s.start_run("x")
+
+
+def test_a_truncated_segment_is_refused_with_its_path(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s")
+    run = s.start_run("x")
+    s.put(run, "a", "b", "c", {"ok": 1}, arrays={"v": np.ones(1000)})
+    (seg,) = (s.path / "runs" / run / "entries").glob("*.h5")
+    seg.write_bytes(seg.read_bytes()[:500])
+    with pytest.raises(StoreError, match=f"{seg.name}: a damaged segment") as info:
+        s.entries(run)
+    assert "delete this file to drop what it held" in str(info.value)
+    run_h5 = s.path / "runs" / run / "run.h5"
+    run_h5.write_bytes(b"")
+    with pytest.raises(StoreError, match="run.h5: a damaged segment"):
+        s.runs()
+    with pytest.raises(StoreError, match="no run '0042-x'"):
+        Store(tmp_path / "t").entries("0042-x")
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def test_sigkill_at_20_random_instants_loses_no_returned_write(tmp_path: Path) -> None:
+    path = tmp_path / "r"
+    rng = random.Random(13)
+    returned: set[int] = set()
+    for _ in range(20):
+        proc = _spawn(path, 400, name="kill-test")
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("run ")
+        first = proc.stdout.readline()  # the writer is in its loop of puts now
+        assert first.startswith("done"), first
+        time.sleep(rng.uniform(0.0, 0.02))  # somewhere inside a later put (or between two)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        lines = [first, *proc.stdout]
+        returned |= {int(line.split()[1]) for line in lines if line.startswith("done")}
+        proc.stdout.close()
+        s = Store(path)  # always opens
+        (run,) = s.runs()  # each rerun resumed the interrupted run
+        got = {e["problem"]: e for e in s.entries(run["id"])}
+        for i in returned:  # every entry whose put returned is there and whole
+            np.testing.assert_array_equal(got[f"p{i}"]["arrays"]["value"], np.full(5000, i))
+        assert all(e["arrays"]["value"].shape == (5000,) for e in got.values())
+    assert run["status"] == "running" and len(returned) >= 20
+    # A rerun writes only what is missing and leaves no temporary files behind.
+    proc = _spawn(path, 400, name="kill-test")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and f"written {400 - len(got)}" in out
+    (run,) = Store(path).runs()
+    assert run["status"] == "complete" and run["n_entries"] == 400
+    assert not list(path.rglob(".tmp-*"))
+
+
+def test_two_writers_at_once_lose_nothing_and_a_reader_reads_meanwhile(tmp_path: Path) -> None:
+    path = tmp_path / "r"
+    procs = [_spawn(path, 40, tag=t, name="stress") for t in ("a", "b")]
+    seen_while_running = 0
+    while any(p.poll() is None for p in procs):
+        seen_while_running = max(
+            seen_while_running, sum(r["n_entries"] for r in Store(path).runs())
+        )
+    outs = [p.communicate()[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
     s = Store(path)
-    (run,) = s.runs()
-    assert run["status"] == "running"
-    got = {e["problem"]: e for e in s.entries(run["id"])}
-    for i in done:  # every entry reported finished is there and whole
-        np.testing.assert_array_equal(got[f"p{i}"]["arrays"]["value"], np.full(20000, i))
-    assert all(e["arrays"]["value"].shape == (20000,) for e in got.values())
-    # The rerun resumes the interrupted run and writes only what is missing.
-    proc2 = _spawn(path)
-    out, _ = proc2.communicate(timeout=120)
-    assert proc2.returncode == 0
-    assert f"written {60 - len(got)}" in out
-    (run,) = s.runs()
-    assert run["status"] == "complete" and run["n_entries"] == 60
-    assert not list(tmp_path.glob(".r.h5.*.tmp"))
+    runs = s.runs()
+    # Same name and params, but a run owned by a live process is not resumed by another.
+    assert len(runs) == 2 and {r["status"] for r in runs} == {"complete"}
+    keys = {e["problem"] for r in runs for e in s.entries(r["id"], arrays=False)}
+    assert keys == {f"{t}{i}" for t in "ab" for i in range(40)}
+    assert seen_while_running <= 80

@@ -106,6 +106,7 @@ CASES = {
     "flip": lambda x, ops: ops.flip(x) * x,
     "take": lambda x, ops: ops.take(x**2, ops.asarray(np.array([2, 0])), axis=0),
     "where": lambda x, ops: ops.where(x > 0, ops.sin(x), ops.cos(x)),
+    "safe_where": lambda x, ops: ops.safe_where(x > 0, x, ops.sqrt, lambda y: ops.exp(y) * y),
     "clip": lambda x, ops: ops.clip(x, -0.1, 0.4) * x,
     # linear
     "matmul": lambda x, ops: ops.matmul(_mat(x, ops), x) + ops.matmul(x, ops.eye(3)),

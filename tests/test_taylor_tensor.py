@@ -16,7 +16,7 @@ import pytest
 
 import problems
 import simdiff
-from simdiff.taylor_tensor import _multi_indices, derivative_tensor, interpolation_weights
+from simdiff.taylor_tensor import _multi_indices, interpolation_weights
 
 
 def _close(a, b, rtol=1e-10):
@@ -29,8 +29,8 @@ def _close(a, b, rtol=1e-10):
 def test_matches_nested_derivative_tensor(name, order, backend):
     p = problems.get(name)
     x = p.x0 + 0.1
-    got = derivative_tensor(p, order, x, backend=backend)
-    ref = simdiff.derivative_tensor(p, order, x, backend=backend)
+    got = simdiff.derivative_tensor(p, order, x, method="taylor", backend=backend)
+    ref = simdiff.derivative_tensor(p, order, x, method="nested", backend=backend)
     assert got.shape == np.shape(ref)
     _close(got, ref)
 
@@ -39,7 +39,8 @@ def test_seed_tensor_closed_form():
     p = problems.get("seed8")
     for order in range(5):
         _close(
-            derivative_tensor(p, order, backend="numpy"), p.exact["derivative_tensor"](p.x0, order)
+            simdiff.derivative_tensor(p, order, method="taylor", backend="numpy"),
+            p.exact["derivative_tensor"](p.x0, order),
         )
 
 
@@ -53,6 +54,30 @@ def test_weights_invert_the_monomial_map(n, d):
     np.testing.assert_allclose(w @ vander, np.eye(len(dirs)), atol=1e-12)
 
 
-def test_bad_order_raises():
+@pytest.mark.parametrize("method", ["taylor", "nested"])
+def test_bad_order_raises(method):
     with pytest.raises(ValueError, match="order must be a non-negative integer"):
-        derivative_tensor(problems.get("seed"), -1)
+        simdiff.derivative_tensor(problems.get("seed"), -1, method=method)
+
+
+def test_bad_method_names_the_choices():
+    with pytest.raises(ValueError, match=r"unknown derivative-tensor method 'fwd'.*'nested'"):
+        simdiff.derivative_tensor(problems.get("seed"), 2, method="fwd")
+
+
+@pytest.mark.parametrize("method", ["taylor", "nested"])
+def test_batched_points_and_array_type_follow_input(method):
+    import torch
+
+    p = problems.get("rosenbrock4")
+    xs = np.stack([p.x0, p.x0 + 0.2])
+    got = simdiff.derivative_tensor(p, 3, torch.as_tensor(xs), method=method, backend="jax")
+    assert isinstance(got, torch.Tensor) and got.shape == (2, 4, 4, 4)
+    for i in range(2):
+        _close(got[i].numpy(), simdiff.derivative_tensor(p, 3, xs[i], method="nested"))
+
+
+def test_derivatives_method_matches_function():
+    p = problems.get("spherical")
+    d = simdiff.Derivatives(p, backend="torch")
+    _close(d.derivative_tensor(2, method="taylor"), simdiff.hessian(p, backend="torch"))

@@ -161,6 +161,7 @@ def run_catalogue(
                 "all",
                 {
                     "passed": res.passed,
+                    "verdict": res.verdict,
                     "n": problem.n,
                     "seconds": time.perf_counter() - t0,
                     "tags": list(problem.meta.get("tags", ())),

@@ -7,15 +7,37 @@ asked for, so ``import simdiff`` imports neither torch nor jax.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any
 
-from ..errors import BackendUnavailable, UnsupportedError
-from ._base import CONSTANTS, OP_NAMES, Backend, Ops
+from ..errors import BackendUnavailable, InputError, UnsupportedError
+from ._base import CAPABILITIES, CONSTANTS, OP_NAMES, Array, Backend, Ops, OpsBase
+from ._threads import SINGLE_THREAD_XLA_FLAGS, thread_info
 
-__all__ = ["BACKENDS", "CONSTANTS", "OP_NAMES", "Backend", "Ops", "get_backend", "get_ops"]
+__all__ = [
+    "AD_BACKENDS",
+    "BACKENDS",
+    "CAPABILITIES",
+    "CONSTANTS",
+    "OP_NAMES",
+    "Array",
+    "Backend",
+    "Ops",
+    "OpsBase",
+    "backend_of",
+    "get_backend",
+    "get_ops",
+    "set_threads",
+    "thread_info",
+]
 
 #: Differentiating backends and the evaluation-only numpy context.
 BACKENDS = ("jax", "torch", "numpy")
+#: The backends that differentiate.
+AD_BACKENDS = ("jax", "torch")
+#: Array types by the top-level module that defines them (what :func:`backend_of` reads).
+_MODULES = {"jax": "jax", "jaxlib": "jax", "torch": "torch"}
 
 _CLASSES = {"jax": "JaxBackend", "torch": "TorchBackend", "numpy": "NumpyBackend"}
 _INSTALL = {
@@ -46,7 +68,7 @@ def get_backend(name: str | Backend) -> Backend:
             "use simdiff.taylor(...) or simdiff.derivative(..., method='taylor')"
         )
     if name not in _CLASSES:
-        raise ValueError(f"unknown backend {name!r}; expected one of {list(BACKENDS)}")
+        raise InputError(f"unknown backend {name!r}; expected one of {list(BACKENDS)}")
     try:
         module = importlib.import_module(f"simdiff.backends.{name}")
     except ImportError as exc:
@@ -62,3 +84,47 @@ def get_backend(name: str | Backend) -> Backend:
 def get_ops(name: str, dtype: Any = None) -> Ops:
     """The ``ops`` namespace of context ``name`` (float64 unless ``dtype`` is given)."""
     return get_backend(name).ops(dtype)
+
+
+def backend_of(x: Any) -> Backend:
+    """The backend whose native array ``x`` is; numpy for numpy arrays, lists and scalars.
+
+    The one way simdiff tells array kinds apart.  It reads the type's module,
+    so it never imports a framework that ``x`` could not come from.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simdiff.backends import backend_of
+    >>> backend_of(np.zeros(2)).name, backend_of([1.0, 2.0]).name
+    ('numpy', 'numpy')
+    """
+    name = _MODULES.get(type(x).__module__.partition(".")[0], "numpy")
+    return get_backend(name)
+
+
+def set_threads(n: int) -> dict[str, Any]:
+    """Use ``n`` threads in both frameworks, as far as each allows; returns :func:`thread_info`.
+
+    torch: ``torch.set_num_threads(n)`` (imports torch).  XLA: with ``n == 1``
+    and jax not yet imported, ``XLA_FLAGS`` gets single-threaded Eigen
+    (:data:`SINGLE_THREAD_XLA_FLAGS`); once jax is imported its pool is fixed
+    and uses every core in the process affinity, which :func:`thread_info`
+    records.
+
+    Examples
+    --------
+    >>> from simdiff.backends import set_threads
+    >>> set_threads(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: threads must be >= 1; got 0
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InputError(f"threads must be >= 1; got {n!r}")
+    if n == 1 and "jax" not in sys.modules:
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = (flags + " " + SINGLE_THREAD_XLA_FLAGS).strip()
+    os.environ.setdefault("OMP_NUM_THREADS", str(n))
+    get_backend("torch").set_threads(n)
+    return thread_info()

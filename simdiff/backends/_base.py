@@ -11,13 +11,17 @@ Arithmetic (``+ - * / ** @``), comparisons and indexing (``x[i]``,
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import contextlib
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+import numpy as np
 
 from .._tree import tree_flatten, tree_map, tree_unflatten
-from ..errors import UnsupportedError
+from ..errors import InputError, UnsupportedError
 
-__all__ = ["OP_NAMES", "Backend", "LoopOps", "Namespace", "Ops"]
+__all__ = ["CAPABILITIES", "OP_NAMES", "Array", "Backend", "LoopOps", "Namespace", "Ops", "OpsBase"]
 
 UNARY = (
     "abs", "negative", "sign", "sqrt", "square", "exp", "expm1", "log", "log1p",
@@ -28,7 +32,7 @@ BINARY = ("add", "subtract", "multiply", "divide", "pow", "atan2", "maximum", "m
 REDUCTIONS = ("sum", "prod", "mean", "max", "min", "cumsum")
 SHAPE = (
     "reshape", "stack", "concat", "roll", "permute_dims", "expand_dims", "squeeze",
-    "broadcast_to", "flip", "take", "where", "clip",
+    "broadcast_to", "flip", "take", "where", "safe_where", "clip",
 )  # fmt: skip
 LINEAR = ("matmul", "vecdot", "einsum", "linalg.solve", "fft.rfft", "fft.irfft", "fft.fft",
           "fft.ifft")  # fmt: skip
@@ -52,8 +56,184 @@ class Namespace:
         self.__dict__.update(members)
 
 
-class Ops:
-    """Base class of the ``ops`` namespaces.
+#: An array of the active context: ``numpy.ndarray``, ``jax.Array``,
+#: ``torch.Tensor`` or a Taylor array.  The frameworks' array types share no
+#: common static type, so this is ``Any``; the op signatures below carry the rest.
+Array = Any
+
+
+Norm = str | None
+
+
+class _Linalg(Protocol):
+    def solve(self, a: Array, b: Array, /) -> Array: ...
+
+
+class _FFT(Protocol):
+    def rfft(
+        self, x: Array, /, n: int | None = None, axis: int = -1, norm: Norm = None
+    ) -> Array: ...
+    def irfft(
+        self, x: Array, /, n: int | None = None, axis: int = -1, norm: Norm = None
+    ) -> Array: ...
+    def fft(
+        self, x: Array, /, n: int | None = None, axis: int = -1, norm: Norm = None
+    ) -> Array: ...
+    def ifft(
+        self, x: Array, /, n: int | None = None, axis: int = -1, norm: Norm = None
+    ) -> Array: ...
+    def rfftfreq(self, n: int, /, d: float = 1.0) -> Array: ...
+    def fftfreq(self, n: int, /, d: float = 1.0) -> Array: ...
+
+
+class Ops(Protocol):
+    """The ``ops`` namespace a problem is written against, typed over :data:`OP_NAMES`.
+
+    Use it to annotate ``fn(x: Array, ops: Ops)``; every context (numpy, jax,
+    torch, taylor) satisfies it.  A test checks that its members are exactly
+    :data:`OP_NAMES`, :data:`CONSTANTS` and :data:`CAPABILITIES`.
+
+    Examples
+    --------
+    >>> from simdiff.backends import Ops, get_ops
+    >>> def energy(x, ops: Ops):
+    ...     return ops.sum(ops.square(x))
+    >>> float(energy(get_ops("numpy").asarray([1.0, 2.0]), get_ops("numpy")))
+    5.0
+    """
+
+    # --- constants and facts
+    name: str
+    dtype: Any
+    pi: float
+    e: float
+    inf: float
+    linalg: _Linalg
+    fft: _FFT
+
+    # --- capabilities (see CAPABILITIES)
+    @property
+    def traced(self) -> bool: ...
+    def errstate(self) -> AbstractContextManager[Any]: ...
+    def jacfwd(self, fn: Callable[[Array], Array], /) -> Callable[[Array], Array]: ...
+    def concrete(self, x: Any, /) -> Any: ...
+
+    # --- unary
+    def abs(self, x: Array, /) -> Array: ...
+    def negative(self, x: Array, /) -> Array: ...
+    def sign(self, x: Array, /) -> Array: ...
+    def sqrt(self, x: Array, /) -> Array: ...
+    def square(self, x: Array, /) -> Array: ...
+    def exp(self, x: Array, /) -> Array: ...
+    def expm1(self, x: Array, /) -> Array: ...
+    def log(self, x: Array, /) -> Array: ...
+    def log1p(self, x: Array, /) -> Array: ...
+    def sin(self, x: Array, /) -> Array: ...
+    def cos(self, x: Array, /) -> Array: ...
+    def tan(self, x: Array, /) -> Array: ...
+    def asin(self, x: Array, /) -> Array: ...
+    def acos(self, x: Array, /) -> Array: ...
+    def atan(self, x: Array, /) -> Array: ...
+    def sinh(self, x: Array, /) -> Array: ...
+    def cosh(self, x: Array, /) -> Array: ...
+    def tanh(self, x: Array, /) -> Array: ...
+    def asinh(self, x: Array, /) -> Array: ...
+    def acosh(self, x: Array, /) -> Array: ...
+    def atanh(self, x: Array, /) -> Array: ...
+    def isfinite(self, x: Array, /) -> Array: ...
+    def floor(self, x: Array, /) -> Array: ...
+    def round(self, x: Array, /) -> Array: ...
+
+    # --- binary
+    def add(self, x1: Array, x2: Array, /) -> Array: ...
+    def subtract(self, x1: Array, x2: Array, /) -> Array: ...
+    def multiply(self, x1: Array, x2: Array, /) -> Array: ...
+    def divide(self, x1: Array, x2: Array, /) -> Array: ...
+    def pow(self, x1: Array, x2: Array, /) -> Array: ...
+    def atan2(self, x1: Array, x2: Array, /) -> Array: ...
+    def maximum(self, x1: Array, x2: Array, /) -> Array: ...
+    def minimum(self, x1: Array, x2: Array, /) -> Array: ...
+
+    # --- reductions
+    def sum(self, x: Array, /, axis: Any = None, keepdims: bool = False) -> Array: ...
+    def prod(self, x: Array, /, axis: Any = None, keepdims: bool = False) -> Array: ...
+    def mean(self, x: Array, /, axis: Any = None, keepdims: bool = False) -> Array: ...
+    def max(self, x: Array, /, axis: Any = None, keepdims: bool = False) -> Array: ...
+    def min(self, x: Array, /, axis: Any = None, keepdims: bool = False) -> Array: ...
+    def cumsum(self, x: Array, /, axis: int | None = None) -> Array: ...
+
+    # --- shape
+    def reshape(self, x: Array, shape: Any, /) -> Array: ...
+    def stack(self, arrays: Sequence[Array], /, axis: int = 0) -> Array: ...
+    def concat(self, arrays: Sequence[Array], /, axis: int = 0) -> Array: ...
+    def roll(self, x: Array, shift: Any, /, axis: Any = None) -> Array: ...
+    def permute_dims(self, x: Array, axes: Sequence[int], /) -> Array: ...
+    def expand_dims(self, x: Array, /, axis: int) -> Array: ...
+    def squeeze(self, x: Array, /, axis: Any) -> Array: ...
+    def broadcast_to(self, x: Array, shape: Any, /) -> Array: ...
+    def flip(self, x: Array, /, axis: Any = None) -> Array: ...
+    def take(self, x: Array, indices: Any, /, axis: int | None = None) -> Array: ...
+    def where(self, condition: Array, x1: Array, x2: Array, /) -> Array: ...
+    def clip(self, x: Array, /, min: Any = None, max: Any = None) -> Array: ...
+
+    # --- linear algebra and transforms
+    def matmul(self, x1: Array, x2: Array, /) -> Array: ...
+    def vecdot(self, x1: Array, x2: Array, /, axis: int = -1) -> Array: ...
+    def einsum(self, subscripts: str, /, *operands: Array) -> Array: ...
+
+    # --- creation
+    def asarray(self, x: Any, /, dtype: Any = None) -> Array: ...
+    def zeros(self, shape: Any, /, dtype: Any = None) -> Array: ...
+    def ones(self, shape: Any, /, dtype: Any = None) -> Array: ...
+    def full(self, shape: Any, fill_value: Any, /, dtype: Any = None) -> Array: ...
+    def zeros_like(self, x: Array, /) -> Array: ...
+    def ones_like(self, x: Array, /) -> Array: ...
+    def full_like(self, x: Array, fill_value: Any, /) -> Array: ...
+    def arange(
+        self, start: Any, /, stop: Any = None, step: Any = 1, dtype: Any = None
+    ) -> Array: ...
+    def linspace(self, start: Any, stop: Any, num: int, /, endpoint: bool = True) -> Array: ...
+    def eye(self, n: int, /, m: int | None = None, k: int = 0) -> Array: ...
+
+    # --- control
+    def scan(
+        self,
+        step: Callable[[Any, Any], tuple[Any, Any]],
+        carry: Any,
+        /,
+        xs: Any = None,
+        length: int | None = None,
+    ) -> tuple[Any, Any]: ...
+    def while_loop(
+        self,
+        cond: Callable[[Any], Any],
+        body: Callable[[Any], Any],
+        carry: Any,
+        max_steps: int,
+        /,
+    ) -> Any: ...
+    def cond(
+        self,
+        pred: Any,
+        true_fn: Callable[..., Any],
+        false_fn: Callable[..., Any],
+        /,
+        *operands: Any,
+    ) -> Any: ...
+    def checkpoint(self, fn: Callable[..., Any], /) -> Callable[..., Any]: ...
+    def stop_gradient(self, x: Array, /) -> Array: ...
+
+
+#: What a context says about itself beyond the ops (asked by solvers instead of its name):
+#: ``traced`` (values are symbolic while a transform runs: no Python control flow on
+#: them), ``errstate()`` (a context manager silencing floating-point warnings where the
+#: context emits them), ``jacfwd(fn)`` (forward-mode Jacobian inside a solver) and
+#: ``concrete(x)`` (numpy value of ``x``, or None while it is symbolic).
+CAPABILITIES = ("traced", "errstate", "jacfwd", "concrete")
+
+
+class OpsBase:
+    """Base class of the ``ops`` namespaces (each satisfies the :class:`Ops` protocol).
 
     Attributes
     ----------
@@ -61,16 +241,33 @@ class Ops:
         The context: ``"numpy"``, ``"jax"``, ``"torch"`` or ``"taylor"``.
     dtype : object
         The floating dtype new arrays get (float64 unless asked otherwise).
+    traced : bool
+        Whether values are symbolic under the context's transforms (JAX, and
+        Taylor over JAX): loops must be ``ops.scan``, and a value cannot be
+        read as a Python bool.
     """
 
     name: str = "base"
-    #: True where Python control flow runs on concrete values (numpy, torch, and the
-    #: taylor context over them), so a loop can stop as soon as its condition fails;
-    #: False where functions are traced and compiled (jax), so loops need static bounds.
-    eager: bool = False
+    dtype: Any = None
+    traced: bool = False
     pi = 3.141592653589793
     e = 2.718281828459045
     inf = float("inf")
+
+    def errstate(self) -> AbstractContextManager[Any]:
+        """Silence floating-point warnings for a block (numpy emits them; the others do not)."""
+        return contextlib.nullcontext()
+
+    def concrete(self, x: Any) -> Any:
+        """``x`` as a numpy array, or ``None`` while it is symbolic (traced, or batched by vmap)."""
+        return np.asarray(x)
+
+    def jacfwd(self, fn: Callable[[Array], Array]) -> Callable[[Array], Array]:
+        """Forward-mode Jacobian of ``fn`` inside a solver (the context's own transform)."""
+        raise UnsupportedError(
+            f"ops.jacfwd is not available in the {self.name!r} context; pass an analytic "
+            "Jacobian instead"
+        )
 
     def __getattr__(self, item: str) -> Any:
         # Only reached for names the context lacks.
@@ -81,8 +278,59 @@ class Ops:
     def __repr__(self) -> str:
         return f"<simdiff ops: {self.name}, dtype={self.dtype}>"
 
+    def safe_where(
+        self,
+        condition: Any,
+        x: Any,
+        if_true: Any,
+        if_false: Any = 0.0,
+        *,
+        fill_true: Any = 1.0,
+        fill_false: Any = 1.0,
+    ) -> Any:
+        """``where(condition, if_true(x), if_false(x))`` with finite derivatives in every context.
 
-class LoopOps(Ops):
+        The "double where": ``ops.where(x > 0, ops.sqrt(x), 0.0)`` has the
+        right value at ``x = -1`` but a NaN derivative, because the branch
+        not taken is still differentiated (``0 * sqrt'(-1) = 0 * nan``).
+        Here each callable branch is evaluated only at points where it is
+        selected; elsewhere its argument is replaced by ``fill_true`` /
+        ``fill_false`` (a point where the branch is smooth), so the
+        derivative of the result is that of the selected branch.
+
+        Parameters
+        ----------
+        condition : boolean array
+            Where to take ``if_true``; it must not depend on derivatives
+            (comparisons of arrays are fine).
+        x : array
+            The argument of the branches.
+        if_true, if_false : callable or array_like
+            A function of one array (applied to ``x``), or a value.
+        fill_true, fill_false : float
+            Stand-in arguments for the branch where it is not selected; the
+            default 1.0 suits ``sqrt``, ``log`` and ``1 / x``.
+
+        Returns
+        -------
+        array
+            The broadcast shape of ``condition``, ``x`` and the branches.
+
+        Examples
+        --------
+        >>> import numpy as np, simdiff
+        >>> p = simdiff.Problem(
+        ...     lambda x, ops: ops.sum(ops.safe_where(x > 0, x, ops.sqrt, 0.0)),
+        ...     x0=np.array([-1.0, 4.0]))
+        >>> simdiff.grad(p)            # sqrt'(4) = 0.25, and 0 (not nan) at x = -1
+        array([0.  , 0.25])
+        """
+        t = if_true(self.where(condition, x, fill_true)) if callable(if_true) else if_true
+        f = if_false(self.where(condition, fill_false, x)) if callable(if_false) else if_false
+        return self.where(condition, t, f)
+
+
+class LoopOps(OpsBase):
     """Shared Python-loop implementations of ``scan``, ``while_loop`` and ``cond`` (eager contexts).
 
     ``while_loop`` and ``cond`` read their predicate as a Python bool.  Where
@@ -90,8 +338,6 @@ class LoopOps(Ops):
     to what ``jax.vmap`` does with ``lax.while_loop``/``lax.cond``: run both
     sides and select elementwise with ``where``.
     """
-
-    eager = True
 
     def _select(self, pred: Any, new: Any, old: Any) -> Any:
         return tree_map(lambda a, b: self.where(pred, a, b), new, old)
@@ -160,7 +406,7 @@ class LoopOps(Ops):
             carry, y = step(carry, x)
             ys.append(y)
         if n == 0:
-            raise ValueError("ops.scan: length 0 loops are not supported outside JAX")
+            raise InputError("ops.scan: length 0 loops are not supported outside JAX")
         leaves0, treedef = tree_flatten(ys[0])
         if not leaves0:
             return carry, tree_unflatten(treedef, [])
@@ -171,36 +417,117 @@ class LoopOps(Ops):
 def _scan_length(xs: Any, length: int | None) -> int:
     if xs is None:
         if length is None:
-            raise ValueError("ops.scan needs xs or length; got neither")
+            raise InputError("ops.scan needs xs or length; got neither")
         return int(length)
     leaves, _ = tree_flatten(xs)
     lengths = {int(leaf.shape[0]) for leaf in leaves}
     if len(lengths) != 1:
-        raise ValueError(f"ops.scan: xs leaves have different leading lengths {sorted(lengths)}")
+        raise InputError(f"ops.scan: xs leaves have different leading lengths {sorted(lengths)}")
     (n,) = lengths
     if length is not None and int(length) != n:
-        raise ValueError(f"ops.scan: length={length} but xs has leading length {n}")
+        raise InputError(f"ops.scan: length={length} but xs has leading length {n}")
     return n
 
 
 class Backend:
-    """A framework simdiff differentiates with: transforms plus conversions.
+    """A framework simdiff differentiates with: transforms, conversions and capabilities.
 
     Subclasses provide ``grad, jvp, vjp, jacfwd, jacrev, vmap`` with the
     signatures of ``jax``/``torch.func``, ``jit`` (identity where there is no
-    compiler), and conversion between native arrays and numpy.
+    compiler), and conversion between native arrays and numpy.  Code above
+    ``simdiff/backends/`` asks a backend what it can do through the attributes
+    and methods below, never by comparing its name.
+
+    Attributes
+    ----------
+    name : str
+    differentiable : bool
+        Whether the transforms exist (numpy: evaluation only).
+    optional_compiler : bool
+        Whether :meth:`compile` exists (an optional compiler on top of ``jit``:
+        ``torch.compile``).
+    prefers_batched_calls : bool
+        Whether one vmapped call over many points beats a loop of single calls
+        (JAX: yes, one compiled kernel; torch eager: no, vmap adds overhead per op).
+    precision_hint : str
+        Appended to the float32-input warning (how to get float64 arrays in this framework).
     """
 
     name: str = "base"
     differentiable: bool = True
+    #: True where compiling is a choice (torch.compile); False where the backend
+    #: always compiles (jax.jit) or never does (numpy).  See ``simdiff._compile``.
+    optional_compiler: bool = False
+    #: What an uncompiled call runs as (``cache_info()``'s ``path``): "jit" or "eager".
+    plain_path: str = "eager"
+    prefers_batched_calls: bool = True
+    precision_hint: str = ""
+    #: The class of this backend's ``ops`` namespaces.
+    ops_class: type[OpsBase] = OpsBase
+
+    # --- transforms (subclasses set these to the framework's functions)
+    grad: Callable[..., Any]
+    jvp: Callable[..., Any]
+    vjp: Callable[..., Any]
+    jacfwd: Callable[..., Any]
+    jacrev: Callable[..., Any]
+
+    def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
+        raise NotImplementedError
+
+    #: The tracer itself raises when a problem leaves the traced computation
+    #: (``float(x)``, ``.item()``, numpy): JAX.  Where it does not (torch), the
+    #: leak probe of :class:`simdiff.Derivatives` checks the first call.
+    catches_leaks: bool = False
+
+    def leak_cause(self, exc: BaseException) -> str | None:
+        """What ``exc`` says the problem did to leave the traced computation, or None."""
+        return None
+
+    #: Messages (regular expressions) of warnings the framework emits when a value
+    #: leaves the traced computation; simdiff turns them into errors (``leak_cause``).
+    leak_warnings: tuple[str, ...] = ()
 
     def ops(self, dtype: Any = None, device: Any = None) -> Ops:
         raise NotImplementedError
+
+    def runs(self, ops: Any) -> bool:
+        """Whether ``ops`` is this backend's own context (not, e.g., Taylor over it)."""
+        return type(ops) is self.ops_class
+
+    # --- compilation
+    def jit(self, fn: Callable[..., Any], on_compile: Callable[[], None] | None = None):
+        """``fn`` compiled where the framework compiles; ``on_compile()`` runs once per compilation.
+
+        The default (eager frameworks) compiles nothing: ``fn`` is returned
+        and ``on_compile`` runs once, now (building the callable is its
+        "compilation"), so counters mean the same on every backend.
+        """
+        if on_compile is not None:
+            on_compile()
+        return fn
+
+    def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """An optional compiler on top of :meth:`jit` (see ``optional_compiler``)."""
+        raise UnsupportedError(f"backend {self.name!r} has no compiler beyond jit")
 
     @staticmethod
     def block_until_ready(x: Any) -> Any:
         """Wait for an asynchronous result (JAX); eager backends return ``x`` at once."""
         return x
+
+    def warm_up(self) -> None:
+        """Initialise the framework (imports, runtime start-up) outside any timing."""
+
+    # --- arrays
+
+    def hessian_method(self, n: int, m: int) -> str:
+        """Hessian method for ``method="auto"``: ``n`` inputs, ``m`` outputs (1 if scalar).
+
+        Forward over reverse by default (JAX's choice: one forward sweep per
+        input through the reverse pass); backends override it from measurements.
+        """
+        return "fwd-rev"
 
     def is_native(self, x: Any) -> bool:
         raise NotImplementedError
@@ -210,6 +537,30 @@ class Backend:
 
     def to_numpy(self, x: Any) -> Any:
         raise NotImplementedError
+
+    def dtype_name(self, x: Any) -> str:
+        """The dtype of native array ``x`` as numpy spells it (``"float32"``, ``"bool"``, ...)."""
+        return str(x.dtype)
+
+    def device_of(self, x: Any) -> Any:
+        """The device of native array ``x``, or ``None`` where the backend has one device."""
+        return None
+
+    def concrete(self, x: Any) -> Any:
+        """``x`` as a numpy array, or ``None`` if it has no value now (a tracer under jit/vmap)."""
+        return self.to_numpy(x)
+
+    # --- threads
+    def threads(self) -> dict[str, Any]:
+        """The framework's thread counts in effect (empty where it has no setting)."""
+        return {}
+
+    def set_threads(self, n: int) -> None:
+        """Use ``n`` threads from now on, where the framework allows it after import."""
+        raise UnsupportedError(
+            f"backend {self.name!r} cannot change its thread count after import; "
+            "call simdiff.backends.set_threads(n) before it is first used"
+        )
 
     def __repr__(self) -> str:
         return f"<simdiff backend {self.name!r}>"

@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ..errors import InputTypeError
+
 __all__ = ["TaylorArray", "register_jax_pytree"]
 
 
@@ -87,7 +89,7 @@ class TaylorArray:
 
     def __len__(self) -> int:
         if self.ndim == 0:
-            raise TypeError("len() of a 0-d TaylorArray")
+            raise InputTypeError("len() of a 0-d TaylorArray")
         return int(self.shape[0])
 
     def __iter__(self):
@@ -96,7 +98,7 @@ class TaylorArray:
 
     def __getitem__(self, index: Any) -> TaylorArray:
         if isinstance(index, TaylorArray):
-            raise TypeError(
+            raise InputTypeError(
                 "a TaylorArray cannot be used as an index (indices are not differentiable)"
             )
         index = index if isinstance(index, tuple) else (index,)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import UnsupportedError
+from ..errors import InputError, UnsupportedError
 from ._taylor_array import TaylorArray
 
 __all__ = ["einsum", "fft", "jax_scan", "matmul", "solve"]
@@ -39,7 +39,7 @@ def matmul(T: Any, x1: Any, x2: Any) -> Any:
     c = T.expand_dims(x2, -1) if v2 else x2  # (n,) -> (n, 1)
     nd = max(a.ndim, c.ndim)
     if _is(a) and _is(c):
-        out = T.s.bilinear(T.coeffs(a, nd), T.coeffs(c, nd), b.matmul)
+        out = T.s.bilinear(T.coeffs(a, nd), T.coeffs(c, nd), b.matmul, batched=b.matmul)
     elif _is(a):
         out = b.matmul(T.coeffs(a, nd), c)
     else:
@@ -75,7 +75,7 @@ def einsum(T: Any, subscripts: str, *operands: Any) -> Any:
         return b.einsum(subscripts, *operands)
     ins, out = _explicit(subscripts)
     if len(ins) != len(operands):
-        raise ValueError(f"einsum: {len(ins)} subscripts for {len(operands)} operands")
+        raise InputError(f"einsum: {len(ins)} subscripts for {len(operands)} operands")
     used = set("".join(ins) + out)
     k = next(ch for ch in "ZYXWVUTSRQPONMLKJIHGFEDCBA" if ch not in used)  # the order axis
     cur_sub, cur = ins[0], operands[0]
@@ -104,7 +104,16 @@ def _einsum2(T: Any, sa: str, a: Any, sb: str, c: Any, out: str, k: str) -> Any:
         return b.einsum(f"{sa},{sb}->{out}", a, c)
     if _is(a) and _is(c):
         spec = f"{sa},{sb}->{out}"
-        return T.wrap(T.s.bilinear(a.coeffs, c.coeffs, lambda u, v: b.einsum(spec, u, v)))
+        d = next(ch for ch in "zyxwvutsrqponmlkjihgfedcba" if ch not in spec + k)
+        batched = f"{d}{sa},{d}{sb}->{d}{out}"  # a leading direction axis on both operands
+        return T.wrap(
+            T.s.bilinear(
+                a.coeffs,
+                c.coeffs,
+                lambda u, v: b.einsum(spec, u, v),
+                batched=lambda u, v: b.einsum(batched, u, v),
+            )
+        )
     if _is(a):
         return T.wrap(b.einsum(f"{k}{sa},{sb}->{k}{out}", a.coeffs, c))
     return T.wrap(b.einsum(f"{sa},{k}{sb}->{k}{out}", a, c.coeffs))
@@ -122,19 +131,25 @@ def solve(T: Any, a: Any, rhs: Any) -> Any:
     B = T.coeffs(T.expand_dims(rhs, -1) if vec else rhs)
     if not _is(a):
         # one system with K+1 right-hand sides: solve(a, B_k) for every k
-        X = b.linalg.solve(a, B)
+        X = _solve_rows(b, a, B)
     else:
-        A = a.coeffs
-        a0 = A[0]
-        xs = [b.linalg.solve(a0, B[0])]
-        for k in range(1, T.order + 1):
-            r = B[k]
-            for i in range(1, k + 1):
-                r = r - b.matmul(A[i], xs[k - i])
-            xs.append(b.linalg.solve(a0, r))
-        X = b.stack(xs)
+        X = T.s.solve(a.coeffs, B)
     out = T.wrap(X)
     return T.squeeze(out, -1) if vec else out
+
+
+def _solve_rows(b: Any, a: Any, B: Any) -> Any:
+    """``solve(a, B_r)`` for every row ``r`` of ``B`` (rows, ..., n, m) and a plain ``a``.
+
+    A single matrix ``a`` (n, n) factors once: the rows become columns of one
+    right-hand side (torch.func.vmap also rejects a batched ``B`` with more
+    batch axes than an unbatched ``a``).
+    """
+    if a.ndim != 2 or B.ndim != 3:
+        return b.linalg.solve(a, B)
+    rows, n, m = (int(s) for s in B.shape)
+    flat = b.reshape(b.permute_dims(B, (1, 0, 2)), (n, rows * m))
+    return b.permute_dims(b.reshape(b.linalg.solve(a, flat), (n, rows, m)), (1, 0, 2))
 
 
 # --------------------------------------------------------------------------- fft
@@ -146,7 +161,7 @@ def fft(T: Any, name: str, x: Any, n: Any, axis: int, norm: Any) -> Any:
     if not _is(x):
         return fn(x, n=n, axis=axis, norm=norm)
     if x.ndim == 0:
-        raise ValueError(f"ops.fft.{name} needs an array with at least one axis; got a 0-d array")
+        raise InputError(f"ops.fft.{name} needs an array with at least one axis; got a 0-d array")
     return T.wrap(fn(x.coeffs, n=n, axis=int(axis) % x.ndim + 1, norm=norm))
 
 
@@ -189,7 +204,7 @@ def jax_scan(T: Any, step: Callable, carry: Any, xs: Any, length: Any) -> tuple[
     x_taylor = [_is(leaf) for leaf in x_leaves]
     for leaf in x_leaves:
         if _is(leaf) and leaf.ndim == 0:
-            raise ValueError(
+            raise InputError(
                 "ops.scan: xs leaves need a leading axis to scan over; got a 0-d TaylorArray"
             )
     x_arrays = [

@@ -52,7 +52,10 @@ class Series:
     def lift(self, p: Any) -> Any:
         """Coefficients of a constant: ``p`` then ``K`` zeros."""
         b = self.b
-        p = p if hasattr(p, "shape") and hasattr(p, "dtype") else b.asarray(p)
+        if isinstance(p, (int, np.integer)) and not isinstance(p, bool):
+            p = float(p)  # an integer constant next to a series is a floating constant
+        if isinstance(p, (np.generic, np.ndarray)) or not hasattr(p, "dtype"):
+            p = b.asarray(p)  # Python and numpy scalars become arrays of the base context
         if self.K == 0:
             return p[None]
         return b.concat([p[None], b.zeros((self.K, *p.shape), dtype=p.dtype)])
@@ -94,8 +97,12 @@ class Series:
         """Product series of two aligned coefficient arrays (same trailing ndim)."""
         return self.bilinear(x, y, lambda u, v: u * v)
 
-    def bilinear(self, x: Any, y: Any, fn: Any) -> Any:
-        """``C_k = sum_j fn(x_j, y_{k-j})`` for a bilinear ``fn`` of single coefficients."""
+    def bilinear(self, x: Any, y: Any, fn: Any, batched: Any = None) -> Any:
+        """``C_k = sum_j fn(x_j, y_{k-j})`` for a bilinear ``fn`` of single coefficients.
+
+        ``batched`` is ``fn`` for operands with one more leading (direction) axis;
+        only the collapsed context (:mod:`._taylor_collapsed`) needs it.
+        """
         out = []
         for k in range(self.K + 1):
             acc = fn(x[0], y[k])
@@ -192,6 +199,24 @@ class Series:
             y.append(self._dot(du[:k], g[::-1]) / k)
             g.append(sgn * self._dot(y, y[::-1]))
         return b.stack(y)
+
+    def atan2(self, cy: Any, cx: Any) -> Any:
+        """``atan2(y, x)`` from ``d atan2 = (x y' - y x') / (x^2 + y^2)`` (aligned arrays)."""
+        num = self.cauchy(cx, self.deriv(cy)) - self.cauchy(cy, self.deriv(cx))
+        den = self.cauchy(cx, cx) + self.cauchy(cy, cy)
+        return self.integral(self.b.atan2(cy[0], cx[0]), self.divide(num, den))
+
+    def solve(self, a: Any, rhs: Any) -> Any:
+        """``X`` with ``A X = B`` as series: ``A_0 X_k = B_k - sum_{j=1}^k A_j X_{k-j}``."""
+        b = self.b
+        a0 = a[0]
+        xs = [b.linalg.solve(a0, rhs[0])]
+        for k in range(1, self.K + 1):
+            r = rhs[k]
+            for i in range(1, k + 1):
+                r = r - b.matmul(a[i], xs[k - i])
+            xs.append(b.linalg.solve(a0, r))
+        return b.stack(xs)
 
     def compose(self, u: Any, y0: Any, g: Any) -> Any:
         """Series of ``y`` with ``y(0) = y0`` and ``y' = u' g`` (``g`` a series)."""

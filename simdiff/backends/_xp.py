@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import BINARY, REDUCTIONS, UNARY, Namespace, Ops
+from ._base import BINARY, REDUCTIONS, UNARY, Namespace, OpsBase
 
 _DIRECT = (
     *UNARY, *BINARY, *REDUCTIONS,
@@ -13,14 +13,15 @@ _DIRECT = (
 )  # fmt: skip
 
 
-class XPOps(Ops):
+class XPOps(OpsBase):
     """Ops over a namespace ``xp`` that already uses Array-API names."""
 
     def __init__(self, xp: Any, dtype: Any) -> None:
         self.xp = xp
         self.dtype = xp.dtype(dtype)
         for name in _DIRECT:
-            self.__dict__[name] = getattr(xp, name)
+            if not hasattr(type(self), name):  # a subclass's own rule (e.g. JaxOps.abs) wins
+                self.__dict__[name] = getattr(xp, name)
         self.linalg = Namespace(solve=xp.linalg.solve)
         real = self.dtype
         cplx = xp.dtype(xp.complex128 if self.dtype == xp.dtype(xp.float64) else xp.complex64)

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._base import Backend
+from ._threads import xla_threads
 from ._xp import XPOps
 
 jax.config.update("jax_enable_x64", True)
@@ -22,13 +23,50 @@ jax.config.update("jax_enable_x64", True)
 __all__ = ["JaxBackend", "JaxOps"]
 
 
+@jax.custom_jvp
+def _abs_real(x: Any) -> Any:
+    return jnp.abs(x)
+
+
+@_abs_real.defjvp
+def _abs_real_jvp(primals: tuple[Any], tangents: tuple[Any]) -> tuple[Any, Any]:
+    # d|x| = sign(x) dx, so d|x|/dx = 0 at 0 (jnp.abs gives 1 there; torch gives 0).
+    (x,), (t,) = primals, tangents
+    return _abs_real(x), jnp.sign(x) * t  # the primal through the rule: nested AD agrees
+
+
 class JaxOps(XPOps):
     """``ops`` over ``jax.numpy``; ``scan`` is ``lax.scan`` (one compile for any length)."""
 
     name = "jax"
+    traced = True
 
     def __init__(self, dtype: Any = jnp.float64) -> None:
         super().__init__(jnp, dtype)
+
+    # --- kinks: simdiff's conventions (docs/errors.md), where jax.numpy's differ
+    @staticmethod
+    def abs(x: Any) -> Any:
+        """``|x|`` with derivative ``sign(x)``: 0 at ``x = 0`` (a custom JVP rule)."""
+        x = jnp.asarray(x)
+        if jnp.issubdtype(x.dtype, jnp.complexfloating):
+            return jnp.abs(x)
+        return _abs_real(x)
+
+    @staticmethod
+    def clip(x: Any, min: Any = None, max: Any = None) -> Any:
+        """Limit ``x`` to ``[min, max]``; the derivative is 1 on the closed interval.
+
+        ``jnp.clip`` splits the derivative at a bound (0.5); simdiff's
+        convention, shared with torch.clamp and the Taylor context, selects
+        ``x`` while ``min <= x <= max``.
+        """
+        out = jnp.asarray(x)
+        if min is not None:
+            out = jnp.where(out < min, min, out)
+        if max is not None:
+            out = jnp.where(out > max, max, out)
+        return out
 
     @staticmethod
     def scan(step: Callable[..., Any], carry: Any, xs: Any = None, length: int | None = None):
@@ -53,11 +91,6 @@ class JaxOps(XPOps):
         return jax.lax.cond(pred, true_fn, false_fn, *operands)
 
     @staticmethod
-    def jacfwd(fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``jax.jacfwd``: forward-mode Jacobian, nests under every outer transform."""
-        return jax.jacfwd(fn)
-
-    @staticmethod
     def concrete(x: Any) -> Any:
         """``x`` as numpy, or ``None`` when it is traced (under ``jit``/``vmap``/``grad``)."""
         if isinstance(x, jax.core.Tracer):
@@ -74,23 +107,62 @@ class JaxOps(XPOps):
         """``jax.lax.stop_gradient``."""
         return jax.lax.stop_gradient(x)
 
+    @staticmethod
+    def jacfwd(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``jax.jacfwd``: forward-mode Jacobian, usable inside a solver."""
+        return jax.jacfwd(fn)
+
+
+_LEAKS = (
+    (jax.errors.TracerBoolConversionError, "a Python `if`/`while`/bool() on an array value"),
+    (jax.errors.TracerArrayConversionError, "a round trip through numpy (np.asarray(x), np.*)"),
+    (jax.errors.TracerIntegerConversionError, "int(...) or an array used as a Python index"),
+    (jax.errors.ConcretizationTypeError, "float(x[i]), x.item() or x.tolist() on an array"),
+)
+
 
 class JaxBackend(Backend):
     name = "jax"
+    plain_path = "jit"
+    ops_class = JaxOps
+    precision_hint = (
+        " (JAX makes float32 arrays until x64 is on: import simdiff.backends.jax, or call "
+        "jax.config.update('jax_enable_x64', True), before creating them)"
+    )
+    catches_leaks = True
     grad = staticmethod(jax.grad)
     jvp = staticmethod(jax.jvp)
     vjp = staticmethod(jax.vjp)
     jacfwd = staticmethod(jax.jacfwd)
     jacrev = staticmethod(jax.jacrev)
-    jit = staticmethod(jax.jit)
     block_until_ready = staticmethod(jax.block_until_ready)
 
     def ops(self, dtype: Any = None, device: Any = None) -> JaxOps:
         return JaxOps(jnp.float64 if dtype is None else dtype)
 
-    @staticmethod
-    def vmap(fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
+    def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
         return jax.vmap(fn, in_axes=in_axes)
+
+    def leak_cause(self, exc: BaseException) -> str | None:
+        for kind, cause in _LEAKS:
+            if isinstance(exc, kind):
+                return cause
+        return None
+
+    def jit(self, fn: Callable[..., Any], on_compile: Callable[[], None] | None = None):
+        """``jax.jit``; ``on_compile()`` runs each time JAX traces ``fn`` (once per compilation)."""
+        if on_compile is None:
+            return jax.jit(fn)
+        notify = on_compile
+
+        def counted(*args: Any) -> Any:
+            notify()  # runs only while JAX traces, i.e. once per compilation
+            return fn(*args)
+
+        return jax.jit(counted)
+
+    def warm_up(self) -> None:
+        jax.block_until_ready(jax.jit(jax.grad(lambda y: jnp.sin(y).sum()))(jnp.ones(1)))
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, jax.Array)
@@ -100,3 +172,15 @@ class JaxBackend(Backend):
 
     def to_numpy(self, x: Any) -> Any:
         return np.asarray(x)
+
+    def dtype_name(self, x: Any) -> str:
+        return np.dtype(x.dtype).name
+
+    def concrete(self, x: Any) -> Any:
+        if isinstance(x, jax.core.Tracer):
+            return None
+        return np.asarray(x)
+
+    def threads(self) -> dict[str, Any]:
+        """XLA's CPU threads: 1 if ``XLA_FLAGS`` made it single-threaded, else the affinity."""
+        return {"xla": xla_threads()}

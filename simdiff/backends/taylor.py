@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import InputError, InputTypeError, UnsupportedError
 from . import _taylor_linear as linear
 from ._base import LoopOps, Namespace
 from ._taylor_array import TaylorArray, register_jax_pytree
@@ -57,8 +57,11 @@ class TaylorOps(LoopOps):
     Notes
     -----
     Comparisons, ``where``, ``abs``, ``sign``, ``maximum``/``minimum``,
-    ``clip`` and ``max``/``min`` select on the primal ``c_0`` (ties in
-    ``max``/``min`` share the series equally, like JAX's rule).  Power with a
+    ``clip`` and ``max``/``min`` select on the primal ``c_0``, with the
+    conventions of every context at kinks and ties (docs/errors.md): ties in
+    ``maximum``/``minimum`` and ``max``/``min`` share the series equally,
+    ``abs`` has derivative ``sign(c_0)`` (0 at 0), ``clip`` selects ``x`` on
+    the closed interval.  Power with a
     real exponent, ``sqrt``, ``log`` and the inverse functions are singular
     where their derivatives are (e.g. ``sqrt`` at 0); integer powers are
     exact everywhere.  ``checkpoint`` is the identity: Taylor propagation is
@@ -78,10 +81,13 @@ class TaylorOps(LoopOps):
 
     def __init__(self, base: Any, order: int) -> None:
         if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
-            raise ValueError(f"Taylor order must be a non-negative integer; got {order!r}")
+            raise InputError(f"Taylor order must be a non-negative integer; got {order!r}")
         self.base = base
         self.order = int(order)
+        self.rows = self.order + 1  # coefficient rows of an array (the collapsed context has more)
         self.dtype = base.dtype
+        self.traced = base.traced  # Taylor over JAX traces like JAX
+        self.errstate = base.errstate
         self.s = Series(base, self.order)
         if base.name == "jax":
             register_jax_pytree()
@@ -116,6 +122,10 @@ class TaylorOps(LoopOps):
         c = x.coeffs if _is(x) else self.s.lift(x)
         return c if nd is None else self.s.align(c, nd)
 
+    def _plain(self, *xs: Any) -> list[Any]:
+        """Host arrays (numpy) as arrays of the base context; everything else as it is."""
+        return [self.base.asarray(x) if isinstance(x, np.ndarray) else x for x in xs]
+
     def _pair(self, x: Any, y: Any) -> tuple[Any, Any]:
         nd = max(_ndim(x), _ndim(y))
         return self.coeffs(x, nd), self.coeffs(y, nd)
@@ -126,6 +136,7 @@ class TaylorOps(LoopOps):
 
     # ------------------------------------------------------------------ binary arithmetic
     def add(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.add(x, y)
         if _is(x) and _is(y):
@@ -134,7 +145,7 @@ class TaylorOps(LoopOps):
         t, p = (x, y) if _is(x) else (y, x)
         c = self.coeffs(t, max(t.ndim, _ndim(p)))
         c0 = c[0] + p if _is(x) else p + c[0]
-        rest = self.base.broadcast_to(c[1:], (self.order, *c0.shape))
+        rest = self.base.broadcast_to(c[1:], (self.rows - 1, *c0.shape))
         return self.wrap(self.base.concat([c0[None], rest]))
 
     def subtract(self, x: Any, y: Any) -> Any:
@@ -143,6 +154,7 @@ class TaylorOps(LoopOps):
         return self.add(x, self.negative(y) if _is(y) else -y)
 
     def multiply(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.multiply(x, y)
         if _is(x) and _is(y):
@@ -152,6 +164,7 @@ class TaylorOps(LoopOps):
         return self._scaled(y, x, lambda c, p: p * c)
 
     def divide(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.divide(x, y)
         if not _is(y):
@@ -159,6 +172,7 @@ class TaylorOps(LoopOps):
         return self.wrap(self.s.divide(*self._pair(x, y)))
 
     def pow(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.pow(x, y)
         if _is(y):  # x ** y = exp(y log x)
@@ -172,22 +186,34 @@ class TaylorOps(LoopOps):
         return self._scaled(x, y, self.s.pow_real)
 
     def atan2(self, y: Any, x: Any) -> Any:
+        y, x = self._plain(y, x)
         if not (_is(x) or _is(y)):
             return self.base.atan2(y, x)
-        s, (cy, cx) = self.s, self._pair(y, x)
-        num = s.cauchy(cx, s.deriv(cy)) - s.cauchy(cy, s.deriv(cx))
-        den = s.cauchy(cx, cx) + s.cauchy(cy, cy)
-        return self.wrap(s.integral(self.base.atan2(cy[0], cx[0]), s.divide(num, den)))
+        return self.wrap(self.s.atan2(*self._pair(y, x)))
 
     def maximum(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.maximum(x, y)
-        return self.where(_primal(x) >= _primal(y), x, y)
+        return self._select_tie(_primal(x) > _primal(y), _primal(x) < _primal(y), x, y)
 
     def minimum(self, x: Any, y: Any) -> Any:
+        x, y = self._plain(x, y)
         if not (_is(x) or _is(y)):
             return self.base.minimum(x, y)
-        return self.where(_primal(x) <= _primal(y), x, y)
+        return self._select_tie(_primal(x) < _primal(y), _primal(x) > _primal(y), x, y)
+
+    def _select_tie(self, pick_x: Any, pick_y: Any, x: Any, y: Any) -> Any:
+        """``x`` where ``pick_x``, ``y`` where ``pick_y``, their mean at a tie (neither).
+
+        At a tie the values agree and every higher coefficient is the mean of
+        the two series: the derivative of ``maximum``/``minimum`` at a tie is
+        split equally between the arguments, as JAX and torch do in nested AD.
+        """
+        nd = max(_ndim(x), _ndim(y))
+        cx, cy = self.coeffs(x, nd), self.coeffs(y, nd)
+        b = self.base
+        return self.wrap(b.where(pick_x, cx, b.where(pick_y, cy, (cx + cy) * 0.5)))
 
     # ------------------------------------------------------------------ unary
     def _unary(self, name: str, x: Any, rule: Callable[[Any], Any]) -> Any:
@@ -203,7 +229,12 @@ class TaylorOps(LoopOps):
         return self._unary("negative", x, lambda c: -c)
 
     def abs(self, x: Any) -> Any:
-        return self._unary("abs", x, lambda c: self.base.where(c[0] < 0, -c, c))
+        """``|x|``: every coefficient times ``sign(c_0)``, so all derivatives are 0 at ``c_0 = 0``.
+
+        This is the chain rule with ``d|u|/du = sign(u)`` (0 at 0), the
+        convention of every context (docs/errors.md).
+        """
+        return self._unary("abs", x, lambda c: c * self.base.sign(c[0]))
 
     def sign(self, x: Any) -> Any:
         return self._unary("sign", x, lambda c: self.s.lift(self.base.sign(c[0])))
@@ -289,13 +320,17 @@ class TaylorOps(LoopOps):
     def where(self, condition: Any, x1: Any, x2: Any) -> Any:
         """Select on a plain boolean ``condition`` (from comparisons of primals)."""
         if _is(condition):
-            raise TypeError("ops.where: the condition must be a boolean array, got a TaylorArray")
+            raise InputTypeError(
+                "ops.where: the condition must be a boolean array, got a TaylorArray"
+            )
+        condition, x1, x2 = self._plain(condition, x1, x2)
         if not (_is(x1) or _is(x2)):
             return self.base.where(condition, x1, x2)
         nd = max(_ndim(condition), _ndim(x1), _ndim(x2))
         return self.wrap(self.base.where(condition, self.coeffs(x1, nd), self.coeffs(x2, nd)))
 
     def clip(self, x: Any, min: Any = None, max: Any = None) -> Any:
+        x, min, max = self._plain(x, min, max)
         if not (_is(x) or _is(min) or _is(max)):
             return self.base.clip(x, min, max)
         out = x
@@ -331,9 +366,7 @@ class TaylorOps(LoopOps):
         if not _is(x):
             return self.base.cumsum(x, axis=axis)
         if axis is None:
-            return self.wrap(
-                self.base.cumsum(self.base.reshape(x.coeffs, (self.order + 1, -1)), axis=1)
-            )
+            return self.wrap(self.base.cumsum(self.base.reshape(x.coeffs, (self.rows, -1)), axis=1))
         return self.wrap(self.base.cumsum(x.coeffs, axis=self._axes(axis, x.ndim)[0]))
 
     def prod(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -346,7 +379,7 @@ class TaylorOps(LoopOps):
         keep = [a for a in range(1, x.ndim + 1) if a not in axes]
         c = b.permute_dims(x.coeffs, (0, *axes, *keep))
         kept_shape = tuple(c.shape[1 + len(axes) :])
-        c = b.reshape(c, (self.order + 1, -1, *kept_shape))
+        c = b.reshape(c, (self.rows, -1, *kept_shape))
         while c.shape[1] > 1:
             n = int(c.shape[1])
             half = n // 2
@@ -386,7 +419,7 @@ class TaylorOps(LoopOps):
         if not _is(x):
             return self.base.reshape(x, shape)
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        return self._mapped(x, lambda c: self.base.reshape(c, (self.order + 1, *shape)))
+        return self._mapped(x, lambda c: self.base.reshape(c, (self.rows, *shape)))
 
     def _join(self, name: str, arrays: Any, axis: int) -> Any:
         arrays = list(arrays)
@@ -408,7 +441,7 @@ class TaylorOps(LoopOps):
             return self.base.roll(x, shift, axis=axis)
         b = self.base
         if axis is None:
-            flat = b.reshape(x.coeffs, (self.order + 1, -1))
+            flat = b.reshape(x.coeffs, (self.rows, -1))
             return self.wrap(b.reshape(b.roll(flat, shift, axis=1), x.coeffs.shape))
         axes = self._axes(axis, x.ndim)
         return self.wrap(b.roll(x.coeffs, shift, axis=axes if isinstance(axis, tuple) else axes[0]))
@@ -439,7 +472,7 @@ class TaylorOps(LoopOps):
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         return self._mapped(
             x,
-            lambda c: self.base.broadcast_to(self.s.align(c, len(shape)), (self.order + 1, *shape)),
+            lambda c: self.base.broadcast_to(self.s.align(c, len(shape)), (self.rows, *shape)),
         )
 
     def flip(self, x: Any, axis: Any = None) -> Any:
@@ -453,7 +486,7 @@ class TaylorOps(LoopOps):
             return self.base.take(x, indices, axis=axis)
         b = self.base
         if axis is None:
-            return self.wrap(b.take(b.reshape(x.coeffs, (self.order + 1, -1)), indices, axis=1))
+            return self.wrap(b.take(b.reshape(x.coeffs, (self.rows, -1)), indices, axis=1))
         return self._mapped(x, lambda c: b.take(c, indices, axis=self._axes(axis, x.ndim)[0]))
 
     # ------------------------------------------------------------------ linear
@@ -510,8 +543,12 @@ class TaylorOps(LoopOps):
         return self.wrap(self.s.lift(self.base.stop_gradient(x.coeffs[0])))
 
     def checkpoint(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Identity: Taylor propagation is forward-only, there is nothing to rematerialise."""
-        return fn
+        """Identity: Taylor propagation is forward-only, there is nothing to rematerialise.
+
+        Host (numpy) arguments are made arrays of the base context, as the
+        base context's ``checkpoint`` does.
+        """
+        return lambda *args: fn(*self._plain(*args))
 
     def scan(self, step: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any = None,
              length: int | None = None) -> tuple[Any, Any]:  # fmt: skip
@@ -525,22 +562,17 @@ class TaylorOps(LoopOps):
             return super().scan(step, carry, xs, length)
         return linear.jax_scan(self, step, carry, xs, length)
 
-    @property
-    def eager(self) -> bool:  # type: ignore[override]
-        """As the base context: a Python loop over numpy/torch, traced over jax."""
-        return bool(self.base.eager)
-
     def while_loop(self, cond: Callable[[Any], Any], body: Callable[[Any], Any], carry: Any,
                    max_steps: int) -> Any:  # fmt: skip
         """Bounded while loop: ``lax.while_loop`` over Taylor carries on jax, else a Python loop."""
-        if self.base.eager:
+        if not self.traced:
             return super().while_loop(cond, body, carry, max_steps)
         return linear.jax_while_loop(self, cond, body, carry, max_steps)
 
     def cond(self, pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any],
              *operands: Any) -> Any:  # fmt: skip
         """``lax.cond`` over Taylor operands on jax (on the primal of ``pred``), else ``if``."""
-        if self.base.eager:
+        if not self.traced:
             return super().cond(_primal(pred), true_fn, false_fn, *operands)
         return linear.jax_cond(self, pred, true_fn, false_fn, *operands)
 

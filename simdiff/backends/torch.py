@@ -18,7 +18,8 @@ import torch
 import torch.func
 import torch.utils.checkpoint
 
-from ._base import Backend, LoopOps, Namespace
+from ..errors import InputTypeError
+from ._base import BINARY, UNARY, Backend, LoopOps, Namespace
 
 __all__ = ["TorchBackend", "TorchOps"]
 
@@ -44,11 +45,70 @@ def torch_dtype(dtype: Any) -> torch.dtype:
     try:
         return _DTYPES[key]
     except KeyError:
-        raise TypeError(f"expected a float32 or float64 dtype, got {dtype!r}") from None
+        raise InputTypeError(f"expected a float32 or float64 dtype, got {dtype!r}") from None
 
 
 def _axis(axis: Any) -> Any:
     return tuple(axis) if isinstance(axis, list) else axis
+
+
+_BINARY = (*BINARY, "matmul")
+# Operands torch functions reject where numpy and JAX accept them.
+_HOST = (int, float, np.generic, np.ndarray)
+# Ops whose value is floating even for integer input (numpy: np.exp(2) is float64).
+_FLOAT_VALUED = frozenset(
+    "sqrt exp expm1 log log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh "
+    "divide atan2".split()
+)
+
+
+def _accepting_scalars(fn: Callable[..., Any], ops: TorchOps, arity: int = 0) -> Callable[..., Any]:
+    """``fn`` that also takes Python/numpy scalars and numpy arrays, as numpy and JAX do.
+
+    Tensor calls go straight to ``fn`` after one ``isinstance`` (``arity`` 1
+    and 2 avoid packing the arguments; the ``try`` is free in Python 3.11):
+    about 0.1 us per call, measured in docs/errors.md.  Only a call without
+    a tensor at either end, or a ``TypeError`` with a host operand, converts
+    the operands (:meth:`TorchOps._tensors`).
+    """
+    tensor, floating = torch.Tensor, fn.__name__ in _FLOAT_VALUED
+
+    def convert(args: tuple[Any, ...]) -> Any:
+        return fn(*ops._tensors(args, floating))
+
+    if arity == 1:
+
+        def op(x: Any) -> Any:
+            if isinstance(x, tensor):
+                return fn(x)
+            return convert((x,))
+
+    elif arity == 2:
+
+        def op(x1: Any, x2: Any) -> Any:  # type: ignore[misc]
+            if isinstance(x1, tensor) or isinstance(x2, tensor):
+                try:
+                    return fn(x1, x2)
+                except TypeError:
+                    if not (isinstance(x1, _HOST) or isinstance(x2, _HOST)):
+                        raise
+            # no tensor operand (torch would compute in its default float32), or torch refused one
+            return convert((x1, x2))
+
+    else:
+
+        def op(*args: Any) -> Any:  # type: ignore[misc]
+            if isinstance(args[0], tensor) or isinstance(args[-1], tensor):
+                try:
+                    return fn(*args)
+                except TypeError:
+                    if not any(isinstance(a, _HOST) for a in args):
+                        raise
+            return convert(args)
+
+    op.__name__ = op.__qualname__ = fn.__name__
+    op.__doc__ = f"``torch.{fn.__name__}``; Python and numpy scalars are accepted as operands."
+    return op
 
 
 class TorchOps(LoopOps):
@@ -60,8 +120,9 @@ class TorchOps(LoopOps):
         self.dtype = torch_dtype(dtype)
         self.device = torch.device("cpu") if device is None else torch.device(device)
         for name in _SAME:
-            self.__dict__[name] = getattr(torch, name)
-        self.linalg = Namespace(solve=torch.linalg.solve)
+            arity = 1 if name in UNARY else 2 if name in _BINARY else 0
+            self.__dict__[name] = _accepting_scalars(getattr(torch, name), self, arity)
+        self.linalg = Namespace(solve=_accepting_scalars(torch.linalg.solve, self, 2))
         cplx = torch.complex128 if self.dtype == torch.float64 else torch.complex64
         self._complex = cplx
 
@@ -69,25 +130,64 @@ class TorchOps(LoopOps):
             return lambda n, d=1.0: fn(n, d, dtype=self.dtype, device=self.device)
 
         self.fft = Namespace(
-            rfft=lambda x, n=None, axis=-1, norm=None: torch.fft.rfft(x, n=n, dim=axis, norm=norm),
-            irfft=lambda x, n=None, axis=-1, norm=None: torch.fft.irfft(
-                x, n=n, dim=axis, norm=norm
+            rfft=lambda x, n=None, axis=-1, norm=None: torch.fft.rfft(
+                self._tensor(x), n=n, dim=axis, norm=norm
             ),
-            fft=lambda x, n=None, axis=-1, norm=None: torch.fft.fft(x, n=n, dim=axis, norm=norm),
-            ifft=lambda x, n=None, axis=-1, norm=None: torch.fft.ifft(x, n=n, dim=axis, norm=norm),
+            irfft=lambda x, n=None, axis=-1, norm=None: torch.fft.irfft(
+                self._tensor(x), n=n, dim=axis, norm=norm
+            ),
+            fft=lambda x, n=None, axis=-1, norm=None: torch.fft.fft(
+                self._tensor(x), n=n, dim=axis, norm=norm
+            ),
+            ifft=lambda x, n=None, axis=-1, norm=None: torch.fft.ifft(
+                self._tensor(x), n=n, dim=axis, norm=norm
+            ),
             rfftfreq=freq(torch.fft.rfftfreq),
             fftfreq=freq(torch.fft.fftfreq),
         )
 
+    # --- scalar operands -----------------------------------------------------------
+    def _tensors(self, args: Any, floating: bool = False) -> list[Any]:
+        """Host operands (Python/numpy scalars, numpy arrays) as tensors, the way numpy types them.
+
+        A host operand takes the dtype and device of the first floating
+        tensor operand (a Python float next to a float32 tensor stays
+        float32, as in JAX); without one, floats get the context dtype and
+        integers stay integers unless ``floating`` (the op's value is
+        floating, e.g. ``exp(2)``).
+        """
+        like = next(
+            (a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None
+        )
+        dtype = self.dtype if like is None else like.dtype
+        device = self.device if like is None else like.device
+        out = []
+        for a in args:
+            if isinstance(a, _HOST):
+                a = np.asarray(a)
+                kind = a.dtype.kind
+                to_float = kind == "f" or (kind in "iub" and (like is not None or floating))
+                a = torch.as_tensor(a, dtype=dtype if to_float else None, device=device)
+            out.append(a)
+        return out
+
+    def _tensor(self, x: Any) -> Any:
+        """``x`` as a tensor: tensors pass through; host scalars and arrays are converted."""
+        return x if isinstance(x, torch.Tensor) else self._tensors((x,))[0]
+
     # --- reductions (numpy keywords) ------------------------------------------
+    # A full reduction is already 0-d: reshape only for keepdims (each op costs
+    # microseconds under torch.func, so none is added that the result does not need).
     def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        x = self._tensor(x)
         if axis is None:
-            return torch.sum(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.sum(x).reshape((1,) * x.ndim) if keepdims else torch.sum(x)
         return torch.sum(x, dim=_axis(axis), keepdim=keepdims)
 
     def prod(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        x = self._tensor(x)
         if axis is None:
-            return torch.prod(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.prod(x).reshape((1,) * x.ndim) if keepdims else torch.prod(x)
         if isinstance(axis, (tuple, list)):
             for a in sorted((a % x.ndim for a in axis), reverse=True):
                 x = torch.prod(x, dim=a, keepdim=keepdims)
@@ -95,52 +195,71 @@ class TorchOps(LoopOps):
         return torch.prod(x, dim=axis, keepdim=keepdims)
 
     def mean(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        x = self._tensor(x)
         if axis is None:
-            return torch.mean(x).reshape((1,) * x.ndim if keepdims else ())
+            return torch.mean(x).reshape((1,) * x.ndim) if keepdims else torch.mean(x)
         return torch.mean(x, dim=_axis(axis), keepdim=keepdims)
 
     def max(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        x = self._tensor(x)
         return torch.amax(x, dim=() if axis is None else _axis(axis), keepdim=keepdims)
 
     def min(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        x = self._tensor(x)
         return torch.amin(x, dim=() if axis is None else _axis(axis), keepdim=keepdims)
 
     def cumsum(self, x: Any, axis: int | None = None) -> Any:
+        x = self._tensor(x)
         if axis is None:
             return torch.cumsum(x.reshape(-1), dim=0)
         return torch.cumsum(x, dim=axis)
 
     # --- shape ------------------------------------------------------------------
     def reshape(self, x: Any, shape: Any) -> Any:
+        x = self._tensor(x)
         return torch.reshape(x, (shape,) if isinstance(shape, int) else tuple(shape))
 
     def stack(self, arrays: Any, axis: int = 0) -> Any:
-        return torch.stack(list(arrays), dim=axis)
+        arrays = list(arrays)
+        try:
+            return torch.stack(arrays, dim=axis)
+        except TypeError:
+            return torch.stack(self._tensors(arrays), dim=axis)
 
     def concat(self, arrays: Any, axis: int = 0) -> Any:
-        return torch.cat(list(arrays), dim=axis)
+        arrays = list(arrays)
+        try:
+            return torch.cat(arrays, dim=axis)
+        except TypeError:
+            return torch.cat(self._tensors(arrays), dim=axis)
 
     def roll(self, x: Any, shift: Any, axis: Any = None) -> Any:
+        x = self._tensor(x)
         if axis is None:
             return torch.roll(x, shifts=shift)
         return torch.roll(x, shifts=shift, dims=axis)
 
     def permute_dims(self, x: Any, axes: Any) -> Any:
+        x = self._tensor(x)
         return torch.permute(x, tuple(axes))
 
     def expand_dims(self, x: Any, axis: int) -> Any:
+        x = self._tensor(x)
         return torch.unsqueeze(x, axis)
 
     def squeeze(self, x: Any, axis: Any) -> Any:
+        x = self._tensor(x)
         return torch.squeeze(x, dim=axis)
 
     def flip(self, x: Any, axis: Any = None) -> Any:
+        x = self._tensor(x)
         dims = (
             tuple(range(x.ndim)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
         )
         return torch.flip(x, dims=dims)
 
     def take(self, x: Any, indices: Any, axis: int | None = None) -> Any:
+        x = self._tensor(x)
         idx = torch.as_tensor(indices, device=x.device)
         if axis is None:
             return x.reshape(-1)[idx]
@@ -149,20 +268,32 @@ class TorchOps(LoopOps):
         )
 
     def where(self, condition: Any, x1: Any, x2: Any) -> Any:
-        return torch.where(condition, x1, x2)
+        if not (isinstance(x1, torch.Tensor) and isinstance(x2, torch.Tensor)):
+            x1, x2 = self._tensors((x1, x2))
+        return torch.where(self._tensor(condition), x1, x2)
 
     def clip(self, x: Any, min: Any = None, max: Any = None) -> Any:
-        return torch.clamp(x, min=min, max=max)
+        x = self._tensor(x)
+        try:
+            return torch.clamp(x, min=min, max=max)
+        except TypeError:  # torch takes two numbers or two tensors as bounds, not a mix
+            lo, hi = (None if b is None else self._tensors((x, b))[1] for b in (min, max))
+            return torch.clamp(x, min=lo, max=hi)
 
     def vecdot(self, x1: Any, x2: Any, axis: int = -1) -> Any:
-        return torch.sum(x1 * x2, dim=axis)
+        return torch.sum(self.multiply(x1, x2), dim=axis)
 
     # --- creation -----------------------------------------------------------------
     def asarray(self, x: Any, dtype: Any = None) -> Any:
         """Tensor from ``x``; floats get the context dtype, integers and bools keep theirs."""
         if dtype is not None:
             return torch.as_tensor(x, dtype=torch_dtype(dtype), device=self.device)
-        t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x), device=self.device)
+        if isinstance(x, torch.Tensor):
+            t = x
+        elif isinstance(x, np.ndarray) and x.flags.writeable and self.device.type == "cpu":
+            t = torch.from_numpy(x)  # shares memory: no copy, no dtype inspection in Python
+        else:
+            t = torch.as_tensor(np.asarray(x), device=self.device)
         if t.is_floating_point() and t.dtype != self.dtype:
             return t.to(self.dtype)
         if t.is_complex() and t.dtype != self._complex:
@@ -176,20 +307,24 @@ class TorchOps(LoopOps):
         return torch.ones(shape, dtype=dtype or self.dtype, device=self.device)
 
     def full(self, shape: Any, fill_value: Any, dtype: Any = None) -> Any:
-        return torch.full(
-            (shape,) if isinstance(shape, int) else tuple(shape),
-            fill_value,
-            dtype=dtype or self.dtype,
-            device=self.device,
-        )
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if isinstance(fill_value, (torch.Tensor, np.ndarray)):  # torch.full takes numbers only
+            fill = self._tensor(fill_value).to(dtype or self.dtype)
+            return torch.broadcast_to(fill, shape).clone()
+        return torch.full(shape, fill_value, dtype=dtype or self.dtype, device=self.device)
 
     def zeros_like(self, x: Any) -> Any:
+        x = self._tensor(x)
         return torch.zeros_like(x)
 
     def ones_like(self, x: Any) -> Any:
+        x = self._tensor(x)
         return torch.ones_like(x)
 
     def full_like(self, x: Any, fill_value: Any) -> Any:
+        x = self._tensor(x)
+        if isinstance(fill_value, (torch.Tensor, np.ndarray)):
+            return torch.broadcast_to(self._tensor(fill_value).to(x.dtype), x.shape).clone()
         return torch.full_like(x, fill_value)
 
     def arange(self, start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Any:
@@ -219,8 +354,7 @@ class TorchOps(LoopOps):
         )[:n, :m]
 
     # --- control --------------------------------------------------------------------
-    @staticmethod
-    def checkpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def checkpoint(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``torch.utils.checkpoint`` (non-reentrant) where it composes; else the identity.
 
         torch.func's transforms reject saved-tensor hooks, so under
@@ -229,6 +363,7 @@ class TorchOps(LoopOps):
         """
 
         def wrapped(*args: Any) -> Any:
+            args = tuple(self._tensor(a) if isinstance(a, _HOST) else a for a in args)
             if torch._C._functorch.peek_interpreter_stack() is not None:
                 return fn(*args)
             return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)
@@ -237,12 +372,12 @@ class TorchOps(LoopOps):
 
     @staticmethod
     def stop_gradient(x: Any) -> Any:
-        """``x.detach()``."""
-        return x.detach()
+        """``x.detach()`` (host scalars have no gradient: returned as they are)."""
+        return x.detach() if isinstance(x, torch.Tensor) else x
 
     @staticmethod
-    def jacfwd(fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``torch.func.jacfwd``: forward-mode Jacobian, nests under torch.func transforms."""
+    def jacfwd(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``torch.func.jacfwd``: forward-mode Jacobian, usable inside a solver."""
         return torch.func.jacfwd(fn)
 
     @staticmethod
@@ -256,8 +391,20 @@ class TorchOps(LoopOps):
             return None
 
 
+# torch's messages when a problem leaves the traced computation, and what it did
+_LEAK_ERRORS = (
+    ("Can't call numpy() on Tensor that requires grad", "a round trip through numpy (x.numpy())"),
+    ("doesn't have storage", "a round trip through numpy (np.asarray(x), np.*)"),
+    ("calling .item() on a Tensor", "x.item() or float(x[i]) on an array"),
+    ("data-dependent control flow", "a Python `if`/`while` on an array value"),
+)
+
+
 class TorchBackend(Backend):
     name = "torch"
+    ops_class = TorchOps
+    optional_compiler = True
+    prefers_batched_calls = False
     grad = staticmethod(torch.func.grad)
     jvp = staticmethod(torch.func.jvp)
     vjp = staticmethod(torch.func.vjp)
@@ -267,18 +414,39 @@ class TorchBackend(Backend):
     def ops(self, dtype: Any = None, device: Any = None) -> TorchOps:
         return TorchOps(torch.float64 if dtype is None else dtype, device)
 
-    @staticmethod
-    def vmap(fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
+    def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
         return torch.func.vmap(fn, in_dims=in_axes)
 
-    @staticmethod
-    def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Eager torch has no compiler step: identity (``compile=True`` uses torch.compile)."""
-        return fn
+    def compile(self, fn: Callable[..., Any], fullgraph: bool = False) -> Callable[..., Any]:
+        """``torch.compile`` for static shapes (simdiff builds one callable per shape).
+
+        ``fullgraph=True`` makes a graph break an error instead of a silent
+        eager fallback; the compile policy's ``"auto"`` uses it.
+        """
+        return torch.compile(fn, fullgraph=fullgraph, dynamic=False)
 
     @staticmethod
-    def compile(fn: Callable[..., Any]) -> Callable[..., Any]:
-        return torch.compile(fn, fullgraph=False, dynamic=False)
+    def hessian_method(n: int, m: int) -> str:
+        """Reverse over reverse: torch.func's double backward beats jvp through a backward.
+
+        Measured with ``python -m validation.bench_torch_hessian`` (docs/performance.md).
+        """
+        return "rev-rev"
+
+    def warm_up(self) -> None:
+        t = torch.tensor([0.5], dtype=torch.float64)
+        torch.func.grad(lambda y: torch.sin(y).sum())(t)
+
+    leak_warnings = ("Converting a tensor with requires_grad=True to a scalar",)
+
+    def leak_cause(self, exc: BaseException) -> str | None:
+        if isinstance(exc, UserWarning) and str(exc).startswith(self.leak_warnings):
+            return "float(x[i]) or int(...) on an array"
+        if isinstance(exc, RuntimeError):
+            for fragment, cause in _LEAK_ERRORS:
+                if fragment in str(exc):
+                    return cause
+        return None
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
@@ -290,4 +458,26 @@ class TorchBackend(Backend):
         return t.to(torch_dtype(dtype)) if t.dtype != torch_dtype(dtype) else t
 
     def to_numpy(self, x: Any) -> Any:
-        return x.detach().cpu().numpy()
+        # force: detach, copy to the host, and materialise lazy conjugate/negative views
+        # (ifft of a real tensor) and the ZeroTensors torch.func returns for zero derivatives
+        return x.numpy(force=True)
+
+    def dtype_name(self, x: Any) -> str:
+        return str(x.dtype).removeprefix("torch.")
+
+    def device_of(self, x: Any) -> Any:
+        return x.device
+
+    def concrete(self, x: Any) -> Any:
+        try:
+            return np.asarray(float(x.detach())) if x.ndim == 0 else x.detach().cpu().numpy()
+        except RuntimeError:  # vmap / functional tensors without a value
+            return None
+
+    def threads(self) -> dict[str, Any]:
+        """torch's intra-op and inter-op thread counts."""
+        return {"torch": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads()}
+
+    def set_threads(self, n: int) -> None:
+        """``torch.set_num_threads(n)``."""
+        torch.set_num_threads(n)

@@ -169,7 +169,7 @@ class CheckpointAdjoint(Adjoint):
 
     def loop(self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any) -> Any:
         block = self.block_size(max_steps)
-        if ops.eager:
+        if not ops.traced:
             return ops.while_loop(cond, body, carry, max_steps)
         return blocked_loop(cond, body, carry, max_steps, block, ops, remat=True)
 
@@ -199,7 +199,7 @@ class DirectAdjoint(Adjoint):
     name = "direct"
 
     def loop(self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any) -> Any:
-        if ops.eager:
+        if not ops.traced:
             return ops.while_loop(cond, body, carry, max_steps)
 
         def masked(c: Any, _: Any) -> tuple[Any, None]:

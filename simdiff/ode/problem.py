@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._problem import Problem
+from .._problem import CheckOptions, Problem
 from ..backends import get_backend
 from ..errors import InputError, InputTypeError, ShapeError, SolverError
 from ._base import Rhs, SolveInfo, Solver, status_message
@@ -133,6 +133,10 @@ class ODEProblem(Problem):
         diffrax solvers choose their own adjoint (:func:`diffrax_problem`).
     name, exact, meta
         As for :class:`simdiff.Problem`.
+    check_options : CheckOptions, optional
+        As for :class:`simdiff.Problem`; default
+        ``CheckOptions(solver_rtol=solver.rtol)`` for an adaptive solver (the
+        accuracy :func:`simdiff.check` floors its references at).
     **solver_options
         Passed to the solver named by ``solver`` (``rtol``, ``atol``,
         ``max_steps``, ``n_steps``, ...).
@@ -180,6 +184,7 @@ class ODEProblem(Problem):
         name: str | None = None,
         exact: Mapping[str, Callable[..., Any]] | None = None,
         meta: Mapping[str, Any] | None = None,
+        check_options: CheckOptions | None = None,
         **solver_options: Any,
     ) -> None:
         if not callable(rhs):
@@ -204,9 +209,11 @@ class ODEProblem(Problem):
         self.solver.check(rhs, y0, t0, save, params)
         x0 = {"params": params, "y0": y0, "both": np.concatenate([params, y0])}[wrt]
         backends = getattr(self.solver, "backends", None)
+        if check_options is None:  # an adaptive solver declares its accuracy to simdiff.check
+            check_options = CheckOptions(solver_rtol=float(getattr(self.solver, "rtol", 0.0)))
         super().__init__(
             self._fn, x0, name=name or getattr(rhs, "__name__", "ode"), exact=exact,
-            backends=backends, meta=meta,
+            backends=backends, meta=meta, check_options=check_options,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ internals
@@ -238,7 +245,7 @@ class ODEProblem(Problem):
         p, y0 = self.split(x, ops)
         # Overflow in a rejected trial step is expected and handled (the status
         # reports real failures), so numpy's floating-point warnings are silenced.
-        with np.errstate(all="ignore"):
+        with ops.errstate():
             return self.solver.integrate(
                 self.rhs, y0, self.t_span[0], self.save_at, p, ops, adjoint=self.adjoint
             )

@@ -49,13 +49,12 @@ def rhs_jacobian(rhs: Rhs, t: Any, y: Any, p: Any, ops: Any) -> tuple[Any, Any]:
         return rhs(zz[0], zz[1:], p, ops)
 
     try:
-        jacfwd = ops.jacfwd
+        jz = ops.jacfwd(g)(z)
     except UnsupportedError as exc:
         raise UnsupportedError(
             f"Rodas3 computes df/dy by forward-mode AD, which the {ops.name!r} context lacks; "
             "pass an analytic jac=jac(t, y, p, ops) to Rodas3"
         ) from exc
-    jz = jacfwd(g)(z)
     return jz[:, 1:], jz[:, 0]
 
 

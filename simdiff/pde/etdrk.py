@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InputError
 from .marching import march
 from .spectral import as_complex
 
@@ -143,7 +144,7 @@ def etdrk4_integrate(
     True
     """
     if isinstance(n_steps, bool) or int(n_steps) != n_steps or int(n_steps) < 1:
-        raise ValueError(f"n_steps must be a positive integer; got {n_steps!r}")
+        raise InputError(f"n_steps must be a positive integer; got {n_steps!r}")
     h = float(t_final) / int(n_steps)
     if isinstance(L, np.ndarray):
         from ..backends import get_ops

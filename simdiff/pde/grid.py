@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedError
+from ..errors import InputError, InputTypeError, ShapeError, UnsupportedError
 
 __all__ = ["BOUNDARIES", "Grid"]
 
@@ -64,7 +64,7 @@ class Grid:
         if len(shape) not in (1, 2):
             raise ShapeError(f"Grid supports 1-D and 2-D grids; got shape {shape}")
         if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) for n in shape):
-            raise TypeError(f"Grid shape must be integers; got {shape!r}")
+            raise InputTypeError(f"Grid shape must be integers; got {shape!r}")
         if any(int(n) < 4 for n in shape):
             raise ShapeError(f"Grid needs at least 4 points per axis; got shape {shape}")
         if len(lengths) != len(shape):
@@ -72,14 +72,14 @@ class Grid:
                 f"Grid lengths must have one entry per axis ({len(shape)}); got {lengths!r}"
             )
         if not all(np.isfinite(float(L)) and float(L) > 0 for L in lengths):
-            raise ValueError(f"Grid lengths must be positive and finite; got {lengths!r}")
+            raise InputError(f"Grid lengths must be positive and finite; got {lengths!r}")
         if self.boundary not in BOUNDARIES:
             raise UnsupportedError(
                 f"unsupported boundary {self.boundary!r}; expected one of {list(BOUNDARIES)}"
             )
         bv = tuple(float(v) for v in self.boundary_values)
         if len(bv) != 2 or not all(np.isfinite(bv)):
-            raise ValueError(
+            raise InputError(
                 "boundary_values must be two finite numbers (low, high); "
                 f"got {self.boundary_values!r}"
             )

@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import InputError
+
 __all__ = ["block_size", "march"]
 
 
@@ -14,7 +16,7 @@ def block_size(checkpoint: bool | int, n_steps: int) -> int:
     if checkpoint is True:
         return max(1, math.isqrt(n_steps - 1) + 1)  # ceil(sqrt(n_steps))
     if isinstance(checkpoint, bool) or not isinstance(checkpoint, int) or checkpoint < 1:
-        raise ValueError(
+        raise InputError(
             f"checkpoint must be False, True or a positive block size (int); got {checkpoint!r}"
         )
     return checkpoint
@@ -58,7 +60,7 @@ def march(
     """
     n_steps = int(n_steps)
     if n_steps < 1:
-        raise ValueError(f"n_steps must be a positive integer; got {n_steps!r}")
+        raise InputError(f"n_steps must be a positive integer; got {n_steps!r}")
 
     def body(s: Any, _: Any) -> tuple[Any, None]:
         return step(s), None

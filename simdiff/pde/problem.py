@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .._problem import Problem
-from ..errors import UnsupportedError
+from .._problem import CheckOptions, Problem
+from ..errors import InputError, UnsupportedError
 from ..ode.rk import EULER, HEUN, RK4, ButcherTableau, rk_step
 from .etdrk import etdrk4_integrate
 from .grid import Grid
@@ -92,14 +92,14 @@ class Discretization:
 
     def __init__(self, grid: Grid, method: str = "spectral", order: int = 4) -> None:
         if method not in METHODS:
-            raise ValueError(f"unknown method {method!r}; expected one of {list(METHODS)}")
+            raise InputError(f"unknown method {method!r}; expected one of {list(METHODS)}")
         if method == "spectral" and not grid.periodic:
             raise UnsupportedError(
                 f"method='spectral' needs a periodic grid; got boundary {grid.boundary!r} "
                 "(use method='fd')"
             )
         if method == "fd" and order not in (2, 4, 6):
-            raise ValueError(f"finite-difference order must be 2, 4 or 6; got {order!r}")
+            raise InputError(f"finite-difference order must be 2, 4 or 6; got {order!r}")
         self.grid, self.method, self.order = grid, method, int(order)
 
     def dx(self, u: Any, ops: Any, axis: int = 0) -> Any:
@@ -151,7 +151,7 @@ def _stepper(stepper: str | ButcherTableau) -> ButcherTableau | str:
     if isinstance(stepper, ButcherTableau):
         return stepper
     if stepper not in STEPPERS:
-        raise ValueError(
+        raise InputError(
             f"unknown stepper {stepper!r}; expected one of {list(STEPPERS)} or a ButcherTableau"
         )
     return STEPPERS[stepper]
@@ -161,16 +161,16 @@ def _params(equation: Equation, params: Mapping[str, float] | None) -> dict[str,
     out = dict(equation.params)
     unknown = set(params or {}) - set(out)
     if unknown:
-        raise ValueError(
+        raise InputError(
             f"unknown parameters {sorted(unknown)} for {equation.name}; "
             f"expected a subset of {list(out)}"
         )
     out.update({k: float(v) for k, v in (params or {}).items()})
     for name, value in out.items():
         if not np.isfinite(value):
-            raise ValueError(f"parameter {name} must be finite; got {value}")
+            raise InputError(f"parameter {name} must be finite; got {value}")
         if name in equation.nonnegative and value < 0:
-            raise ValueError(f"parameter {name} must be >= 0; got {value}")
+            raise InputError(f"parameter {name} must be >= 0; got {value}")
     return out
 
 
@@ -284,6 +284,7 @@ def pde_problem(
     name: str | None = None,
     exact: Mapping[str, Callable[..., Any]] | None = None,
     meta: Mapping[str, Any] | None = None,
+    check_options: CheckOptions | None = None,
 ) -> Problem:
     """A :class:`simdiff.Problem` whose input is the initial field or the parameters.
 
@@ -313,7 +314,7 @@ def pde_problem(
     checkpoint : bool or int
         Rematerialisation for long horizons (see :func:`simdiff.pde.marching.march`;
         bounds memory on JAX; the identity under torch.func).
-    name, exact, meta
+    name, exact, meta, check_options
         Passed to :class:`simdiff.Problem` (``meta`` gains the setup).
 
     Returns
@@ -353,16 +354,16 @@ def pde_problem(
     u0 = np.asarray(u0, dtype=np.float64)
     grid.check_field(u0, "u0", equation.n_fields)
     if not np.all(np.isfinite(u0)):
-        raise ValueError("u0 must be finite")
+        raise InputError("u0 must be finite")
     u0 = u0.reshape(shape)
     if not (np.isfinite(t_final) and t_final > 0):
-        raise ValueError(f"t_final must be positive and finite; got {t_final!r}")
+        raise InputError(f"t_final must be positive and finite; got {t_final!r}")
     if isinstance(n_steps, bool) or int(n_steps) != n_steps or int(n_steps) < 1:
-        raise ValueError(f"n_steps must be a positive integer; got {n_steps!r}")
+        raise InputError(f"n_steps must be a positive integer; got {n_steps!r}")
     if output not in ("functional", "field"):
-        raise ValueError(f"output must be 'functional' or 'field'; got {output!r}")
+        raise InputError(f"output must be 'functional' or 'field'; got {output!r}")
     if output == "field" and observable is not None:
-        raise ValueError("observable applies to output='functional' only")
+        raise InputError("observable applies to output='functional' only")
     if checkpoint is not False:
         block_size(checkpoint, int(n_steps))
     terms = equation.linear(values)
@@ -382,7 +383,7 @@ def pde_problem(
         names = tuple(equation.params) if wrt == "params" else tuple(wrt)
         unknown = [n for n in names if n not in equation.params]
         if unknown or not names:
-            raise ValueError(
+            raise InputError(
                 f"wrt must be 'field', 'params' or parameter names from {list(equation.params)}; "
                 f"got {wrt!r}"
             )
@@ -408,4 +409,5 @@ def pde_problem(
         name=name or f"{equation.name}_{'field' if not names else '_'.join(names)}",
         exact=exact,
         meta={"tags": ("pde",), "setup": setup, **(meta or {})},
+        check_options=check_options,
     )

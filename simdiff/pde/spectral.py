@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedError
+from ..errors import InputError, ShapeError, UnsupportedError
 from .grid import Grid
 
 __all__ = [
@@ -80,7 +80,7 @@ def spectral_multiplier(grid: Grid, orders: tuple[int, ...]) -> np.ndarray:
     (its derivative is not representable by a real field).
     """
     if len(orders) != grid.ndim:
-        raise ValueError(f"need one derivative order per axis ({grid.ndim}); got {orders!r}")
+        raise InputError(f"need one derivative order per axis ({grid.ndim}); got {orders!r}")
     ks = grid.wavenumbers()
     sym = np.ones((), dtype=np.complex128)
     for axis, (k, m) in enumerate(zip(ks, orders, strict=True)):
@@ -110,7 +110,7 @@ def spectral_derivative(u: Any, ops: Any, grid: Grid, deriv: int = 1, axis: int 
     True
     """
     if not 0 <= axis < grid.ndim:
-        raise ValueError(f"axis must be in [0, {grid.ndim}) for a {grid.ndim}-D grid; got {axis}")
+        raise InputError(f"axis must be in [0, {grid.ndim}) for a {grid.ndim}-D grid; got {axis}")
     _check_grid(grid, u)
     orders = tuple(int(deriv) if a == axis else 0 for a in range(grid.ndim))
     sym = ops.asarray(spectral_multiplier(grid, orders))

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import InputError, ShapeError
 from .grid import Grid
 
 __all__ = [
@@ -51,7 +51,7 @@ def fd_weights(offsets: Any, deriv: int) -> np.ndarray:
     z = np.asarray(offsets, dtype=np.float64)
     n, m = z.size, int(deriv)
     if m < 0 or n <= m:
-        raise ValueError(f"need more than deriv={deriv} nodes and deriv >= 0; got {n} nodes")
+        raise InputError(f"need more than deriv={deriv} nodes and deriv >= 0; got {n} nodes")
     c = np.zeros((n, m + 1))
     c1, c4 = 1.0, z[0]
     c[0, 0] = 1.0
@@ -74,9 +74,9 @@ def fd_weights(offsets: Any, deriv: int) -> np.ndarray:
 
 def _check(deriv: int, order: int) -> None:
     if order not in ORDERS:
-        raise ValueError(f"stencil order must be one of {ORDERS}; got {order!r}")
+        raise InputError(f"stencil order must be one of {ORDERS}; got {order!r}")
     if deriv not in (1, 2, 3, 4):
-        raise ValueError(f"stencil derivative must be 1, 2, 3 or 4; got {deriv!r}")
+        raise InputError(f"stencil derivative must be 1, 2, 3 or 4; got {deriv!r}")
 
 
 @cache
@@ -154,7 +154,7 @@ def fd_derivative(
     """
     _check(deriv, order)
     if not 0 <= axis < grid.ndim:
-        raise ValueError(f"axis must be in [0, {grid.ndim}) for a {grid.ndim}-D grid; got {axis}")
+        raise InputError(f"axis must be in [0, {grid.ndim}) for a {grid.ndim}-D grid; got {axis}")
     nd = u.ndim
     if tuple(u.shape[nd - grid.ndim :]) != grid.shape:
         raise ShapeError(

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._problem import Problem
-from ..errors import ShapeError
+from ..errors import InputError, ShapeError
 from .potentials import PairPotential
 
 __all__ = [
@@ -184,7 +184,7 @@ def check_positions(
     pos = a.reshape(n_particles, dim)
     if not np.all(np.isfinite(pos)):
         i = int(np.flatnonzero(~np.isfinite(pos).all(axis=1))[0])
-        raise ValueError(f"coordinates must be finite; particle {i} is at {pos[i]}")
+        raise InputError(f"coordinates must be finite; particle {i} is at {pos[i]}")
     d = pos[:, None, :] - pos[None, :, :]
     if box is not None:
         d = d - box * np.round(d / box)
@@ -192,7 +192,7 @@ def check_positions(
     np.fill_diagonal(r2, np.inf)
     if np.any(r2 == 0.0):
         i, j = (int(k) for k in np.argwhere(r2 == 0.0)[0])
-        raise ValueError(
+        raise InputError(
             f"particles {i} and {j} coincide (distance 0): the energy is +inf and its "
             "derivatives are undefined"
         )
@@ -209,7 +209,7 @@ def _check_masses(masses: Any, n_particles: int) -> np.ndarray:
         raise ShapeError(f"masses must be a scalar or of shape ({n_particles},); got {m.shape}")
     if not np.all(np.isfinite(m) & (m > 0)):
         i = int(np.flatnonzero(~(np.isfinite(m) & (m > 0)))[0])
-        raise ValueError(f"masses must be finite and positive; masses[{i}] = {m[i]}")
+        raise InputError(f"masses must be finite and positive; masses[{i}] = {m[i]}")
     return m
 
 
@@ -220,10 +220,10 @@ def _check_box(box: Any, dim: int, pair: PairPotential) -> np.ndarray | None:
     if b.ndim == 0:
         b = np.full(dim, float(b))
     if b.shape != (dim,) or not np.all(np.isfinite(b) & (b > 0)):
-        raise ValueError(f"box must be {dim} positive finite lengths (or one); got {box!r}")
+        raise InputError(f"box must be {dim} positive finite lengths (or one); got {box!r}")
     r_cut = getattr(pair, "r_cut", None)
     if r_cut is None or r_cut > 0.5 * b.min():
-        raise ValueError(
+        raise InputError(
             "a periodic box needs a pair potential with a cutoff r_cut <= min(box) / 2 "
             f"(minimum image); got r_cut={r_cut}, box={b.tolist()} (wrap the potential with "
             "simdiff.pes.smooth_cutoff)"
@@ -287,7 +287,7 @@ def cluster_problem(
     dim = 3
     a = np.asarray(positions, dtype=np.float64)
     if a.size == 0:
-        raise ValueError("a cluster needs at least one particle; got an empty position array")
+        raise InputError("a cluster needs at least one particle; got an empty position array")
     if a.ndim == 1 and a.size % dim == 0:
         a = a.reshape(-1, dim)
     if a.ndim != 2 or a.shape[1] != dim:

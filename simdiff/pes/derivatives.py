@@ -8,7 +8,6 @@ the AD Hessian along each mode.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -17,14 +16,10 @@ import numpy as np
 from .._api import grad as _grad
 from .._problem import Problem
 from ..backends import get_backend
-from ..errors import NonFiniteError, ShapeError
+from ..errors import InputError, NonFiniteError, ShapeError
 from .cluster import check_positions, cluster_info
 
 __all__ = ["cubic_force_constants", "forces"]
-
-_THIRD: weakref.WeakKeyDictionary[Problem, dict[str, Callable[..., Any]]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def _point(problem: Problem, x: Any) -> np.ndarray:
@@ -56,8 +51,9 @@ def forces(problem: Problem, x: Any = None, *, backend: str = "jax") -> np.ndarr
 
 
 def _third_fn(problem: Problem, backend: str) -> Callable[..., Any]:
-    fns = _THIRD.setdefault(problem, {})
-    if backend not in fns:
+    """The compiled contraction, kept in the problem's derivative cache."""
+
+    def build() -> Callable[..., Any]:
         T = get_backend(backend)
         ops = T.ops()
 
@@ -73,8 +69,9 @@ def _third_fn(problem: Problem, backend: str) -> Callable[..., Any]:
             dhs = T.vmap(dh)(block.T)  # (c, n, n): H'[block[:, k]]
             return modes.T @ dhs @ modes  # (c, m, m): phi[i, j, k] at [k, i, j]
 
-        fns[backend] = T.jit(contract)
-    return fns[backend]
+        return T.jit(contract)
+
+    return problem.cache.get(("pes.cubic_force_constants", backend), build)
 
 
 def cubic_force_constants(
@@ -135,7 +132,7 @@ def cubic_force_constants(
         raise ShapeError(f"modes must have shape ({problem.n}, m) or ({problem.n},); "
                          f"got {np.shape(modes)}")  # fmt: skip
     if chunk < 1:
-        raise ValueError(f"chunk must be a positive integer; got {chunk}")
+        raise InputError(f"chunk must be a positive integer; got {chunk}")
     T = get_backend(backend)
     problem.require(T.name)
     fn = _third_fn(problem, T.name)

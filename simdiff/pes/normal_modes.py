@@ -23,7 +23,7 @@ import numpy as np
 
 from .._api import hessian as _hessian
 from .._problem import Problem
-from ..errors import ShapeError
+from ..errors import InputError, ShapeError
 from .cluster import check_positions, cluster_info
 
 __all__ = [
@@ -63,9 +63,9 @@ def wavenumber_factor(energy: str = "eV", length: str = "angstrom") -> float:
     5140.5
     """
     if energy not in _ENERGY_J:
-        raise ValueError(f"unknown energy unit {energy!r}; expected one of {list(_ENERGY_J)}")
+        raise InputError(f"unknown energy unit {energy!r}; expected one of {list(_ENERGY_J)}")
     if length not in _LENGTH_M:
-        raise ValueError(f"unknown length unit {length!r}; expected one of {list(_LENGTH_M)}")
+        raise InputError(f"unknown length unit {length!r}; expected one of {list(_LENGTH_M)}")
     omega = math.sqrt(_ENERGY_J[energy] / (_LENGTH_M[length] ** 2 * _AMU_KG))
     return omega / (2.0 * math.pi * _C_CM_S)
 
@@ -82,7 +82,7 @@ def _coordinate_masses(problem: Problem, masses: Any) -> np.ndarray:
                          f"coordinate; got {m.shape}")  # fmt: skip
     if not np.all(np.isfinite(m) & (m > 0)):
         i = int(np.flatnonzero(~(np.isfinite(m) & (m > 0)))[0])
-        raise ValueError(f"masses must be finite and positive; coordinate mass [{i}] = {m[i]}")
+        raise InputError(f"masses must be finite and positive; coordinate mass [{i}] = {m[i]}")
     return m
 
 

@@ -20,6 +20,7 @@ from .._api import hessian as _hessian
 from .._api import hvp as _hvp
 from .._api import value_and_grad as _value_and_grad
 from .._problem import Problem
+from ..errors import InputError
 from .cluster import cluster_info
 from .derivatives import _point
 from .normal_modes import internal_basis, normal_modes, rigid_body_basis
@@ -170,7 +171,7 @@ def find_minimum(
     (-3.0, 0)
     """
     if method not in MINIMIZE_METHODS:
-        raise ValueError(f"unknown method {method!r}; expected one of {list(MINIMIZE_METHODS)}")
+        raise InputError(f"unknown method {method!r}; expected one of {list(MINIMIZE_METHODS)}")
     start = _point(problem, x0)
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:

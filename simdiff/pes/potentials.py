@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import InputError
+
 __all__ = ["PairPotential", "SmoothCutoff", "lennard_jones", "morse", "smooth_cutoff", "switch_c2"]
 
 #: A pair potential: ``pair(r, ops)`` elementwise over distances ``r``.
@@ -171,4 +173,4 @@ class SmoothCutoff:
 
 def _check_cutoffs(r_on: float, r_cut: float) -> None:
     if not (0.0 < float(r_on) < float(r_cut)):
-        raise ValueError(f"cutoffs must satisfy 0 < r_on < r_cut; got r_on={r_on}, r_cut={r_cut}")
+        raise InputError(f"cutoffs must satisfy 0 < r_on < r_cut; got r_on={r_on}, r_cut={r_cut}")

@@ -2,6 +2,7 @@
 
 - local: :func:`local_sensitivity`, :func:`fisher_information`, :func:`laplace`
 - global: :func:`dgsm` over :class:`Uniform`, :class:`Normal`, :class:`LogUniform` inputs
+- moments: :func:`moments` (mean and variance of ``f(X)``, Gaussian ``X``, by Taylor expansion)
 - optimisation: :func:`minimize`, :func:`least_squares` (also ``simdiff.minimize``, ...)
 - sweeps: :func:`sweep` (in process or on a ``dask.distributed`` cluster, HDF5, resumable)
 """
@@ -21,6 +22,9 @@ from ._local import LocalSensitivity as LocalSensitivity
 from ._local import fisher_information as fisher_information
 from ._local import laplace as laplace
 from ._local import local_sensitivity as local_sensitivity
+from ._moments import Moments as Moments
+from ._moments import MomentWarning as MomentWarning
+from ._moments import moments as moments
 from ._optimize import least_squares as least_squares
 from ._optimize import minimize as minimize
 from ._sweep import STATUS as STATUS

@@ -8,13 +8,13 @@ import numpy as np
 
 from .._api import Derivatives, cached_derivatives
 from .._problem import Problem
-from ..errors import ShapeError
+from ..errors import InputTypeError, ShapeError
 
 
 def check_problem(problem: Any) -> Problem:
     """``problem`` itself, or ``TypeError`` naming what was given instead."""
     if not isinstance(problem, Problem):
-        raise TypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
+        raise InputTypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
     return problem
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._api import Derivatives
 from .._problem import Problem
-from ..errors import NonFiniteError, ShapeError
+from ..errors import InputError, InputTypeError, NonFiniteError, ShapeError
 from ._common import check_problem
 from ._common import derivatives as _derivatives
 from ._distributions import Distribution, LogUniform, as_distributions, sample
@@ -110,9 +110,9 @@ def batched_value_and_grad(
     if chunk_size is None:
         chunk_size = DEFAULT_CHUNK.get(derivatives.backend.name if derivatives else backend, 256)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
-        raise TypeError(f"chunk_size must be a positive integer; got {chunk_size!r}")
+        raise InputTypeError(f"chunk_size must be a positive integer; got {chunk_size!r}")
     if chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size}")
+        raise InputError(f"chunk_size must be a positive integer; got {chunk_size}")
     d = (
         derivatives
         if derivatives is not None
@@ -223,11 +223,11 @@ def dgsm(
         )
     dists = as_distributions(distributions, problem.n)
     if not 0.0 < float(confidence) < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1); got {confidence}")
+        raise InputError(f"confidence must lie in (0, 1); got {confidence}")
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)):
-        raise TypeError(f"n_bootstrap must be a non-negative integer; got {n_bootstrap!r}")
+        raise InputTypeError(f"n_bootstrap must be a non-negative integer; got {n_bootstrap!r}")
     if n_bootstrap < 0:
-        raise ValueError(f"n_bootstrap must be a non-negative integer; got {n_bootstrap}")
+        raise InputError(f"n_bootstrap must be a non-negative integer; got {n_bootstrap}")
     xs = sample(dists, n_samples, method=method, seed=seed)
     values, grads = batched_value_and_grad(problem, xs, backend=backend, chunk_size=chunk_size)
     bad = ~(np.isfinite(values) & np.isfinite(grads).all(axis=1))
@@ -239,7 +239,7 @@ def dgsm(
         )
     variance = float(np.var(values, ddof=1))
     if not variance > 0.0:
-        raise ValueError(
+        raise InputError(
             f"dgsm: the model's sample variance is {variance}; the total-index bound "
             "divides by it (is the model constant over the sample?)"
         )

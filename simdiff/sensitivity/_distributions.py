@@ -17,6 +17,8 @@ import numpy as np
 import scipy.special
 import scipy.stats
 
+from ..errors import InputError, InputTypeError
+
 __all__ = [
     "SAMPLING_METHODS",
     "Distribution",
@@ -35,10 +37,10 @@ _EPS = float(np.finfo(np.float64).eps)
 
 def _finite(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{what} must be a real number; got {value!r}")
+        raise InputTypeError(f"{what} must be a real number; got {value!r}")
     value = float(value)
     if not math.isfinite(value):
-        raise ValueError(f"{what} must be finite; got {value}")
+        raise InputError(f"{what} must be finite; got {value}")
     return value
 
 
@@ -47,7 +49,7 @@ def _set_interval(dist: Any, kind: str, floor: float) -> None:
     a, b = _finite(dist.a, f"{kind} lower bound a"), _finite(dist.b, f"{kind} upper bound b")
     if not floor < a < b:
         need = "a < b" if floor == -math.inf else f"{floor:g} < a < b"
-        raise ValueError(f"{kind}(a, b) needs {need}; got a={a}, b={b}")
+        raise InputError(f"{kind}(a, b) needs {need}; got a={a}, b={b}")
     object.__setattr__(dist, "a", a)
     object.__setattr__(dist, "b", b)
 
@@ -116,7 +118,7 @@ class Normal(Distribution):
     def __post_init__(self) -> None:
         mu, sigma = _finite(self.mu, "normal mean mu"), _finite(self.sigma, "normal sigma")
         if not sigma > 0:
-            raise ValueError(f"normal(mu, sigma) needs sigma > 0; got sigma={sigma}")
+            raise InputError(f"normal(mu, sigma) needs sigma > 0; got sigma={sigma}")
         object.__setattr__(self, "mu", mu)
         object.__setattr__(self, "sigma", sigma)
 
@@ -196,16 +198,16 @@ def as_distributions(spec: Any, n: int) -> tuple[Distribution, ...]:
     ):
         spec = [spec] * n
     if not isinstance(spec, Sequence) or isinstance(spec, str):
-        raise TypeError(f"distributions must be a sequence of {n} distributions; got {spec!r}")
+        raise InputTypeError(f"distributions must be a sequence of {n} distributions; got {spec!r}")
     if len(spec) != n:
-        raise ValueError(f"expected {n} distributions (one per parameter); got {len(spec)}")
+        raise InputError(f"expected {n} distributions (one per parameter); got {len(spec)}")
     out = []
     for i, item in enumerate(spec):
         if isinstance(item, Distribution):
             out.append(item)
             continue
         if not isinstance(item, (tuple, list)) or len(item) != 3 or item[0] not in _KINDS:
-            raise ValueError(
+            raise InputError(
                 f"distribution {i} must be a Distribution or a tuple (kind, p1, p2) with kind in "
                 f"{sorted(set(_KINDS) - {'loguniform'})}; got {item!r}"
             )
@@ -237,11 +239,11 @@ def sample(
     (8, 3)
     """
     if method not in SAMPLING_METHODS:
-        raise ValueError(f"unknown sampling method {method!r}; expected one of {SAMPLING_METHODS}")
+        raise InputError(f"unknown sampling method {method!r}; expected one of {SAMPLING_METHODS}")
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)):
-        raise TypeError(f"n_samples must be an integer; got {n_samples!r}")
+        raise InputTypeError(f"n_samples must be an integer; got {n_samples!r}")
     if n_samples < 2:
-        raise ValueError(f"n_samples must be at least 2; got {n_samples}")
+        raise InputError(f"n_samples must be at least 2; got {n_samples}")
     d = len(distributions)
     if method == "sobol":
         engine = scipy.stats.qmc.Sobol(d, scramble=True, rng=seed)

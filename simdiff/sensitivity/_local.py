@@ -18,7 +18,7 @@ import scipy.linalg
 import scipy.stats
 
 from .._problem import Problem
-from ..errors import ShapeError
+from ..errors import InputError, ShapeError
 from ._common import check_problem, derivatives, point
 
 __all__ = [
@@ -186,19 +186,19 @@ def _whitener(sigma: Any, m: int):
     """A function applying ``Sigma^{-1/2}`` (``L^{-1}`` with ``Sigma = L L^T``) to (m, k) arrays."""
     s = np.asarray(sigma, dtype=np.float64)
     if not np.all(np.isfinite(s)):
-        raise ValueError("sigma must be finite")
+        raise InputError("sigma must be finite")
     if s.ndim == 0 or s.shape == (m,):
         if np.any(s <= 0):
-            raise ValueError(f"sigma must be positive; got minimum {float(np.min(s))}")
+            raise InputError(f"sigma must be positive; got minimum {float(np.min(s))}")
         scale = np.broadcast_to(s, (m,))
         return lambda a: a / scale[:, None]
     if s.shape == (m, m):
         if not np.allclose(s, s.T, rtol=1e-12, atol=0.0):
-            raise ValueError("the noise covariance must be symmetric")
+            raise InputError("the noise covariance must be symmetric")
         try:
             chol = np.linalg.cholesky(s)
         except np.linalg.LinAlgError:
-            raise ValueError("the noise covariance must be positive definite") from None
+            raise InputError("the noise covariance must be positive definite") from None
         return lambda a: scipy.linalg.solve_triangular(chol, a, lower=True)
     raise ShapeError(
         f"sigma must be a scalar, shape ({m},) (per-output) or ({m}, {m}) (covariance); "
@@ -395,9 +395,9 @@ def laplace(
     problem = check_problem(problem)
     x = point(problem, x)
     if not 0.0 < float(level) < 1.0:
-        raise ValueError(f"level must lie in (0, 1); got {level}")
+        raise InputError(f"level must lie in (0, 1); got {level}")
     if not (np.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be positive and finite; got {scale}")
+        raise InputError(f"scale must be positive and finite; got {scale}")
     if not problem.is_scalar:
         raise ShapeError(
             f"laplace needs a scalar negative log-likelihood; {problem.name!r} returns shape "

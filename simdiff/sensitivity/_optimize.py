@@ -17,7 +17,7 @@ import scipy.optimize
 
 from .._api import Derivatives
 from .._problem import Problem
-from ..errors import ShapeError
+from ..errors import InputError, ShapeError
 from ._common import check_problem, derivatives, point
 
 __all__ = ["HESSIAN_METHODS", "HVP_METHODS", "least_squares", "minimize"]
@@ -47,7 +47,7 @@ def _start(problem: Any, x0: Any, what: str) -> np.ndarray:
     x0 = point(check_problem(problem), x0, f"{what}: x0")
     if not np.all(np.isfinite(x0)):
         i = int(np.flatnonzero(~np.isfinite(x0))[0])
-        raise ValueError(f"{what}: x0 must be finite; x0[{i}] = {x0[i]}")
+        raise InputError(f"{what}: x0 must be finite; x0[{i}] = {x0[i]}")
     return x0
 
 
@@ -66,15 +66,15 @@ def _bounds(bounds: Any, x0: np.ndarray, what: str) -> np.ndarray | None:
     if b.shape != (n, 2):
         raise ShapeError(f"{what}: bounds must be {n} (low, high) pairs; got shape {b.shape}")
     if np.isnan(b).any():
-        raise ValueError(f"{what}: bounds must not be NaN")
+        raise InputError(f"{what}: bounds must not be NaN")
     bad = np.flatnonzero(b[:, 0] > b[:, 1])
     if bad.size:
         i = int(bad[0])
-        raise ValueError(f"{what}: bounds[{i}] has low > high: ({b[i, 0]}, {b[i, 1]})")
+        raise InputError(f"{what}: bounds[{i}] has low > high: ({b[i, 0]}, {b[i, 1]})")
     out = np.flatnonzero((x0 < b[:, 0]) | (x0 > b[:, 1]))
     if out.size:
         i = int(out[0])
-        raise ValueError(
+        raise InputError(
             f"{what}: x0[{i}] = {x0[i]} lies outside bounds[{i}] = ({b[i, 0]}, {b[i, 1]})"
         )
     return b
@@ -179,13 +179,13 @@ def minimize(
             "L-BFGS-B" if b is not None else ("trust-exact" if problem.n <= 500 else "trust-krylov")
         )
     if not isinstance(method, str) or method.lower() not in _ALL:
-        raise ValueError(
+        raise InputError(
             f"unknown method {method!r}; expected one of scipy.optimize.minimize's "
             f"methods {[m for m in _ALL]}"
         )
     key = method.lower()
     if b is not None and key not in BOUNDED_METHODS:
-        raise ValueError(
+        raise InputError(
             f"method {method!r} does not accept bounds; use one of {list(BOUNDED_METHODS)}"
         )
     c = _Counted(derivatives(problem, backend, dtype=dtype))
@@ -253,9 +253,9 @@ def least_squares(
         )
     b = _bounds(bounds, x0, "least_squares")
     if method not in ("trf", "dogbox", "lm"):
-        raise ValueError(f"unknown method {method!r}; expected one of ['trf', 'dogbox', 'lm']")
+        raise InputError(f"unknown method {method!r}; expected one of ['trf', 'dogbox', 'lm']")
     if b is not None and method == "lm":
-        raise ValueError("method 'lm' does not accept bounds; use 'trf' or 'dogbox'")
+        raise InputError("method 'lm' does not accept bounds; use 'trf' or 'dogbox'")
     c = _Counted(derivatives(problem, backend, dtype=dtype))
     kwargs: dict[str, Any] = dict(options)
     if b is not None:

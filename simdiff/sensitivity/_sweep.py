@@ -3,19 +3,18 @@
 In process, each chunk is one vmapped call.  Given a ``dask.distributed``
 client, chunks run on the workers; each worker process builds (and on JAX
 compiles) the problem's derivative functions once and keeps them in a
-module-level cache.  Finished chunks stream into an HDF5 file, each chunk in
-its own group with a ``done`` flag written last, so an interrupted sweep
-resumes without recomputing them.  A point where the model fails is reported
-in the status array and the sweep goes on.
+module-level cache.  Finished chunks stream into a results store
+(:class:`simdiff.store.Store`), one entry per chunk, so an interrupted sweep
+resumes without recomputing them; the sweep is matched to its stored run by
+the problem's fingerprint (what it computes), never by its name.  A point
+where the model fails is reported in the status array and the sweep goes on.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import importlib
-import json
 import uuid
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from .._api import Derivatives
+from .._api import Derivatives, cached_derivatives
+from .._catalogue import resolve
 from .._problem import Problem
-from ..errors import NonFiniteError, ShapeError, SimdiffError, SolverError
+from ..errors import (
+    InputError,
+    InputTypeError,
+    NonFiniteError,
+    ShapeError,
+    SimdiffError,
+    SolverError,
+)
+from ..store import Store, fingerprint
 
 __all__ = [
     "STATUS",
@@ -39,7 +47,6 @@ SWEEP_DERIVATIVES = ("value", "grad", "hessian", "jacobian")
 #: Per-point status codes.
 STATUS = {0: "ok", 1: "non-finite output", 2: "solver error", 3: "model error"}
 OK, NONFINITE, SOLVER, FAILED = 0, 1, 2, 3
-_FORMAT = "simdiff-sweep/1"
 
 
 # --------------------------------------------------------------------------- result
@@ -65,7 +72,9 @@ class SweepResult:
     n_chunks, chunks_computed, chunks_resumed : int
         Chunks in the sweep, computed in this call, and read back from the store.
     store : str or None
-        The HDF5 file.
+        The results store (a directory, :class:`simdiff.store.Store`).
+    run : str or None
+        The sweep's run in the store.
     """
 
     points: np.ndarray = field(repr=False)
@@ -76,6 +85,7 @@ class SweepResult:
     chunks_computed: int
     chunks_resumed: int
     store: str | None = None
+    run: str | None = None
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.results[name]
@@ -93,7 +103,10 @@ def resolve_problem(spec: Any) -> Problem:
     """A Problem from itself, a catalogue name (``"rosenbrock4"``) or ``"module:attribute"``.
 
     The attribute may be a Problem or a zero-argument callable returning one.
-    Catalogue names need the repository's ``problems`` package importable.
+    Catalogue names are those of ``simdiff.problems`` (the repository's
+    ``problems/``).  The same resolution as the ``simdiff`` command's; a spec
+    that names no problem raises :class:`simdiff._catalogue.ProblemNotFound`
+    (a ``LookupError``).
 
     Examples
     --------
@@ -104,39 +117,31 @@ def resolve_problem(spec: Any) -> Problem:
     if isinstance(spec, Problem):
         return spec
     if not isinstance(spec, str):
-        raise TypeError(
+        raise InputTypeError(
             "problem must be a simdiff.Problem, a catalogue name or a "
             f"'module:attribute' string; got {type(spec).__name__}"
         )
-    if ":" in spec:
-        module, attr = spec.split(":", 1)
-        obj = getattr(importlib.import_module(module), attr)
-        obj = obj if isinstance(obj, Problem) else obj()
-        if not isinstance(obj, Problem):
-            raise TypeError(f"{spec!r} did not give a simdiff.Problem; got {type(obj).__name__}")
-        return obj
-    return importlib.import_module("problems").get(spec)
+    return resolve(spec)[1]()
 
 
-_TOKENS: weakref.WeakKeyDictionary[Problem, str] = weakref.WeakKeyDictionary()
-_WORKER_CACHE: dict[tuple[str, str], Derivatives] = {}
+@functools.lru_cache(maxsize=8)
+def _resolve_spec(spec: str) -> Problem:
+    """A worker's Problem for a catalogue name or ``"module:attribute"``, resolved once.
+
+    Bounded: at most 8 resolved problems (and, in their caches, their compiled
+    derivatives) stay alive per worker process.
+    """
+    return resolve_problem(spec)
 
 
-def _token(spec: Any, problem: Problem) -> str:
-    if isinstance(spec, str):
-        return spec
-    if problem not in _TOKENS:
-        _TOKENS[problem] = f"{problem.name}-{uuid.uuid4().hex}"
-    return _TOKENS[problem]
+def _derivatives_for(spec: Problem | str, backend: str) -> Derivatives:
+    """The problem's shared Derivatives (one compilation per shape), from its own cache.
 
-
-def _derivatives_for(spec: Any, token: str, backend: str) -> Derivatives:
-    """The per-process cache: one Derivatives (one compilation per shape) per problem."""
-    key = (token, backend)
-    d = _WORKER_CACHE.get(key)
-    if d is None:
-        d = _WORKER_CACHE[key] = Derivatives(resolve_problem(spec), backend, check_finite=False)
-    return d
+    A Problem scattered to dask workers is one object per worker, so its cache
+    serves every chunk there; a string spec is resolved once per worker.
+    """
+    problem = spec if isinstance(spec, Problem) else _resolve_spec(spec)
+    return cached_derivatives(problem, backend, check_finite=False)
 
 
 # --------------------------------------------------------------------------- one chunk
@@ -161,7 +166,6 @@ def _row_finite(results: dict[str, np.ndarray], k: int) -> np.ndarray:
 
 def _compute_chunk(
     spec: Any,
-    token: str,
     backend: str,
     derivatives: tuple[str, ...],
     shapes: dict[str, tuple[int, ...]],
@@ -169,7 +173,7 @@ def _compute_chunk(
     size: int,
 ) -> dict[str, Any]:
     """Evaluate one chunk (padded to ``size`` rows so one compilation serves every chunk)."""
-    d = _derivatives_for(spec, token, backend)
+    d = _derivatives_for(spec, backend)
     k = points.shape[0]
     padded = points if k == size else np.concatenate([points, np.repeat(points[-1:], size - k, 0)])
     messages: dict[int, str] = {}
@@ -197,66 +201,37 @@ def _compute_chunk(
     return {"results": results, "status": status, "messages": messages}
 
 
-# --------------------------------------------------------------------------- HDF5 store
+# --------------------------------------------------------------------------- store
 
 
-class _Store:
-    """Chunks of one sweep in an HDF5 file: group ``chunks/<i>``, attribute ``done`` last."""
+def _chunk_key(i: int) -> tuple[str, str, str]:
+    return ("sweep", "chunk", f"{i:06d}")
 
-    def __init__(self, path: str | Path, meta: dict[str, Any], points: np.ndarray) -> None:
-        import h5py
 
-        self.path = str(path)
-        self.file = h5py.File(self.path, "a")
-        attrs = self.file.attrs
-        if "format" not in attrs:
-            attrs["format"] = _FORMAT
-            for key, value in meta.items():
-                attrs[key] = json.dumps(value)
-            self.file.create_dataset("points", data=points)
-            self.file.flush()
-            return
-        if attrs["format"] != _FORMAT:
-            self.close()
-            raise ValueError(
-                f"{self.path} is not a simdiff sweep store (format "
-                f"{attrs['format']!r}, expected {_FORMAT!r})"
-            )
-        stored = {key: json.loads(attrs[key]) for key in meta if key in attrs}
-        differ = {k: (stored.get(k), v) for k, v in meta.items() if stored.get(k) != v}
-        if differ:
-            self.close()
-            detail = "; ".join(f"{k}: stored {a!r}, asked {b!r}" for k, (a, b) in differ.items())
-            raise ValueError(
-                f"store {self.path} holds a different sweep ({detail}); "
-                "use another file or delete this one"
-            )
+def _write_chunk(db: Store, run: str, i: int, chunk: dict[str, Any]) -> None:
+    messages = {str(k): v for k, v in chunk["messages"].items()}
+    arrays = {**chunk["results"], "status": chunk["status"]}
+    db.put(run, *_chunk_key(i), {"messages": messages}, arrays=arrays)
 
-    def done(self, i: int) -> bool:
-        name = f"chunks/{i:06d}"
-        return name in self.file and bool(self.file[name].attrs.get("done", False))
 
-    def read(self, i: int) -> dict[str, Any]:
-        g = self.file[f"chunks/{i:06d}"]
-        messages = {int(k): v for k, v in json.loads(g.attrs["messages"]).items()}
-        results = {name: g["results"][name][()] for name in g["results"]}
-        return {"results": results, "status": g["status"][()], "messages": messages}
+def _read_chunk(db: Store, run: str, i: int, derivatives: Sequence[str]) -> dict[str, Any] | None:
+    e = db.get(run, *_chunk_key(i))
+    if e is None:
+        return None
+    messages = {int(k): v for k, v in e["record"]["messages"].items()}
+    results = {name: e["arrays"][name] for name in derivatives}
+    return {"results": results, "status": e["arrays"]["status"], "messages": messages}
 
-    def write(self, i: int, chunk: dict[str, Any]) -> None:
-        name = f"chunks/{i:06d}"
-        if name in self.file:  # left unfinished by an interrupted run
-            del self.file[name]
-        g = self.file.create_group(name)
-        for key, a in chunk["results"].items():
-            g.create_dataset(f"results/{key}", data=a)
-        g.create_dataset("status", data=chunk["status"])
-        g.attrs["messages"] = json.dumps({str(k): v for k, v in chunk["messages"].items()})
-        self.file.flush()
-        g.attrs["done"] = True
-        self.file.flush()
 
-    def close(self) -> None:
-        self.file.close()
+def _open_run(db: Store, params: dict[str, Any], pts: np.ndarray) -> tuple[str, bool]:
+    """The sweep's run: a finished one to read back, an interrupted one to resume, or a new one."""
+    run = db.find_run("sweep", params, status="complete")
+    if run is not None:
+        return run, True
+    run = db.start_run("sweep", params)
+    if db.get(run, "sweep", "points", "all", arrays=False) is None:
+        db.put(run, "sweep", "points", "all", {"n_points": len(pts)}, arrays={"points": pts})
+    return run, False
 
 
 # --------------------------------------------------------------------------- sweep
@@ -265,7 +240,7 @@ class _Store:
 def _validate(problem: Problem, points: Any, derivatives: Any, chunk_size: Any):
     pts = np.asarray(points)
     if pts.dtype.kind not in "fiu":
-        raise TypeError(f"points must be a real array; got dtype {pts.dtype}")
+        raise InputTypeError(f"points must be a real array; got dtype {pts.dtype}")
     pts = pts.astype(np.float64)
     if pts.ndim != 2 or pts.shape[1] != problem.n or pts.shape[0] == 0:
         raise ShapeError(
@@ -274,13 +249,13 @@ def _validate(problem: Problem, points: Any, derivatives: Any, chunk_size: Any):
         )
     if not np.all(np.isfinite(pts)):
         i, j = (int(v) for v in np.argwhere(~np.isfinite(pts))[0])
-        raise ValueError(f"points must be finite; points[{i}, {j}] = {pts[i, j]}")
+        raise InputError(f"points must be finite; points[{i}, {j}] = {pts[i, j]}")
     if isinstance(derivatives, str):
         derivatives = (derivatives,)
     derivatives = tuple(derivatives)
     unknown = [d for d in derivatives if d not in SWEEP_DERIVATIVES]
     if unknown or not derivatives or len(set(derivatives)) != len(derivatives):
-        raise ValueError(
+        raise InputError(
             f"derivatives must be distinct names from {SWEEP_DERIVATIVES}; got {derivatives}"
         )
     if not problem.is_scalar and "grad" in derivatives:
@@ -289,9 +264,9 @@ def _validate(problem: Problem, points: Any, derivatives: Any, chunk_size: Any):
             f"{problem.output_shape} (ask for 'jacobian')"
         )
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
-        raise TypeError(f"chunk_size must be a positive integer; got {chunk_size!r}")
+        raise InputTypeError(f"chunk_size must be a positive integer; got {chunk_size!r}")
     if chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size}")
+        raise InputError(f"chunk_size must be a positive integer; got {chunk_size}")
     return pts, derivatives
 
 
@@ -330,10 +305,14 @@ def sweep(
         Run the chunks on its workers; results come back as they finish.
         A chunk whose worker dies is rescheduled by dask.
     store : path, optional
-        HDF5 file the chunks stream into.  If it already holds finished
-        chunks of the same sweep (same problem, points, derivatives,
-        backend and chunk size) they are read back, not recomputed; a
-        different sweep in the file raises ``ValueError``.
+        Results store (a directory, :class:`simdiff.store.Store`) the chunks
+        stream into, one entry per chunk.  A sweep is a run of the store
+        whose parameters are the problem's :func:`~simdiff.store.fingerprint`
+        (what it computes at probe points, plus its source: never its name),
+        the points' SHA-256, the derivatives, backend and chunk size.  Chunks
+        of the same sweep already there are read back, not recomputed; a
+        different sweep gets a new run of the same store.  A path that is
+        not a simdiff store raises :class:`~simdiff.errors.StoreError`.
     backend : {"jax", "torch"}
     callback : callable, optional
         ``callback(chunk_index, chunks_done, n_chunks)`` after each chunk is
@@ -369,20 +348,23 @@ def sweep(
     size = int(min(chunk_size, pts.shape[0]))
     n_chunks = -(-pts.shape[0] // size)
     shapes = _shapes(prob, derivatives)
-    token = _token(problem, prob)
     spec = problem if isinstance(problem, str) else prob  # pickles without its cache
     results = {name: np.full((pts.shape[0], *shape), np.nan) for name, shape in shapes.items()}
     status = np.zeros(pts.shape[0], dtype=np.int8)
     messages: dict[int, str] = {}
-    meta = {
-        "problem": prob.name,
-        "backend": backend,
-        "derivatives": list(derivatives),
-        "chunk_size": size,
-        "n_points": int(pts.shape[0]),
-        "points_sha256": hashlib.sha256(np.ascontiguousarray(pts).tobytes()).hexdigest(),
-    }
-    db = _Store(store, meta, pts) if store is not None else None
+    db = run = None
+    complete = False
+    if store is not None:
+        db = Store(store)
+        params = {
+            "fingerprint": fingerprint(prob, backend=backend),
+            "backend": backend,
+            "derivatives": list(derivatives),
+            "chunk_size": size,
+            "n_points": int(pts.shape[0]),
+            "points_sha256": hashlib.sha256(np.ascontiguousarray(pts).tobytes()).hexdigest(),
+        }
+        run, complete = _open_run(db, params, pts)
     counts = {"computed": 0, "resumed": 0}
 
     def accept(i: int, chunk: dict[str, Any], fresh: bool) -> None:
@@ -393,27 +375,26 @@ def sweep(
         status[start : start + k] = chunk["status"]
         messages.update({start + j: m for j, m in chunk["messages"].items()})
         if fresh and db is not None:
-            db.write(i, chunk)
+            _write_chunk(db, run, i, chunk)
         counts["computed" if fresh else "resumed"] += 1
         if callback is not None:
             callback(i, counts["computed"] + counts["resumed"], n_chunks)
 
-    try:
-        todo = []
-        for i in range(n_chunks):
-            if db is not None and db.done(i):
-                accept(i, db.read(i), fresh=False)
-            else:
-                todo.append(i)
-        args = (token, backend, derivatives, shapes)
-        if client is None:
-            for i in todo:
-                accept(i, _compute_chunk(spec, *args, pts[i * size : (i + 1) * size], size), True)
+    todo = []
+    for i in range(n_chunks):
+        stored = None if db is None else _read_chunk(db, run, i, derivatives)
+        if stored is not None:
+            accept(i, stored, fresh=False)
         else:
-            _run_dask(client, spec, args, pts, size, todo, accept, retries)
-    finally:
-        if db is not None:
-            db.close()
+            todo.append(i)
+    args = (backend, derivatives, shapes)
+    if client is None:
+        for i in todo:
+            accept(i, _compute_chunk(prob, *args, pts[i * size : (i + 1) * size], size), True)
+    else:
+        _run_dask(client, spec, args, pts, size, todo, accept, retries)
+    if db is not None and not complete:
+        db.finish_run(run)
     return SweepResult(
         pts,
         results,
@@ -423,6 +404,7 @@ def sweep(
         counts["computed"],
         counts["resumed"],
         None if store is None else str(store),
+        run,
     )
 
 

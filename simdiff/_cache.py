@@ -1,0 +1,75 @@
+"""The derivative cache: built and compiled callables of one problem, owned by the problem.
+
+Owner and lifetime
+------------------
+Every :class:`~simdiff.Problem` owns one :class:`DerivativeCache`
+(``problem.cache``).  Whatever simdiff builds for the problem — the shared
+:class:`~simdiff.Derivatives` per backend and dtype (and through it each
+compiled derivative), or a specialised compiled function such as the PES
+cubic force constants — goes in it, under a key made of strings and numbers
+only.  Nothing else in simdiff keeps built derivatives: there is no
+module-level dictionary keyed by problems, so nothing outlives its problem.
+When the last reference to a problem goes, the problem, its cache and the
+compiled functions in it go too (the cache and its values refer back to the
+problem, a cycle that Python's garbage collector frees).  ``problem.cache.clear()``
+frees them earlier; a pickled problem travels without its cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any, TypeVar
+
+__all__ = ["DerivativeCache"]
+
+T = TypeVar("T")
+
+
+class DerivativeCache:
+    """Built derivative objects of one problem, built once per key.
+
+    Keys are tuples of strings and numbers naming what was built and with
+    which settings (``("derivatives", "jax", "float64", True)``).
+
+    Examples
+    --------
+    >>> import numpy as np, simdiff
+    >>> p = simdiff.Problem(lambda x, ops: ops.sum(x ** 2), x0=np.ones(2))
+    >>> _ = simdiff.grad(p)
+    >>> len(p.cache) >= 1
+    True
+    >>> p.cache.clear()
+    >>> len(p.cache)
+    0
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[Hashable, Any] = {}
+
+    def get(self, key: Hashable, build: Callable[[], T]) -> T:
+        """The object stored under ``key``, built by ``build()`` on first use."""
+        try:
+            return self._items[key]
+        except KeyError:
+            value = self._items[key] = build()
+            return value
+
+    def clear(self) -> None:
+        """Drop every built object (they are rebuilt, and recompiled, when next asked for)."""
+        self._items.clear()
+
+    def keys(self) -> list[Hashable]:
+        """The keys in build order."""
+        return list(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Hashable]:
+        return iter(list(self._items))
+
+    def __repr__(self) -> str:
+        return f"<DerivativeCache: {len(self)} entries>"

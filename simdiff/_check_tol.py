@@ -1,0 +1,201 @@
+"""The comparison rule of :func:`simdiff.check`: element-wise tolerances and verdicts.
+
+One function, :func:`compare_arrays`, decides every comparison ``check``
+makes (against finite differences, exact references, the other backend, and
+nested-vs-Taylor); :func:`tolerance` is its formula.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "C_ERR",
+    "ERR_FRAC",
+    "FLOOR",
+    "RTOL_CROSS",
+    "RTOL_EXACT",
+    "RTOL_FD",
+    "Comparison",
+    "compare_arrays",
+    "tolerance",
+]
+
+EPS = float(np.finfo(np.float64).eps)
+#: Safety factor on SciPy's Richardson error estimate.
+C_ERR = 10.0
+#: Relative tolerance against finite differences: ``sqrt(eps)`` (~1.5e-8).
+RTOL_FD = math.sqrt(EPS)
+#: Relative tolerance against exact references: ``1e4 * eps`` (~2.2e-12).
+RTOL_EXACT = 1e4 * EPS
+#: Relative tolerance across backends and nested-vs-Taylor (same mathematics, same
+#: discrete solver; only the order of floating-point operations differs).
+RTOL_CROSS = 1e4 * EPS
+#: The absolute floor, as a fraction of the array's scale ``S``.
+FLOOR = 1e-2
+#: A finite-difference element whose ``C_ERR * err`` exceeds this fraction of
+#: ``|ref| + FLOOR * S`` cannot resolve the element: the comparison is inconclusive.
+ERR_FRAC = 1e-3
+
+
+def tolerance(err: Any, ref: Any, scale: float, *, rtol: float, c: float = C_ERR) -> np.ndarray:
+    """Element-wise tolerance ``tol_i = c * err_i + rtol * (|ref_i| + FLOOR * scale)``.
+
+    Parameters
+    ----------
+    err : array_like
+        SciPy's error estimate of each element (``0`` for exact, cross-backend
+        and nested-vs-Taylor references).
+    ref : array_like
+        The reference values.
+    scale : float
+        ``S``, the scale of the array: the larger of ``max |ref|`` (converged
+        elements) and the function's scale for this derivative,
+        ``max|f(x)| * max|v|^k / max(1, max|x|)^k`` for a derivative of
+        order ``k`` (along ``v``; ``max|v| = 1`` for full arrays).
+    rtol : float
+        :data:`RTOL_FD`, :data:`RTOL_EXACT` or :data:`RTOL_CROSS`, raised by a
+        problem's :class:`~simdiff.CheckOptions` where it declares a less
+        accurate solver or reference.
+    c : float
+        Safety factor on the error estimate (default 10): SciPy's estimate is
+        the change between the last two extrapolations, not a bound.
+
+    Notes
+    -----
+    Each element is held to its own size: an element ``>= FLOOR * S`` gets a
+    relative tolerance of at most ``2 * rtol`` (plus ``c * err``).  The absolute
+    floor ``rtol * FLOOR * S`` is there for rounding: an element computed in
+    floating point carries an absolute error of order ``eps`` times the terms
+    summed into it, and those are of the order of the array's (or the
+    function's) scale, not of the element, so an element that is zero up to
+    cancellation cannot be held to a relative tolerance.  With ``FLOOR =
+    1e-2`` the floor is ``100 * eps * S`` against exact references and
+    ``1.5e-10 * S`` against finite differences; hence the stated detection
+    power: a relative error ``delta`` in any element ``>= 1e-3 * S`` is caught
+    when ``delta > 11 * rtol`` and ``c * err`` is below it (``1e-8`` against
+    exact references, ``1e-5`` against finite differences with a converged
+    estimate).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simdiff._check_tol import tolerance
+    >>> tolerance(np.zeros(2), np.array([1.0, 0.0]), 1.0, rtol=1e-8)
+    array([1.01e-08, 1.00e-10])
+    """
+    err = np.abs(np.asarray(err, dtype=np.float64))
+    return c * err + rtol * (np.abs(np.asarray(ref, dtype=np.float64)) + FLOOR * float(scale))
+
+
+@dataclass
+class Comparison:
+    """The outcome of :func:`compare_arrays`: a verdict and its numbers."""
+
+    verdict: str  # "pass" | "fail" | "inconclusive" | "error"
+    message: str = ""
+    max_abs_err: float = math.nan
+    max_rel_err: float = math.nan  # max_i |got_i - ref_i| / (|ref_i| + FLOOR * S)
+    err_estimate: float = math.nan
+    tol: float = math.nan
+    unresolved: int = 0
+    size: int = 0
+
+
+def compare_arrays(
+    got: Any,
+    ref: Any,
+    *,
+    rtol: float,
+    err: Any = None,
+    converged: Any = None,
+    fscale: float = 0.0,
+    c: float = C_ERR,
+) -> Comparison:
+    """Compare ``got`` with ``ref`` element by element (see :func:`tolerance`).
+
+    Verdict, in this order:
+
+    - ``"error"``: the reference is not finite.
+    - ``"fail"``: ``got`` is not finite, or a *judged* element has
+      ``|got - ref| > tol``.
+    - ``"inconclusive"``: some element is unresolved: ``c * err`` exceeds
+      ``ERR_FRAC * size`` with ``size = |ref| + FLOOR * S`` (the estimate alone
+      would let an error of that size through).  For an element SciPy did not
+      converge on (``converged`` False: iteration limit), ``|ref|`` is not
+      trusted and ``size = FLOOR * S``: such an element is resolved only when
+      its estimate is far below the array's scale (a structural zero, on
+      which SciPy's relative criterion cannot converge).  Never a pass.
+    - ``"pass"`` otherwise.
+
+    Judged elements are the resolved ones plus the converged unresolved ones
+    (their tolerance includes ``c * err``, so a failure there is real).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simdiff._check_tol import compare_arrays
+    >>> ref = np.array([1.0, 1e-3])
+    >>> compare_arrays(ref * [1, 1 + 1e-8], ref, rtol=2e-12).verdict
+    'fail'
+    >>> compare_arrays(np.array([2.0]), np.array([1.0]), rtol=1e-8, err=np.array([5.0])).verdict
+    'inconclusive'
+    """
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        return Comparison("fail", f"shape {got.shape}, reference {ref.shape}")
+    err = (
+        np.zeros_like(ref)
+        if err is None
+        else np.broadcast_to(np.abs(np.asarray(err, float)), ref.shape)
+    )
+    conv = (
+        np.ones(ref.shape, bool)
+        if converged is None
+        else np.broadcast_to(np.asarray(converged, bool), ref.shape)
+    )
+    if not np.all(np.isfinite(ref)):
+        return Comparison(
+            "error", "reference is not finite (for finite differences: try a smaller fd_step)"
+        )
+    trusted = np.where(conv, np.abs(ref), 0.0)
+    scale = max(float(np.max(trusted, initial=0.0)), float(fscale))
+    size_i = trusted + FLOOR * scale
+    tol = c * err + rtol * size_i
+    diff = np.abs(got - ref)
+    bad = ~np.isfinite(got)
+    unresolved = c * err > ERR_FRAC * size_i
+    judged = conv | ~unresolved
+    failing = bad | (judged & (diff > tol))
+    rel = np.where(judged, diff / np.where(size_i > 0, size_i, 1.0), 0.0)
+    out = Comparison(
+        "pass",
+        max_abs_err=float(np.max(np.where(judged, diff, 0.0), initial=0.0)),
+        max_rel_err=float(np.max(rel, initial=0.0)),
+        err_estimate=float(np.max(err, initial=0.0)),
+        tol=float(np.max(tol, initial=0.0)),
+        unresolved=int(np.count_nonzero(unresolved)),
+        size=int(ref.size),
+    )
+    if np.any(failing):
+        excess = np.where(bad, np.inf, np.where(judged, diff - tol, -np.inf))
+        i = np.unravel_index(int(np.argmax(excess)), diff.shape)
+        out.verdict = "fail"
+        out.message = (
+            f"worst at {tuple(int(j) for j in i)}: got {got[i]:.6g}, ref {ref[i]:.6g} "
+            f"(tol {tol[i]:.2g})"
+        )
+    elif out.unresolved:
+        nc = int(np.count_nonzero(unresolved & ~conv))
+        out.verdict = "inconclusive"
+        out.message = (
+            f"{out.unresolved} of {ref.size} elements unresolved: {c:g} x error estimate "
+            f"above {ERR_FRAC:g} of the element"
+            + (f" ({nc} not converged in scipy.differentiate)" if nc else "")
+        )
+    return out

@@ -1,0 +1,216 @@
+"""The compile policy of :class:`simdiff.Derivatives`: ``compile=False | True | "auto"``.
+
+On a backend whose compiler is optional (torch: ``torch.compile``) each
+derivative callable runs under one :class:`CompiledCall`, which decides
+whether to compile, keeps the numbers behind the decision and reports the
+path that ran.  On a backend that always compiles (JAX: ``jax.jit``) the
+policy has nothing to decide: ``False`` and ``"auto"`` are accepted and the
+path is ``"jit"``; ``True`` is refused because it would promise a second
+compiler that does not exist.
+
+``"auto"`` is a break-even rule.  The first two calls run eagerly (the first
+pays one-time costs and is not counted); then it knows the eager time per
+call ``t_e`` (median of the last five eager calls); compiling costs about ``C`` seconds (the
+estimate: :data:`COMPILE_ESTIMATE_S` until a compile in this process has been
+measured, then the median of the measured ones).  Compiling pays after
+``N* = C / t_e`` further calls (an upper bound on the break-even, taking the
+compiled call as free).  When the caller announced how many calls it will
+make (``Derivatives.expect_calls``), "auto" compiles at once if the remaining
+calls exceed ``N*``; otherwise it compiles once the eager time already spent
+on the callable reaches ``C`` (the ski-rental rule: never more than twice the
+time of the better choice made in hindsight).  After compiling it measures the
+compile time and the compiled time per call, and returns to eager execution if
+the compiled call is not faster.  A compilation that fails keeps torch's
+reason; "auto" then runs eagerly and says so (``path="eager"``,
+``compile_error=...`` in ``cache_info()``); ``True`` raises
+:class:`~simdiff.errors.UnsupportedError` with the reason.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .errors import OptionError, UnsupportedError
+
+__all__ = ["COMPILE_ESTIMATE_S", "COMPILE_VALUES", "CompiledCall", "check_compile"]
+
+#: The values ``compile=`` accepts.
+COMPILE_VALUES = (False, True, "auto")
+
+#: Compile-time estimate (seconds) before any compile in this process was measured:
+#: the median torch.compile time of a catalogue derivative on the reference
+#: machine (2 cores), ``python -m validation.bench_torch`` (docs/performance.md).
+COMPILE_ESTIMATE_S = 5.0
+
+_MEASURED_COMPILE_S: list[float] = []  # every successful compile in this process
+
+
+def check_compile(compile: Any, backend: Any) -> bool | str:
+    """Validate ``compile=`` for ``backend``; return it (``False``, ``True`` or ``"auto"``).
+
+    Raises
+    ------
+    simdiff.errors.OptionError
+        ``compile`` is not one of ``False``, ``True``, ``"auto"``, or is ``True``
+        on a backend that always compiles (JAX).
+
+    Examples
+    --------
+    >>> from simdiff.backends import get_backend
+    >>> check_compile("auto", get_backend("jax"))
+    'auto'
+    >>> check_compile("yes", get_backend("jax"))
+    Traceback (most recent call last):
+    ...
+    simdiff.errors.OptionError: compile must be one of False, True, 'auto'; got 'yes'
+    """
+    if not any(compile is v or (isinstance(compile, str) and compile == v) for v in COMPILE_VALUES):
+        raise OptionError(f"compile must be one of False, True, 'auto'; got {compile!r}")
+    if compile is True and not backend.optional_compiler:
+        raise OptionError(
+            f"compile=True means torch.compile and needs backend='torch'; the "
+            f"{backend.name!r} backend always compiles (jit), so pass compile=False or 'auto'"
+        )
+    return compile
+
+
+def compile_estimate_s() -> float:
+    """Seconds a compile is expected to take: measured median in this process, else the prior."""
+    if _MEASURED_COMPILE_S:
+        return statistics.median(_MEASURED_COMPILE_S)
+    return COMPILE_ESTIMATE_S
+
+
+class CompiledCall:
+    """One derivative callable under the compile policy ``True`` or ``"auto"``.
+
+    Parameters
+    ----------
+    eager : callable
+        The torch.func callable.
+    compiler : callable
+        ``compiler(fn) -> fn`` (the backend's ``compile``).
+    mode : {True, "auto"}
+    kind : str
+        The derivative's name, for messages.
+    expected : callable
+        Returns the number of calls the caller announced (``None``: not announced).
+
+    Attributes
+    ----------
+    path : {"eager", "compiled"}
+        What the last call ran.
+    record : dict
+        The numbers behind the decision, merged into ``Derivatives.cache_info()``.
+    """
+
+    def __init__(
+        self,
+        eager: Callable[..., Any],
+        compiler: Callable[[Callable], Callable],
+        mode: bool | str,
+        kind: str,
+        expected: Callable[[], int | None],
+    ) -> None:
+        self.eager = eager
+        self.compiler = compiler
+        self.mode = mode
+        self.kind = kind
+        self.expected = expected
+        self.compiled: Callable[..., Any] | None = None
+        self.path = "eager"
+        self.calls = 0
+        self.eager_total_s = 0.0
+        self.eager_times: list[float] = []
+        self.record: dict[str, Any] = {"compile": mode, "path": "eager"}
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        if self.path == "compiled" or self.mode is True:
+            return self._compiled_call(args)
+        if self.mode == "auto" and self.compiled is None and self._pays():
+            return self._compiled_call(args)
+        start = time.perf_counter()
+        out = self.eager(*args)
+        self._note_eager(time.perf_counter() - start)
+        return out
+
+    # ---------------------------------------------------------------- decision
+    def _note_eager(self, seconds: float) -> None:
+        if self.calls == 1:
+            self.record["warmup_s"] = seconds  # one-time costs (imports, allocator): not t_e
+            return
+        self.eager_total_s += seconds
+        self.eager_times.append(seconds)
+        del self.eager_times[:-5]  # a running median over the last few calls
+        self.record["eager_s"] = statistics.median(self.eager_times)
+
+    def _pays(self) -> bool:
+        if not self.eager_times or self.compiled is not None:
+            return False  # the first two calls run eager and measure t_e; one compile at most
+        t_e, c = self.record["eager_s"], compile_estimate_s()
+        break_even = c / max(t_e, 1e-9)
+        expected = self.expected()
+        self.record["compile_estimate_s"] = c
+        self.record["break_even_calls"] = break_even
+        if expected is not None:
+            self.record["expected_calls"] = expected
+            remaining = expected - (self.calls - 1)
+            self.record["reason"] = (
+                f"{remaining} remaining of {expected} announced calls vs break-even "
+                f"{break_even:.0f} (estimated compile {c:.2g} s / eager {t_e * 1e3:.3g} ms)"
+            )
+            return remaining > break_even
+        self.record["reason"] = (
+            f"eager time spent {self.eager_total_s:.3g} s vs estimated compile {c:.2g} s "
+            f"(break-even {break_even:.0f} calls at eager {t_e * 1e3:.3g} ms; no calls announced)"
+        )
+        return self.eager_total_s >= c
+
+    # ---------------------------------------------------------------- compiling
+    def _compiled_call(self, args: tuple) -> Any:
+        first = self.compiled is None
+        start = time.perf_counter()
+        try:
+            if first:
+                self.compiled = self.compiler(self.eager)
+            out = self.compiled(*args)  # type: ignore[misc]
+        except Exception as exc:  # torch.compile failures come in many types
+            reason = f"torch.compile failed on {self.kind}: {type(exc).__name__}: {str(exc)[:500]}"
+            if self.mode is True:
+                self.compiled = None  # every later call tries again and raises again
+                raise UnsupportedError(reason) from exc
+            self.path = "eager"
+            self.record.update(compile_error=reason, path="eager")
+            return self.eager(*args)
+        if first:
+            compile_s = time.perf_counter() - start
+            _MEASURED_COMPILE_S.append(compile_s)
+            self.path = "compiled"
+            self.record.update(compile_s=compile_s, path="compiled")
+            if self.mode == "auto":
+                self._keep_if_faster(args)
+        return out
+
+    def _keep_if_faster(self, args: tuple) -> None:
+        """Time the compiled call (median of 3); fall back to eager if it is not faster."""
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            self.compiled(*args)  # type: ignore[misc]
+            times.append(time.perf_counter() - start)
+        compiled_s = statistics.median(times)
+        t_e = self.record["eager_s"]
+        self.record["compiled_s"] = compiled_s
+        if compiled_s < t_e:
+            self.record["break_even_calls"] = self.record["compile_s"] / (t_e - compiled_s)
+        else:
+            self.path = "eager"
+            self.record.update(
+                path="eager",
+                reason=f"compiled call ({compiled_s * 1e3:.3g} ms) not faster than eager "
+                f"({t_e * 1e3:.3g} ms): kept eager",
+            )

@@ -1,0 +1,169 @@
+"""The compile policy ``compile=False | True | "auto"`` and ``method="auto"`` for Hessians.
+
+The decision logic is tested with a stand-in compiler (fast, deterministic);
+one test compiles for real (a small function) and checks that compiled and
+eager derivatives agree to 1e-12 relative.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import problems
+import simdiff
+from simdiff import _compile
+from simdiff._api import auto_hessian_method
+from simdiff.backends import get_backend
+from simdiff.errors import OptionError, UnsupportedError
+
+
+@pytest.fixture
+def quad():
+    return simdiff.Problem(lambda x, ops: ops.sum(x**3) + x[0] * x[1], x0=np.array([1.0, 2.0]))
+
+
+class FakeCompiler:
+    """Stands in for torch.compile: counts compiles; the "compiled" function fails, is
+    slower (``delay``) or is faster than eager (it reuses its first result: the tests
+    call it at one point)."""
+
+    def __init__(self, fail: bool = False, delay: float = 0.0) -> None:
+        self.fail, self.delay, self.compiled = fail, delay, 0
+
+    def __call__(self, fn, fullgraph: bool = False):
+        self.compiled += 1
+        self.fullgraph = fullgraph
+        memo = []
+
+        def call(*args):
+            if self.fail:
+                raise RuntimeError("Dynamo does not support this transform")
+            if self.delay:
+                time.sleep(self.delay)
+                return fn(*args)
+            if not memo:
+                memo.append(fn(*args))
+            return memo[0]
+
+        return call
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def install(d, **kw):
+        compiler = FakeCompiler(**kw)
+        monkeypatch.setattr(d.backend, "compile", compiler)
+        return compiler
+
+    monkeypatch.setattr(_compile, "_MEASURED_COMPILE_S", [])
+    return install
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0, "True", None, "AUTO"])
+def test_compile_values_outside_the_accepted_ones_are_refused(quad, value):
+    with pytest.raises(OptionError, match=r"compile must be one of False, True, 'auto'; got"):
+        simdiff.Derivatives(quad, backend="torch", compile=value)
+
+
+def test_jax_accepts_false_and_auto_and_refuses_true(quad):
+    d = simdiff.Derivatives(quad, backend="jax", compile="auto")
+    np.testing.assert_allclose(d.grad(), [5.0, 13.0])
+    assert d.cache_info()[0]["path"] == "jit" and d.cache_info()[0]["compile"] == "auto"
+    with pytest.raises(OptionError, match="always compiles"):
+        simdiff.Derivatives(quad, backend="jax", compile=True)
+
+
+def test_auto_with_few_announced_calls_stays_eager(quad, fake):
+    d = simdiff.Derivatives(quad, backend="torch", compile="auto").expect_calls(5)
+    compiler = fake(d)
+    for _ in range(5):
+        d.grad()
+    info = d.cache_info()[0]
+    assert compiler.compiled == 0 and info["path"] == "eager"
+    assert "announced calls vs break-even" in info["reason"] and info["break_even_calls"] > 5
+
+
+def test_auto_with_many_announced_calls_compiles_after_measuring(quad, fake):
+    d = simdiff.Derivatives(quad, backend="torch", compile="auto").expect_calls(10**9)
+    compiler = fake(d)
+    d.grad(), d.grad()
+    assert compiler.compiled == 0  # two eager calls measure t_e first
+    np.testing.assert_allclose(d.grad(), [5.0, 13.0])
+    info = d.cache_info()[0]
+    assert compiler.compiled == 1 and compiler.fullgraph is True
+    assert info["path"] == "compiled" and info["compile_s"] >= 0 and info["compiled_s"] > 0
+    assert _compile._MEASURED_COMPILE_S == [info["compile_s"]]
+
+
+def test_auto_without_announcement_compiles_when_eager_time_reaches_compile_time(
+    quad, fake, monkeypatch
+):
+    monkeypatch.setattr(_compile, "COMPILE_ESTIMATE_S", 1e-9)
+    d = simdiff.Derivatives(quad, backend="torch", compile="auto")
+    compiler = fake(d)
+    for _ in range(3):
+        d.hessian()
+    assert compiler.compiled == 1 and d.cache_info()[0]["path"] == "compiled"
+    assert "no calls announced" in d.cache_info()[0]["reason"]
+
+
+def test_auto_keeps_eager_when_compiled_is_slower(quad, fake):
+    d = simdiff.Derivatives(quad, backend="torch", compile="auto").expect_calls(10**9)
+    compiler = fake(d, delay=0.05)
+    for _ in range(4):
+        np.testing.assert_allclose(d.grad(), [5.0, 13.0])
+    info = d.cache_info()[0]
+    assert compiler.compiled == 1 and info["path"] == "eager"
+    assert "not faster than eager" in info["reason"] and info["compiled_s"] >= 0.05
+
+
+def test_auto_reports_a_failed_compile_and_runs_eager(quad, fake):
+    d = simdiff.Derivatives(quad, backend="torch", compile="auto").expect_calls(10**9)
+    fake(d, fail=True)
+    for _ in range(4):
+        np.testing.assert_allclose(d.grad(), [5.0, 13.0])
+    info = d.cache_info()[0]
+    assert info["path"] == "eager"
+    assert info["compile_error"].startswith(
+        "torch.compile failed on grad: RuntimeError: Dynamo does not support"
+    )
+
+
+def test_true_raises_the_compile_failure_on_every_call(quad, fake):
+    d = simdiff.Derivatives(quad, backend="torch", compile=True)
+    fake(d, fail=True)
+    for _ in range(2):
+        with pytest.raises(UnsupportedError, match="torch.compile failed on grad: RuntimeError"):
+            d.grad()
+
+
+def test_expect_calls_rejects_bad_counts(quad):
+    d = simdiff.Derivatives(quad, backend="torch", compile="auto")
+    with pytest.raises(OptionError, match="non-negative integer or None; got -1"):
+        d.expect_calls(-1)
+
+
+@pytest.mark.parametrize(("backend", "method"), [("jax", "fwd-rev"), ("torch", "rev-rev")])
+def test_auto_hessian_method_is_the_backends_and_is_reported(quad, backend, method):
+    assert auto_hessian_method(get_backend(backend), quad.n, 1) == method
+    d = simdiff.Derivatives(quad, backend=backend)
+    np.testing.assert_allclose(d.hessian(), [[6.0, 1.0], [1.0, 12.0]])
+    assert d.cache_info()[0]["method"] == method
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch._prims_common.check` is deprecated:FutureWarning")
+def test_compiled_derivatives_match_eager_to_1e12():
+    """One real torch.compile (a 3-input function): compiled == eager to 1e-12 relative."""
+    p = problems.get("ishigami")
+    x = np.array([0.3, -1.2, 2.0])
+    eager = simdiff.Derivatives(p, backend="torch")
+    compiled = simdiff.Derivatives(p, backend="torch", compile=True)
+    want, got = eager.hessian(x), compiled.hessian(x)
+    assert compiled.cache_info()[0]["path"] == "compiled"
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    jax_h = simdiff.hessian(p, x)
+    np.testing.assert_allclose(got, jax_h, rtol=1e-12, atol=1e-12 * np.abs(want).max())

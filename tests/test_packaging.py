@@ -1,0 +1,110 @@
+"""The distribution: package list, no sys.path edits, and the wheel working outside the checkout."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+# Modules of problems/ and validation/ that the library imports (the rest are scripts).
+LIBRARY_VALIDATION = ("__init__", "catalogue", "claims", "literature", "simulators")
+
+
+def _packages_on_disk() -> set[str]:
+    found = set()
+    for prefix, top in (("simdiff", ROOT / "simdiff"),
+                        ("simdiff.problems", ROOT / "problems"),
+                        ("simdiff.validation", ROOT / "validation")):  # fmt: skip
+        for init in top.rglob("__init__.py"):
+            rel = init.parent.relative_to(top).parts
+            found.add(".".join((prefix, *rel)))
+    return found
+
+
+def test_the_package_list_ships_every_package_of_the_tree() -> None:
+    setuptools = PYPROJECT["tool"]["setuptools"]
+    assert set(setuptools["packages"]) == _packages_on_disk()
+    assert setuptools["package-dir"] == {
+        "simdiff.problems": "problems",
+        "simdiff.validation": "validation",
+    }
+
+
+def test_the_library_never_edits_sys_path() -> None:
+    edit = re.compile(r"sys\.path\s*(\.(insert|append|extend)|\+?=)")
+    files = [*(ROOT / "simdiff").rglob("*.py"), *(ROOT / "problems").glob("*.py")]
+    files += [ROOT / "validation" / f"{m}.py" for m in LIBRARY_VALIDATION]
+    offenders = [str(p.relative_to(ROOT)) for p in files if edit.search(p.read_text())]
+    assert offenders == []
+
+
+USER = """
+import numpy as np
+import simdiff
+
+def _f(x, ops):
+    return ops.sum(ops.sin(x) * x**2)
+
+problem = simdiff.Problem(_f, x0=np.array([0.3, 0.8, -0.5]), name="mine")
+"""
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -> str:
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, f"{cmd} exited {out.returncode}:\n{out.stdout}\n{out.stderr}"
+    assert "Traceback" not in out.stderr, out.stderr
+    return out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_the_wheel_works_outside_the_repository(tmp_path: Path) -> None:
+    """Build the wheel, install it into a fresh venv, run list, check and report elsewhere."""
+    src = tmp_path / "src"  # a copy: building in the checkout would write build/ there
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src)
+    for name in ("simdiff", "problems", "validation"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    _run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
+          str(tmp_path / "dist"), str(src)], tmp_path, env)  # fmt: skip
+    (wheel,) = (tmp_path / "dist").glob("simdiff-*.whl")
+    # A fresh venv that sees this environment's dependencies (a .pth line adds the
+    # directory; the .pth files inside it, such as an editable simdiff, are not run).
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, env)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True, env=env,
+    ).stdout.strip()  # fmt: skip
+    outer = [p for p in {*site.getsitepackages(), sysconfig.get_paths()["purelib"]} if p]
+    Path(purelib, "outer-site-packages.pth").write_text("\n".join(outer) + "\n")
+    _run([*pip, "--python", str(python), "install", "--no-deps", "--no-index",
+          "--ignore-installed", str(wheel)], tmp_path, env)  # fmt: skip
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    (work / "mymodule.py").write_text(USER)
+    where = _run([str(python), "-c", "import simdiff.problems as p, simdiff.validation as v; "
+                  "print(p.__file__, v.__file__)"], work, env)  # fmt: skip
+    assert where.count(purelib) == 2, where  # the installed copies, not the checkout's
+    simdiff = str(venv / "bin" / "simdiff")
+    assert "rosenbrock4" in _run([simdiff, "list"], work, env)
+    out = _run([simdiff, "check", "mymodule:problem", "--derivatives", "grad,hessian"], work, env)
+    assert "PASS" in out
+    out = _run([simdiff, "report", "--quick", "--problems", "seed", "--claims", "C6",
+                "--out", "res"], work, env)  # fmt: skip
+    text = (work / "res" / "report.md").read_text()
+    assert "| C6 |" in text and "seed" in text
+    assert "complete" in _run([simdiff, "show", "res/store"], work, env)

@@ -1,0 +1,121 @@
+"""Collapsed Taylor mode: every op's rule, on every base, against separate Taylor passes.
+
+Reference: ``sum_d w_d K! c_{K,d}`` from ``D`` ordinary Taylor passes, one per
+direction (the ordinary rules are checked against nested AD in
+test_taylor_ops.py).  Each case pushes a collapsed array through one op (the
+cases of test_taylor_ops.py); the weights are signed, so a rule that dropped or
+double-counted a per-direction term could not agree by accident.  Tolerance
+``1e-10`` relative to the size of the value (float64 chains of a few dozen ops).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from test_taylor_ops import CASES, CASES_ALL, X0
+
+import simdiff
+from simdiff.backends import OP_NAMES, get_backend
+from simdiff.backends._taylor_collapsed import CollapsedOps, collapsed_function
+from simdiff.backends.numpy import NumpyOps
+from simdiff.backends.taylor import taylor_function
+from simdiff.errors import UnsupportedError
+
+RNG = np.random.default_rng(17)
+V = RNG.normal(size=(4, 3))
+W = np.array([0.7, -1.3, 0.4, 2.0])
+
+
+def _reference(name: str, order: int) -> np.ndarray:
+    g = taylor_function(simdiff.Problem(CASES_ALL[name], x0=X0), NumpyOps(), order)
+    return sum(W[d] * g(X0, V[d])[order] for d in range(len(W))) * math.factorial(order)
+
+
+def _close(got, ref, name):
+    scale = np.maximum(1.0, np.abs(ref))
+    np.testing.assert_allclose(got / scale, ref / scale, rtol=0, atol=1e-10, err_msg=name)
+
+
+def test_every_op_has_a_collapsed_rule():
+    assert not sorted(set(OP_NAMES) - set(CASES))
+    ops = CollapsedOps(NumpyOps(), 2, 3)
+    for name in OP_NAMES:
+        obj = ops
+        for part in name.split("."):
+            obj = getattr(obj, part)
+        assert callable(obj), name
+
+
+def test_op_without_a_collapsed_rule_is_named():
+    ops = CollapsedOps(NumpyOps(), 2, 3)
+    with pytest.raises(UnsupportedError, match=r"ops\.erf .*'collapsed taylor' context"):
+        _ = ops.erf
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4])
+@pytest.mark.parametrize("name", sorted(CASES_ALL))
+def test_collapsed_rule_numpy(name, order):
+    p = simdiff.Problem(CASES_ALL[name], x0=X0)
+    got = collapsed_function(p, NumpyOps(), order)(X0, V, W)
+    _close(got, _reference(name, order), name)
+
+
+def _jax_vmapped(p, order):
+    import jax
+
+    be = get_backend("jax")
+    g = jax.jit(jax.vmap(collapsed_function(p, be.ops(), order), in_axes=(0, None, None)))
+    return lambda x, v, w: np.asarray(g(be.from_numpy(x, np.float64), v, w))
+
+
+def _torch_vmapped(p, order):
+    import torch
+
+    be = get_backend("torch")
+    g = torch.func.vmap(collapsed_function(p, be.ops(), order), in_dims=(0, None, None))
+    return lambda x, v, w: g(*(torch.as_tensor(a) for a in (x, v, w))).numpy()
+
+
+NAMES = sorted(CASES_ALL)
+
+
+def _all_cases(x, ops):
+    """Every case in one function (one compilation per base): outputs raveled and joined."""
+    return ops.concat([ops.reshape(CASES_ALL[name](x, ops), (-1,)) for name in NAMES])
+
+
+def _slices():
+    out, start = {}, 0
+    for name in NAMES:
+        size = int(np.size(CASES_ALL[name](X0, NumpyOps())))
+        out[name] = slice(start, start + size)
+        start += size
+    return out
+
+
+@pytest.mark.parametrize("base", ["jax", "torch"])
+def test_collapsed_rules_batched(base):
+    """Every case under jax.jit + jax.vmap and torch.func.vmap over two points (order 2)."""
+    p = simdiff.Problem(_all_cases, x0=X0)
+    g = (_jax_vmapped if base == "jax" else _torch_vmapped)(p, 2)
+    xs = np.stack([X0, X0 + 0.01])
+    got = g(xs, V, W)
+    ref = np.stack([collapsed_function(p, NumpyOps(), 2)(x, V, W) for x in xs])
+    for name, sl in _slices().items():  # the numpy collapsed rules are checked above
+        _close(got[:, sl], ref[:, sl], name)
+
+
+def test_groups_give_one_sum_per_group():
+    p = simdiff.Problem(CASES["tanh"], x0=X0)
+    Wg = np.array([[1.0, 0.0, 2.0, 0.0], [0.0, -1.0, 0.0, 0.5]])
+    got = collapsed_function(p, NumpyOps(), 3, grouped=True)(X0, V, Wg)
+    g = taylor_function(p, NumpyOps(), 3)
+    per = np.stack([g(X0, V[d])[3] * 6.0 for d in range(4)])
+    _close(got, Wg @ per, "groups")
+
+
+def test_bad_order():
+    with pytest.raises(ValueError, match="order must be an integer >= 1"):
+        CollapsedOps(NumpyOps(), 0, 3)
