@@ -71,7 +71,8 @@ def check_explicit_step(
     --------
     >>> from simdiff.ode import EULER
     >>> from simdiff.ode.stability import check_explicit_step
-    >>> check_explicit_step(1.0, 10, 4.0 / 0.1**2, EULER, "diffusion")
+    >>> rho = 4.0 / 0.1**2
+    >>> check_explicit_step(1.0, 10, rho, EULER, "diffusion")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
     simdiff.errors.StabilityError: time step dt=0.1 is beyond the explicit stability
