@@ -20,7 +20,7 @@ FRAMEWORKS = {"jax", "jaxlib", "torch"}
 #: Files allowed to use their framework directly: the diffrax engine is JAX by nature.
 ALLOWED = {"ode/diffrax_engine.py"}
 #: Files another branch is cleaning (issue 11: the ODE solvers); remove each entry as it lands.
-PENDING = {"ode/_adaptive.py", "ode/problem.py", "ode/rosenbrock.py"}
+PENDING: set[str] = set()
 #: Names of objects whose ``.name`` is a backend or context name.
 BACKENDISH = {"ops", "backend", "be", "T", "base", "src"}
 

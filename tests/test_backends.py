@@ -98,6 +98,15 @@ CASES = {
     "fft.rfftfreq": lambda o: o.fft.rfftfreq(8, 0.1),
     "fft.fftfreq": lambda o: o.fft.fftfreq(8),
     "scan": _case(lambda o, a, b, m: o.scan(lambda c, x: (c + x, c * x), o.asarray(1.0), a)),
+    "while_loop": _case(
+        lambda o, a, b, m: o.while_loop(lambda c: o.sum(c) < 20.0, lambda c: 2.0 * c + a, b, 50)
+    ),
+    "cond": _case(
+        lambda o, a, b, m: (
+            o.cond(o.sum(a) > 0.0, lambda x: o.sin(x), lambda x: -x, b),
+            o.cond(o.sum(a) < 0.0, lambda x: o.sin(x), lambda x: -x, b),
+        )
+    ),
     "checkpoint": _case(lambda o, a, b, m: o.checkpoint(lambda x: o.sin(x) * x)(a)),
     "stop_gradient": _case(lambda o, a, b, m: o.stop_gradient(a)),
 }

@@ -110,11 +110,11 @@ def test_rodas3_convergence_order_and_error_estimate_order() -> None:
         h = 2.0 / n
         y = np.array([1.0])
         for i in range(n):
-            y = solver.step(_decay_rhs, np.float64(i * h), y, h, None, NP)[0]
+            y = solver.step(_decay_rhs, np.float64(i * h), y, h, None, (), NP)[0]
         errors.append(abs(float(y[0]) - _decay_exact(2.0)))
         y_half = np.array([_decay_exact(0.5)])
         estimates.append(
-            abs(float(solver.step(_decay_rhs, np.float64(0.5), y_half, h, None, NP)[1][0]))
+            abs(float(solver.step(_decay_rhs, np.float64(0.5), y_half, h, None, (), NP)[1][0]))
         )
     hs = [2.0 / n for n in ns]
     assert _observed_order(errors, hs) == pytest.approx(3.0, abs=0.3)
@@ -125,8 +125,9 @@ def test_rodas3_convergence_order_and_error_estimate_order() -> None:
 def test_dopri5_error_estimate_is_order_five_local() -> None:
     solver = Dopri5()
     hs = [0.2, 0.1, 0.05, 0.025]
-    est = [abs(float(solver.step(_decay_rhs, np.float64(0.5), np.array([_decay_exact(0.5)]), h,
-                                 None, NP)[1][0])) for h in hs]  # fmt: skip
+    y, t = np.array([_decay_exact(0.5)]), np.float64(0.5)
+    k1 = solver.init(_decay_rhs, t, y, None, NP)  # first same as last: f(t, y)
+    est = [abs(float(solver.step(_decay_rhs, t, y, h, None, k1, NP)[1][0])) for h in hs]
     assert _observed_order(est, hs) == pytest.approx(5.0, abs=0.4)
 
 

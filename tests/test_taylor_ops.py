@@ -134,6 +134,10 @@ CASES = {
     "fft.fftfreq": lambda x, ops: ops.sum(ops.fft.fftfreq(3) * x**2),
     # control
     "scan": _scan,
+    "while_loop": lambda x, ops: ops.while_loop(
+        lambda c: c[1] < 3.0, lambda c: (ops.sin(c[0]) + x, c[1] + 1.0), (x, 0.0), 10
+    )[0],
+    "cond": lambda x, ops: ops.cond(x[0] > 0.0, lambda y: y * ops.exp(y), lambda y: -y, x),
     "checkpoint": lambda x, ops: ops.checkpoint(lambda y: ops.sin(y) * y)(x),
     "stop_gradient": lambda x, ops: x**2 + ops.stop_gradient(x) * x,
 }

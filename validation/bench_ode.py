@@ -23,6 +23,7 @@ mode) and Hessian / gradient (about p + 1 = 5 for forward-over-reverse).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -39,13 +40,36 @@ from simdiff.ode import Dopri5, ODEProblem, diffrax_problem
 jax.config.update("jax_enable_x64", True)
 
 
+def lv_long(max_steps: int = 4096) -> ODEProblem:
+    """Issue 11's problem: Lotka–Volterra misfit, 100 save times on [0, 10], Dopri5 1e-8/1e-10."""
+    import scipy.integrate
+
+    times = np.linspace(0.1, 10.0, 100)
+    data = scipy.integrate.solve_ivp(
+        lambda t, y: po.lotka_volterra_rhs(t, y, po.LV_PARAMS, np), (0.0, 10.0), po.LV_Y0,
+        method="DOP853", rtol=1e-12, atol=1e-12, t_eval=times,
+    ).y.T.copy()  # fmt: skip
+
+    def misfit(ys, ops):
+        return 0.5 * ops.sum((ys - ops.asarray(data)) ** 2)
+
+    p = ODEProblem(
+        po.lotka_volterra_rhs, po.LV_Y0, (0.0, 10.0), np.array([1.2, 0.8, 1.2, 2.6]),
+        save_at=times, observable=misfit, name="lotka_volterra_long",
+        solver=Dopri5(rtol=1e-8, atol=1e-10, max_steps=max_steps),
+    )  # fmt: skip
+    p.data = data
+    return p
+
+
 def torchdiffeq_callables(p) -> dict[str, Callable[[], object]]:
     """Value, gradient and Hessian of the misfit with torchdiffeq.odeint (autograd)."""
     import torchdiffeq
 
     t = torch.tensor(np.concatenate([[0.0], p.save_at]), dtype=torch.float64)
     y0 = torch.tensor(p.y0, dtype=torch.float64)
-    data = torch.tensor(po.lv_data(), dtype=torch.float64)
+    data = torch.tensor(getattr(p, "data", None) if hasattr(p, "data") else po.lv_data(),
+                        dtype=torch.float64)  # fmt: skip
     solver = p.solver
 
     def misfit(theta: torch.Tensor) -> torch.Tensor:
@@ -115,8 +139,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         metavar="N",
         help="instead: simdiff-jax solve and gradient times for these max_steps",
     )
+    parser.add_argument("--problem", choices=["long", "catalogue"], default="long",
+                        help="long: issue 11's 100-time misfit on [0, 10]; catalogue: "
+                        "lotka_volterra_fit")  # fmt: skip
     args = parser.parse_args(argv)
-    p = problems.get("lotka_volterra_fit")
+    p = lv_long() if args.problem == "long" else problems.get("lotka_volterra_fit")
+    print(f"load: {os.getloadavg()}")
     if args.max_steps_sweep:
         return max_steps_sweep(p, args.max_steps_sweep, args.repeats)
     configs = configurations(p)

@@ -11,7 +11,9 @@ Arithmetic (``+ - * / ** @``), comparisons and indexing (``x[i]``,
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from .._tree import tree_flatten, tree_map, tree_unflatten
@@ -36,7 +38,7 @@ CREATION = (
     "asarray", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange",
     "linspace", "eye", "fft.rfftfreq", "fft.fftfreq",
 )  # fmt: skip
-CONTROL = ("scan", "checkpoint", "stop_gradient")
+CONTROL = ("scan", "while_loop", "cond", "checkpoint", "stop_gradient")
 
 #: Every operation each context must provide (dotted names live in sub-namespaces).
 OP_NAMES: tuple[str, ...] = UNARY + BINARY + REDUCTIONS + SHAPE + LINEAR + CREATION + CONTROL
@@ -120,6 +122,7 @@ class Ops(Protocol):
     def eager(self) -> bool: ...
     def concrete(self, x: Array, /) -> Any: ...
     def jacfwd(self, fn: Callable[[Array], Array], /) -> Callable[[Array], Array]: ...
+    def errstate(self) -> AbstractContextManager[Any]: ...
 
     # --- unary
     def abs(self, x: Array, /) -> Array: ...
@@ -217,6 +220,22 @@ class Ops(Protocol):
         xs: Any = None,
         length: int | None = None,
     ) -> tuple[Any, Any]: ...
+    def while_loop(
+        self,
+        cond: Callable[[Any], Any],
+        body: Callable[[Any], Any],
+        carry: Any,
+        max_steps: int,
+        /,
+    ) -> Any: ...
+    def cond(
+        self,
+        pred: Any,
+        true_fn: Callable[..., Any],
+        false_fn: Callable[..., Any],
+        /,
+        *operands: Any,
+    ) -> Any: ...
     def checkpoint(self, fn: Callable[..., Any], /) -> Callable[..., Any]: ...
     def stop_gradient(self, x: Array, /) -> Array: ...
 
@@ -226,7 +245,8 @@ class Ops(Protocol):
 #: them; False where functions are traced and compiled, JAX), ``concrete(x)`` (``x`` as
 #: numpy, or ``None`` where it has no value now: a tracer, a vmapped tensor) and
 #: ``jacfwd(fn)`` (forward-mode Jacobian inside a solver).
-CAPABILITIES = ("eager", "concrete", "jacfwd")
+#: ``errstate()`` silences floating-point warnings for a block (numpy emits them).
+CAPABILITIES = ("eager", "concrete", "jacfwd", "errstate")
 
 
 class OpsBase:
@@ -255,6 +275,10 @@ class OpsBase:
     def concrete(self, x: Array) -> Any:
         """``x`` as a numpy array, or ``None`` where it has no value now."""
         raise UnsupportedError(f"ops.concrete is not available in the {self.name!r} context")
+
+    def errstate(self) -> AbstractContextManager[Any]:
+        """Silence floating-point warnings for a block (numpy emits them; the others do not)."""
+        return contextlib.nullcontext()
 
     def jacfwd(self, fn: Callable[[Array], Array]) -> Callable[[Array], Array]:
         """Forward-mode Jacobian of ``fn`` inside a solver (the context's own transform)."""
@@ -325,7 +349,60 @@ class OpsBase:
 
 
 class LoopOps(OpsBase):
-    """Shared Python-loop implementation of ``scan`` for the eager contexts."""
+    """Shared Python-loop implementations of ``scan``, ``while_loop`` and ``cond`` (eager contexts).
+
+    ``while_loop`` and ``cond`` read their predicate as a Python bool.  Where
+    it has no value (a batched tensor under ``torch.func.vmap``) they fall back
+    to what ``jax.vmap`` does with ``lax.while_loop``/``lax.cond``: run both
+    sides and select elementwise with ``where``.
+    """
+
+    def _select(self, pred: Any, new: Any, old: Any) -> Any:
+        return tree_map(lambda a, b: self.where(pred, a, b), new, old)
+
+    def while_loop(
+        self,
+        cond: Callable[[Any], Any],
+        body: Callable[[Any], Any],
+        carry: Any,
+        max_steps: int,
+    ) -> Any:
+        """``carry = body(carry)`` while ``cond(carry)``, at most ``max_steps`` times.
+
+        Same contract as ``jax.lax.while_loop`` with an iteration bound.  Here a
+        Python loop that stops as soon as ``cond`` is false; when ``cond`` cannot
+        be read (under ``torch.func.vmap``) every iteration runs and the carry is
+        updated only where ``cond`` holds.
+        """
+        for _ in range(int(max_steps)):
+            pred = cond(carry)
+            try:
+                go = bool(pred)
+            except RuntimeError:  # batched under torch.func.vmap: no Python value
+                carry = self._select(pred, body(carry), carry)
+                continue
+            if not go:
+                break
+            carry = body(carry)
+        return carry
+
+    def cond(
+        self,
+        pred: Any,
+        true_fn: Callable[..., Any],
+        false_fn: Callable[..., Any],
+        *operands: Any,
+    ) -> Any:
+        """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)`` (``jax.lax.cond``).
+
+        A Python ``if``; when ``pred`` has no Python value (under
+        ``torch.func.vmap``) both branches run and ``where`` selects.
+        """
+        try:
+            take = bool(pred)
+        except RuntimeError:  # batched under torch.func.vmap
+            return self._select(pred, true_fn(*operands), false_fn(*operands))
+        return true_fn(*operands) if take else false_fn(*operands)
 
     eager = True
 

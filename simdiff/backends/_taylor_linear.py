@@ -229,3 +229,47 @@ def jax_scan(T: Any, step: Callable, carry: Any, xs: Any, length: Any) -> tuple[
         raise UnsupportedError(f"ops.scan in the 'taylor' context over jax: {exc}") from exc
     y_leaves = [T.wrap(swap(a)) if t else a for a, t in zip(ys, y_meta["taylor"], strict=True)]
     return carry, tu.tree_unflatten(y_meta["def"], y_leaves)
+
+
+def _jax_lift(T: Any) -> Callable[[Any], Any]:
+    tu = sys.modules["jax"].tree_util
+
+    def lift(tree: Any) -> Any:
+        def one(leaf: Any) -> Any:
+            if _is(leaf) or not _floating(leaf):
+                return leaf
+            return T.wrap(T.s.lift(T.base.asarray(leaf)))
+
+        return tu.tree_map(one, tree, is_leaf=_is)
+
+    return lift
+
+
+def _primal_pred(pred: Any) -> Any:
+    return pred.coeffs[0] if _is(pred) else pred
+
+
+def jax_while_loop(T: Any, cond: Callable, body: Callable, carry: Any, max_steps: int) -> Any:
+    """``lax.while_loop`` over Taylor carries (floating leaves lifted, as in :func:`jax_scan`)."""
+    jax = sys.modules["jax"]
+    lift = _jax_lift(T)
+
+    def go(state: Any) -> Any:
+        return (state[0] < max_steps) & _primal_pred(cond(state[1]))
+
+    def step(state: Any) -> Any:
+        return state[0] + 1, lift(body(state[1]))
+
+    return jax.lax.while_loop(go, step, (0, lift(carry)))[1]
+
+
+def jax_cond(T: Any, pred: Any, true_fn: Callable, false_fn: Callable, *operands: Any) -> Any:
+    """``lax.cond`` whose branches return Taylor arrays (floating leaves lifted)."""
+    jax = sys.modules["jax"]
+    lift = _jax_lift(T)
+    return jax.lax.cond(
+        _primal_pred(pred),
+        lambda *a: lift(true_fn(*a)),
+        lambda *a: lift(false_fn(*a)),
+        *lift(operands),
+    )

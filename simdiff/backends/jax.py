@@ -79,6 +79,23 @@ class JaxOps(XPOps):
         return jax.lax.scan(step, carry, xs, length=length)
 
     @staticmethod
+    def while_loop(cond: Callable[..., Any], body: Callable[..., Any], carry: Any, max_steps: int):
+        """``jax.lax.while_loop`` with an iteration bound (forward-mode differentiable only)."""
+
+        def go(state: tuple[Any, Any]) -> Any:
+            return (state[0] < max_steps) & cond(state[1])
+
+        def step(state: tuple[Any, Any]) -> tuple[Any, Any]:
+            return state[0] + 1, body(state[1])
+
+        return jax.lax.while_loop(go, step, (0, carry))[1]
+
+    @staticmethod
+    def cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], *operands: Any):
+        """``jax.lax.cond``: one branch runs (both under ``vmap``, selected)."""
+        return jax.lax.cond(pred, true_fn, false_fn, *operands)
+
+    @staticmethod
     def checkpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
         """``jax.checkpoint``: recompute ``fn``'s intermediates in the backward pass."""
         return jax.checkpoint(fn)

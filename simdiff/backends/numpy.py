@@ -8,6 +8,7 @@ identity.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,10 @@ class NumpyOps(XPOps, LoopOps):
     def concrete(self, x: Any) -> Any:
         """``x`` as a numpy array (always concrete here)."""
         return np.asarray(x)
+
+    def errstate(self) -> AbstractContextManager[Any]:
+        """``numpy.errstate(all="ignore")``: no overflow/invalid warnings inside the block."""
+        return np.errstate(all="ignore")
 
     def jacfwd(self, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """Jacobian by central differences (numpy has no AD), step ``eps**(1/3) max(1, |z_i|)``.

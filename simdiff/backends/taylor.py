@@ -113,6 +113,10 @@ class TaylorOps(LoopOps):
         """The base context's :meth:`concrete` of the primal of ``x``."""
         return self.base.concrete(_primal(x))
 
+    def errstate(self) -> Any:
+        """The base context's :meth:`errstate` (numpy's floating-point warnings silenced)."""
+        return self.base.errstate()
+
     # ------------------------------------------------------------------ plumbing
     def wrap(self, coeffs: Any) -> TaylorArray:
         """A :class:`TaylorArray` of this context from coefficients ``(K+1, *shape)``."""
@@ -568,6 +572,20 @@ class TaylorOps(LoopOps):
         if self.base.name != "jax":
             return super().scan(step, carry, xs, length)
         return linear.jax_scan(self, step, carry, xs, length)
+
+    def while_loop(self, cond: Callable[[Any], Any], body: Callable[[Any], Any], carry: Any,
+                   max_steps: int) -> Any:  # fmt: skip
+        """Bounded while loop: ``lax.while_loop`` over Taylor carries on jax, else a Python loop."""
+        if self.eager:
+            return super().while_loop(cond, body, carry, max_steps)
+        return linear.jax_while_loop(self, cond, body, carry, max_steps)
+
+    def cond(self, pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any],
+             *operands: Any) -> Any:  # fmt: skip
+        """``lax.cond`` over Taylor operands on jax (on the primal of ``pred``), else ``if``."""
+        if self.eager:
+            return super().cond(_primal(pred), true_fn, false_fn, *operands)
+        return linear.jax_cond(self, pred, true_fn, false_fn, *operands)
 
 
 def _primal(x: Any) -> Any:

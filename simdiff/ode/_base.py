@@ -1,7 +1,7 @@
 """The solver contract shared by simdiff's ODE solvers.
 
 A solver is a small frozen object with a ``name``, its classical ``order`` and
-one method, ``integrate(rhs, y0, t0, save_at, p, ops)``, which returns the
+one method, ``integrate(rhs, y0, t0, save_at, p, ops, adjoint)``, which returns the
 states at ``save_at`` (shape ``(len(save_at), dim)``) and a
 :class:`SolveInfo` of arrays of the active context.  Solvers are written once
 over ``ops``, so every derivative of the discrete solution is available on
@@ -64,10 +64,28 @@ class Solver:
     #: Whether the method is meant for stiff systems (used in error messages).
     stiff: bool = False
 
+    def check(self, rhs: Rhs, y0: np.ndarray, t0: float, save_at: np.ndarray, p: Any) -> None:
+        """Checks before any solve, on numpy values (default: none).
+
+        :class:`~simdiff.ode.FixedStep` checks its step against the stability
+        limit here; raising is the way to refuse a problem.
+        """
+
     def integrate(
-        self, rhs: Rhs, y0: Any, t0: float, save_at: np.ndarray, p: Any, ops: Any
+        self,
+        rhs: Rhs,
+        y0: Any,
+        t0: float,
+        save_at: np.ndarray,
+        p: Any,
+        ops: Any,
+        adjoint: Any = None,
     ) -> tuple[Any, SolveInfo]:
-        """States at ``save_at`` (shape ``(len(save_at), dim)``) and a :class:`SolveInfo`."""
+        """States at ``save_at`` (shape ``(len(save_at), dim)``) and a :class:`SolveInfo`.
+
+        ``adjoint`` (an :class:`~simdiff.ode.adjoint.Adjoint`, default
+        checkpointed) says how the step loop is differentiated.
+        """
         raise NotImplementedError
 
 

@@ -173,8 +173,17 @@ class Diffrax(Solver):
         return self.solver == "kvaerno5"
 
     def integrate(
-        self, rhs: Rhs, y0: Any, t0: float, save_at: np.ndarray, p: Any, ops: Any
+        self,
+        rhs: Rhs,
+        y0: Any,
+        t0: float,
+        save_at: np.ndarray,
+        p: Any,
+        ops: Any,
+        adjoint: Any = None,
     ) -> tuple[Any, SolveInfo]:
+        """Solve with ``diffrax.diffeqsolve``; ``adjoint`` is ignored (this engine's
+        own ``adjoint`` field, picked by :func:`diffrax_problem`, applies)."""
         if ops.name != "jax":
             raise UnsupportedError(
                 f"{self.name} runs in the 'jax' context only; got the {ops.name!r} context"

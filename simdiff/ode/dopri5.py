@@ -7,7 +7,7 @@ from typing import Any
 
 from ._adaptive import EmbeddedPair, check_tolerances
 from ._base import Rhs
-from .rk import ButcherTableau, combine, rk_stages
+from .rk import ButcherTableau, rk_stages, tableau_arrays, weighted
 
 __all__ = ["DOPRI5", "Dopri5"]
 
@@ -45,9 +45,9 @@ class Dopri5(EmbeddedPair):
         accepted when it is at most 1.  The standard controller
         ``h_new = h * clip(0.9 * err^(-1/5), 0.2, 10)`` proposes the next step.
     max_steps : int
-        Attempted steps (accepted and rejected).  The loop is an ``ops.scan``
-        of exactly this many iterations on JAX (masked after the end, so it
-        jit-compiles and vmaps); eager contexts stop early.
+        Attempted steps (accepted and rejected) before the solve fails.  It
+        bounds the loop; the cost follows the steps actually taken (see
+        :mod:`simdiff.ode.adjoint` for how each derivative strategy loops).
     h0 : float, optional
         First step; default from Hairer's heuristic ``0.01 ||y0|| / ||f0||``.
 
@@ -66,9 +66,9 @@ class Dopri5(EmbeddedPair):
     since every operation on the differentiated path is smooth.
 
     Save times are hit exactly (the step is shortened to land on them): no
-    dense-output interpolant enters the derivatives.  FSAL is not used (seven
-    right-hand-side evaluations per attempted step) to keep the masked loop
-    body simple.
+    dense-output interpolant enters the derivatives.  First same as last: the
+    seventh stage ``f(t + h, y_new)`` of an accepted step is the next step's
+    first, so a step costs six right-hand-side evaluations.
 
     *Failure.*  If ``max_steps`` is exhausted, the saved states are NaN (a
     JAX-compiled function cannot raise) and the status is 1;
@@ -101,11 +101,31 @@ class Dopri5(EmbeddedPair):
     name = "dopri5"
     order = 5
     error_order = 4
+    fsal = True
 
     def __post_init__(self) -> None:
         check_tolerances(self.rtol, self.atol, self.max_steps, self.h0)
 
-    def step(self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any) -> tuple[Any, Any]:
-        """One step: ``(y_new, err)``, the 5th-order solution and its error estimate."""
-        ks = rk_stages(rhs, t, y, h, p, ops, DOPRI5)
-        return combine(y, h, DOPRI5.b, ks), combine(ops.zeros_like(y), h, _ERROR, ks)
+    def init(self, rhs: Rhs, t0: Any, y0: Any, p: Any, ops: Any) -> Any:
+        """``f(t0, y0)``: the first stage of the first step (first same as last)."""
+        return rhs(t0, y0, p, ops)
+
+    def stepper(self, rhs: Rhs, p: Any, ops: Any) -> Any:
+        rows = tableau_arrays(DOPRI5, ops)
+        error = ops.asarray(list(_ERROR))
+
+        def step(t: Any, y: Any, h: Any, k1: Any) -> tuple[Any, Any, Any]:
+            # The last row of ``a`` is ``b`` (and b_7 = 0): stage 7's input is the new state.
+            ks, y_new = rk_stages(
+                rhs, t, y, h, p, ops, DOPRI5, rows=rows, k1=k1, with_last_input=True
+            )
+            return y_new, h * weighted(error, ks, ops), ks[6]
+
+        return step
+
+    def step(
+        self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, state: Any, ops: Any
+    ) -> tuple[Any, Any, Any]:
+        """One step: ``(y_new, err, k7)``, the 5th-order solution, its error estimate and
+        ``f(t + h, y_new)`` (the next step's first stage when this one is accepted)."""
+        return self.stepper(rhs, p, ops)(t, y, h, state)

@@ -8,11 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.numpy import NumpyOps
 from ..errors import InputError, InputTypeError
 from ._base import Rhs, SolveInfo, Solver
-from .rk import RK4, ButcherTableau, rk_step
+from ._driver import drive
+from .adjoint import Adjoint, CheckpointAdjoint, make_adjoint
+from .rk import RK4, ButcherTableau, rk_stages, tableau_arrays, weighted
+from .stability import check_explicit_step, rhs_spectral_radius
 
-__all__ = ["FixedStep", "step_grid"]
+__all__ = ["FixedController", "FixedStep", "step_grid"]
 
 
 def step_grid(
@@ -48,7 +52,8 @@ class FixedStep(Solver):
 
     Each interval between save times is split into equal steps of at most
     ``(t1 - t0) / n_steps``, so the saved states are computed exactly at
-    ``save_at`` (no interpolation).  The whole integration is one ``ops.scan``.
+    ``save_at`` (no interpolation).  The steps run in the shared driver
+    (:func:`simdiff.ode._driver.drive`) with a :class:`FixedController`.
 
     Parameters
     ----------
@@ -59,7 +64,8 @@ class FixedStep(Solver):
         :data:`~simdiff.ode.RK4` (order 4, default), ``HEUN`` (2), ``EULER`` (1),
         or any explicit tableau.
     checkpoint : bool
-        Wrap each step in ``ops.checkpoint`` (memory bounded by recomputation).
+        Deprecated spelling of ``adjoint=CheckpointAdjoint(block=1)`` (each step
+        rematerialised), used when the problem gives no ``adjoint``.
 
     Examples
     --------
@@ -89,39 +95,77 @@ class FixedStep(Solver):
     def order(self) -> int:  # type: ignore[override]
         return self.tableau.order
 
+    def check(self, rhs: Rhs, y0: np.ndarray, t0: float, save_at: np.ndarray, p: Any) -> None:
+        """Raise :class:`~simdiff.errors.StabilityError` if the step is beyond the stability limit.
+
+        The spectral radius of ``df/dy`` at ``(t0, y0, p)`` is estimated by
+        :func:`~simdiff.ode.stability.rhs_spectral_radius` (central-difference
+        Jacobian-vector products) and compared with the tableau's real
+        stability interval (:func:`~simdiff.ode.stability.check_explicit_step`).
+        """
+        ops = NumpyOps()
+        t = np.float64(t0)
+        with np.errstate(all="ignore"):
+            rho = rhs_spectral_radius(lambda y: rhs(t, y, p, ops), y0)
+        check_explicit_step(
+            float(save_at[-1]) - float(t0), int(self.n_steps), rho, self.tableau,
+            f"spectral radius of df/dy at t0={float(t0):g}",
+            remedy="or an adaptive solver (solver='dopri5', or 'rodas3' if the problem is stiff)",
+        )  # fmt: skip
+
     def integrate(
-        self, rhs: Rhs, y0: Any, t0: float, save_at: np.ndarray, p: Any, ops: Any
+        self,
+        rhs: Rhs,
+        y0: Any,
+        t0: float,
+        save_at: np.ndarray,
+        p: Any,
+        ops: Any,
+        adjoint: Adjoint | None = None,
     ) -> tuple[Any, SolveInfo]:
-        dt = (float(save_at[-1]) - float(t0)) / int(self.n_steps)
-        ts, hs, last = step_grid(t0, save_at, dt)
-        if ts.size == 0:  # every save time is t0
+        span = float(save_at[-1]) - float(t0)
+        dt = span / int(self.n_steps)
+        n_total = int(step_grid(t0, save_at, dt)[0].size)
+        if n_total == 0:  # every save time is t0
             ys = ops.stack([y0] * len(save_at))
             zero = ops.asarray(0.0)
             return ys, SolveInfo(ops.asarray(0.0), ops.asarray(float(t0)), y0, zero, zero)
+        rows = tableau_arrays(self.tableau, ops)
+        weights = ops.asarray(list(self.tableau.b))
+        tableau = self.tableau
 
-        def step(y: Any, th: tuple[Any, Any]) -> tuple[Any, Any]:
-            y_next = rk_step(rhs, th[0], y, th[1], p, ops, self.tableau)
-            return y_next, y_next
+        def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, None, Any]:
+            ks = rk_stages(rhs, t, y, h, p, ops, tableau, rows=rows)
+            return y + h * weighted(weights, ks, ops), None, state
 
-        if self.checkpoint:
-            step = ops.checkpoint(step)
-        _, states = ops.scan(step, y0, (ops.asarray(ts), ops.asarray(hs)))
-        # Prepend y0 so that index -1 (a save time equal to t0) becomes row 0.
-        history = ops.concat([y0[None, :], states], axis=0)
-        ys = ops.take(history, ops.asarray(last + 1), axis=0)
-        # Status: the first step whose state is not finite, if any.
-        finite = ops.sum(ops.where(ops.isfinite(states), 0.0, 1.0), axis=1) == 0.0
-        prefix_ok = ops.cumsum(ops.where(finite, 0.0, 1.0)) == 0.0
-        n_ok = ops.sum(ops.where(prefix_ok, 1.0, 0.0))
-        ok = n_ok == float(ts.size)
-        t_reached = float(t0) + ops.sum(ops.where(prefix_ok, ops.asarray(hs), 0.0))
-        slot = ops.arange(float(ts.size + 1)) == n_ok
-        y_reached = ops.sum(ops.where(slot[:, None], history, 0.0), axis=0)
-        info = SolveInfo(
-            status=ops.where(ok, 0.0, 2.0),
-            t=t_reached,
-            y=y_reached,
-            n_accepted=n_ok,
-            n_rejected=ops.asarray(0.0),
-        )
-        return ys, info
+        if self.checkpoint and adjoint is None:
+            adjoint = CheckpointAdjoint(block=1)
+        return drive(
+            step, (), y0, t0, save_at, ops, h0=ops.asarray(dt),
+            controller=FixedController(dt), max_steps=n_total, adjoint=make_adjoint(adjoint),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FixedController:
+    """Equal steps of at most ``dt`` that land on every save time (no error control).
+
+    Each interval up to the next save time of length ``L`` is cut into
+    ``ceil(L / dt)`` equal steps (the grid of :func:`step_grid`): the step
+    tried is ``remaining / ceil(remaining / dt)``.  Every finite step is
+    accepted; a non-finite state stops the solve (status 2).
+    """
+
+    dt: float
+
+    def try_step(self, h: Any, remaining: Any, ops: Any) -> Any:
+        n = -ops.floor(-(ops.stop_gradient(remaining) / self.dt - 1e-9))  # ceil
+        return remaining / ops.clip(n, 1.0)
+
+    @staticmethod
+    def decide(
+        h: Any, h_try: Any, remaining: Any, y: Any, y_new: Any, err: Any, ops: Any
+    ) -> tuple[Any, Any, Any]:
+        """``(accept, h, failed)``: accept a finite step, fail on a non-finite one."""
+        finite = ops.sum(ops.where(ops.isfinite(ops.stop_gradient(y_new)), 0.0, 1.0)) == 0.0
+        return finite, h, ~finite

@@ -11,6 +11,7 @@ from .._problem import CheckOptions, Problem
 from ..backends import get_backend
 from ..errors import InputError, InputTypeError, ShapeError, SolverError
 from ._base import Rhs, SolveInfo, Solver, status_message
+from .adjoint import Adjoint, make_adjoint
 from .dopri5 import Dopri5
 from .fixed import FixedStep
 from .rosenbrock import Rodas3
@@ -123,6 +124,13 @@ class ODEProblem(Problem):
         A name in :data:`SOLVERS` (default ``"dopri5"``) or a solver object
         (:class:`FixedStep`, :class:`Dopri5`, :class:`Rodas3`, :class:`Diffrax`).
     wrt : {"params", "y0", "both"}
+    adjoint : Adjoint or {"checkpoint", "direct", "forward"}, optional
+        How derivatives go through the step loop (:mod:`simdiff.ode.adjoint`):
+        :class:`CheckpointAdjoint` (default; every mode, reverse-mode memory
+        ``O(sqrt(max_steps))`` on JAX), :class:`DirectAdjoint` (every mode,
+        no recomputation, memory ``O(max_steps)``) or :class:`ForwardAdjoint`
+        (forward mode only: values, JVPs, forward Jacobians, Taylor).  The
+        diffrax solvers choose their own adjoint (:func:`diffrax_problem`).
     name, exact, meta
         As for :class:`simdiff.Problem`.
     check_options : CheckOptions, optional
@@ -135,9 +143,13 @@ class ODEProblem(Problem):
 
     Raises
     ------
-    ShapeError, ValueError
+    ShapeError, InputError
         Wrong shapes, ``t0 >= t1``, ``save_at`` outside ``t_span`` or not
-        increasing, unknown ``wrt`` or ``solver``.
+        increasing, unknown ``wrt`` or ``solver`` (both are ``ValueError``).
+    StabilityError
+        A fixed-step explicit solver whose step exceeds its stability limit
+        for the spectral radius of ``df/dy`` at the start (e.g. decay rate
+        100 with 20 RK4 steps on ``[0, 1]``: ``dt |lambda| = 5 > 2.785``).
     SolverError
         On evaluation outside a compiled function, when the solver exhausts
         ``max_steps`` (the message gives the time reached and suggests a
@@ -168,6 +180,7 @@ class ODEProblem(Problem):
         observable: Observable | None = None,
         solver: str | Solver = "dopri5",
         wrt: str = "params",
+        adjoint: Adjoint | str | None = None,
         name: str | None = None,
         exact: Mapping[str, Callable[..., Any]] | None = None,
         meta: Mapping[str, Any] | None = None,
@@ -191,7 +204,9 @@ class ODEProblem(Problem):
         self.observable = observable
         self.wrt = wrt
         self.solver = make_solver(solver, **solver_options)
+        self.adjoint = make_adjoint(adjoint)
         self._check_rhs()
+        self.solver.check(rhs, y0, t0, save, params)
         x0 = {"params": params, "y0": y0, "both": np.concatenate([params, y0])}[wrt]
         backends = getattr(self.solver, "backends", None)
         if check_options is None:  # an adaptive solver declares its accuracy to simdiff.check
@@ -228,16 +243,16 @@ class ODEProblem(Problem):
 
     def _solve(self, x: Any, ops: Any) -> tuple[Any, SolveInfo]:
         p, y0 = self.split(x, ops)
-        if ops.name == "numpy":
-            # Overflow in a rejected trial step is expected and handled (the status
-            # reports real failures), so numpy's floating-point warnings are silenced.
-            with np.errstate(all="ignore"):
-                return self.solver.integrate(self.rhs, y0, self.t_span[0], self.save_at, p, ops)
-        return self.solver.integrate(self.rhs, y0, self.t_span[0], self.save_at, p, ops)
+        # Overflow in a rejected trial step is expected and handled (the status
+        # reports real failures), so numpy's floating-point warnings are silenced.
+        with ops.errstate():
+            return self.solver.integrate(
+                self.rhs, y0, self.t_span[0], self.save_at, p, ops, adjoint=self.adjoint
+            )
 
     def _fn(self, x: Any, ops: Any) -> Any:
         ys, info = self._solve(x, ops)
-        raise_on_failure(info, self.save_at[-1], self.solver)
+        raise_on_failure(info, self.save_at[-1], self.solver, ops)
         if self.observable is None:
             return ops.reshape(ys, (-1,))
         return self.observable(ys, ops)
@@ -295,44 +310,23 @@ class ODEProblem(Problem):
         fields = (info.status, info.t, info.y, info.n_accepted, info.n_rejected)
         info = SolveInfo(*(np.asarray(be.to_numpy(v) if be.is_native(v) else v) for v in fields))
         if check:
-            raise_on_failure(info, self.save_at[-1], self.solver)
+            raise_on_failure(info, self.save_at[-1], self.solver, get_backend("numpy").ops())
         return np.asarray(be.to_numpy(ys) if be.is_native(ys) else ys), info
 
 
-def raise_on_failure(info: SolveInfo, t1: float, solver: Solver) -> None:
+def raise_on_failure(info: SolveInfo, t1: float, solver: Solver, ops: Any) -> None:
     """Raise :class:`SolverError` for a failed solve, when the status can be read.
 
     Under ``jax.jit``/``vmap`` tracing, or ``torch.func.vmap``, the status is
-    symbolic: the NaN-poisoned output carries the failure instead.
+    symbolic (``ops.concrete`` gives ``None``): the NaN-poisoned output
+    carries the failure instead.
     """
-    try:
-        status = int(np.asarray(_concrete(info.status)))
-    except _Symbolic:
+    status = ops.concrete(info.status)
+    if status is None or int(status) == 0:
         return
-    if status != 0:
-        raise SolverError(
-            status_message(status, float(_concrete(info.t)), t1, _concrete(info.y), solver)
-        )
-
-
-class _Symbolic(Exception):
-    pass
-
-
-def _concrete(a: Any) -> Any:
-    module = type(a).__module__
-    if module.startswith("jax"):
-        import jax
-
-        if isinstance(a, jax.core.Tracer):
-            raise _Symbolic
-        return np.asarray(a)
-    if module.startswith("torch"):
-        try:
-            return np.asarray(float(a.detach())) if a.ndim == 0 else a.detach().cpu().numpy()
-        except RuntimeError as exc:  # vmap / functional tensors without a value
-            raise _Symbolic from exc
-    return np.asarray(a)
+    raise SolverError(
+        status_message(int(status), float(ops.concrete(info.t)), t1, ops.concrete(info.y), solver)
+    )
 
 
 def solve(
@@ -343,7 +337,7 @@ def solve(
     *,
     save_at: Any = None,
     solver: str | Solver = "dopri5",
-    backend: str = "numpy",
+    backend: str | None = None,
     **solver_options: Any,
 ) -> np.ndarray:
     """Solve ``y' = rhs(t, y, p, ops)`` and return the states at ``save_at`` (numpy).
@@ -367,6 +361,6 @@ def solve(
         rhs, y0, t_span, params, save_at=save_at, solver=solver,
         wrt="y0", **solver_options,
     )  # fmt: skip
-    if backend == "numpy" and not problem.supports("numpy"):
-        backend = problem.backends[0]
+    if backend is None:  # plain evaluation where the solver allows it (diffrax: JAX only)
+        backend = "numpy" if problem.supports("numpy") else problem.backends[0]
     return problem.trajectory(backend=backend)

@@ -22,6 +22,8 @@ __all__ = [
     "rk_integrate",
     "rk_stages",
     "rk_step",
+    "tableau_arrays",
+    "weighted",
 ]
 
 
@@ -57,32 +59,72 @@ RK4 = ButcherTableau(
 Rhs = Callable[[Any, Any, Any, Any], Any]
 
 
+def tableau_arrays(tableau: ButcherTableau, ops: Any) -> list[Any]:
+    """The rows of ``a`` as arrays of ``ops`` (row ``i`` has length ``i``; row 0 is ``None``).
+
+    Made once per solve, outside the step loop, so that a step combines its
+    stages with one ``matmul`` per stage instead of one product per coefficient.
+    """
+    return [None] + [ops.asarray(list(row)) for row in tableau.a[1:]]
+
+
 def rk_stages(
-    rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any, tableau: ButcherTableau = RK4
-) -> list[Any]:
-    """The stage derivatives ``k_i = rhs(t + c_i h, y + h sum_j a_ij k_j)`` of one step."""
-    ks: list[Any] = []
-    for i in range(tableau.stages):
-        yi = y
-        for aij, kj in zip(tableau.a[i], ks, strict=False):
-            if aij != 0.0:
-                yi = yi + (h * aij) * kj
+    rhs: Rhs,
+    t: Any,
+    y: Any,
+    h: Any,
+    p: Any,
+    ops: Any,
+    tableau: ButcherTableau = RK4,
+    *,
+    rows: list[Any] | None = None,
+    k1: Any = None,
+    with_last_input: bool = False,
+) -> Any:
+    """The stage derivatives ``k_i = rhs(t + c_i h, y + h sum_j a_ij k_j)`` of one step.
+
+    Returns the stage stack, shape ``(stages, dim)``.  Each stage input is one
+    tensor operation over the stack of the previous stages (``a_i @ K``), so
+    eager backends dispatch a few operations per stage, not one per
+    coefficient.  ``rows`` are :func:`tableau_arrays` (made here if not
+    given); ``k1`` reuses a known first stage (FSAL).  ``with_last_input``
+    also returns the last stage's input state (the new state of an FSAL
+    method, whose last row of ``a`` is ``b``).
+    """
+    rows = tableau_arrays(tableau, ops) if rows is None else rows
+    ks = [rhs(t, y, p, ops) if k1 is None else k1]
+    yi = y
+    for i in range(1, tableau.stages):
+        yi = y + h * weighted(rows[i], ops.stack(ks), ops)
         ks.append(rhs(t + tableau.c[i] * h, yi, p, ops))
-    return ks
+    return (ops.stack(ks), yi) if with_last_input else ops.stack(ks)
 
 
-def combine(y: Any, h: Any, weights: tuple[float, ...], ks: list[Any]) -> Any:
-    """``y + h sum_i w_i k_i`` (zero weights skipped)."""
-    out = y
-    for wi, ki in zip(weights, ks, strict=True):
-        if wi != 0.0:
-            out = out + (h * wi) * ki
-    return out
+def combine(y: Any, h: Any, weights: Any, ks: Any, ops: Any) -> Any:
+    """``y + h sum_i w_i k_i`` for a stage stack ``ks`` (shape ``(stages, dim)``): one matmul.
+
+    ``weights`` is a tuple of floats or an array of ``ops`` (shape ``(stages,)``
+    or ``(r, stages)`` for ``r`` combinations at once).
+    """
+    w = ops.asarray(list(weights)) if isinstance(weights, tuple) else weights
+    return y + h * weighted(w, ks, ops)
+
+
+def weighted(w: Any, ks: Any, ops: Any) -> Any:
+    """``sum_i w_i ks[i]`` over the leading (stage) axis of ``ks``: one matmul.
+
+    States of any shape (fields of a PDE) are flattened for the product.
+    """
+    if len(ks.shape) == 2:
+        return ops.matmul(w, ks)
+    flat = ops.matmul(w, ops.reshape(ks, (int(ks.shape[0]), -1)))
+    lead = () if len(w.shape) == 1 else (int(w.shape[0]),)
+    return ops.reshape(flat, lead + tuple(int(d) for d in ks.shape[1:]))
 
 
 def rk_step(rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any, tableau: ButcherTableau = RK4):
     """One step ``y(t) -> y(t + h)`` of ``y' = rhs(t, y, p, ops)``."""
-    return combine(y, h, tableau.b, rk_stages(rhs, t, y, h, p, ops, tableau))
+    return combine(y, h, tableau.b, rk_stages(rhs, t, y, h, p, ops, tableau), ops)
 
 
 def rk_integrate(

@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..errors import InputTypeError, UnsupportedError
 from ._adaptive import EmbeddedPair, check_tolerances
 from ._base import Rhs
@@ -39,43 +37,25 @@ Jac = Callable[[Any, Any, Any, Any], Any]
 
 
 def rhs_jacobian(rhs: Rhs, t: Any, y: Any, p: Any, ops: Any) -> tuple[Any, Any]:
-    """``(df/dy, df/dt)`` at ``(t, y)`` by the context's forward-mode transform.
+    """``(df/dy, df/dt)`` at ``(t, y)`` by the context's forward-mode Jacobian ``ops.jacfwd``.
 
     Shapes ``(dim, dim)`` and ``(dim,)``.  JAX: ``jax.jacfwd``; torch:
-    ``torch.func.jacfwd``; numpy: central differences.  Other contexts (the
-    Taylor context) need an analytic ``jac``.
+    ``torch.func.jacfwd``; numpy: central differences.  Contexts without it
+    (the Taylor context) need an analytic ``jac``.
     """
     z = ops.concat([ops.reshape(t, (1,)), y])
 
     def g(zz: Any) -> Any:
         return rhs(zz[0], zz[1:], p, ops)
 
-    if ops.name == "jax":
-        import jax
-
-        jz = jax.jacfwd(g)(z)
-    elif ops.name == "torch":
-        import torch.func
-
-        jz = torch.func.jacfwd(g)(z)
-    elif ops.name == "numpy":
-        jz = _central_jacobian(g, np.asarray(z))
-    else:
+    try:
+        jz = ops.jacfwd(g)(z)
+    except UnsupportedError as exc:
         raise UnsupportedError(
             f"Rodas3 computes df/dy by forward-mode AD, which the {ops.name!r} context lacks; "
             "pass an analytic jac=jac(t, y, p, ops) to Rodas3"
-        )
+        ) from exc
     return jz[:, 1:], jz[:, 0]
-
-
-def _central_jacobian(g: Callable[[Any], Any], z: np.ndarray) -> np.ndarray:
-    eps = np.finfo(np.float64).eps ** (1 / 3)
-    cols = []
-    for i in range(z.shape[0]):
-        dz = np.zeros_like(z)
-        dz[i] = eps * max(1.0, abs(float(z[i])))
-        cols.append((np.asarray(g(z + dz)) - np.asarray(g(z - dz))) / (2 * dz[i]))
-    return np.stack(cols, axis=1)
 
 
 @dataclass(frozen=True)
@@ -145,8 +125,10 @@ class Rodas3(EmbeddedPair):
         ft = ops.zeros_like(y) if self.dfdt is None else self.dfdt(t, y, p, ops)
         return self.jac(t, y, p, ops), ft
 
-    def step(self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any) -> tuple[Any, Any]:
-        """One step: ``(y_new, err)``, the 3rd-order solution and its error estimate."""
+    def step(
+        self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, state: Any, ops: Any
+    ) -> tuple[Any, Any, Any]:
+        """One step: ``(y_new, err, ())``, the 3rd-order solution and its error estimate."""
         J, ft = self._jacobians(rhs, t, y, p, ops)
         hg = h * _GAMMA
         W = ops.eye(int(y.shape[0])) - hg * J
@@ -172,4 +154,4 @@ class Rodas3(EmbeddedPair):
         for mj, kj in zip(_M, ks, strict=True):
             if mj != 0.0:
                 y_new = y_new + mj * kj
-        return y_new, ks[3]  # E = (0, 0, 0, 1)
+        return y_new, ks[3], state  # E = (0, 0, 0, 1)

@@ -1,4 +1,4 @@
-"""Time marching with ``ops.scan`` and optional two-level checkpointing."""
+"""Time marching in the ODE driver's loop, with optional two-level checkpointing."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import InputError
+from ..ode.adjoint import Adjoint, CheckpointAdjoint, DirectAdjoint
 
 __all__ = ["block_size", "march"]
 
@@ -29,7 +30,10 @@ def march(
     ops: Any,
     checkpoint: bool | int = False,
 ) -> Any:
-    """Apply ``state = step(state)`` ``n_steps`` times with ``ops.scan``; return the final state.
+    """Apply ``state = step(state)`` ``n_steps`` times; return the final state.
+
+    The loop is the ODE solvers' (:mod:`simdiff.ode.adjoint`): one mechanism
+    for checkpointed time stepping.
 
     Parameters
     ----------
@@ -42,7 +46,9 @@ def march(
         intermediates when it reaches it (memory ~ ``n_steps/B`` states plus
         one block's intermediates, at the cost of one extra forward pass).
         ``True``: ``B = ceil(sqrt(n_steps))``, the two-level scheme that
-        minimises that memory.  ``B = 1`` checkpoints each step.
+        minimises that memory.  ``B = 1`` checkpoints each step.  (These are
+        :class:`~simdiff.ode.DirectAdjoint` and
+        :class:`~simdiff.ode.CheckpointAdjoint` with ``block=B``.)
 
     Notes
     -----
@@ -61,20 +67,15 @@ def march(
     n_steps = int(n_steps)
     if n_steps < 1:
         raise InputError(f"n_steps must be a positive integer; got {n_steps!r}")
-
-    def body(s: Any, _: Any) -> tuple[Any, None]:
-        return step(s), None
-
     if checkpoint is False:
-        return ops.scan(body, state, None, length=n_steps)[0]
-    size = block_size(checkpoint, n_steps)
-    n_blocks, rest = divmod(n_steps, size)
+        adjoint: Adjoint = DirectAdjoint()
+    else:
+        adjoint = CheckpointAdjoint(block=block_size(checkpoint, n_steps))
 
-    def block(s: Any, _: Any) -> tuple[Any, None]:
-        return ops.scan(body, s, None, length=size)[0], None
+    def running(c: tuple[Any, Any]) -> Any:
+        return c[0] < n_steps
 
-    if n_blocks:
-        state = ops.scan(ops.checkpoint(block), state, None, length=n_blocks)[0]
-    if rest:
-        state = ops.scan(body, state, None, length=rest)[0]
-    return state
+    def body(c: tuple[Any, Any]) -> tuple[Any, Any]:
+        return c[0] + 1, step(c[1])
+
+    return adjoint.loop(running, body, (0, state), n_steps, ops)[1]

@@ -1,0 +1,142 @@
+"""The one step loop shared by every simdiff ODE solver (Dopri5, Rodas3, FixedStep).
+
+A solve is the composition of four separate pieces, as in diffrax:
+
+- the *method* (``solver.init`` / ``solver.step``): one step ``(t, y, h) ->
+  (y_new, err, state)``, with ``err`` the embedded error estimate (``None``
+  for methods without one) and ``state`` what the next step reuses when this
+  one is accepted (Dopri5's last stage: first-same-as-last);
+- the *controller* (:class:`~simdiff.ode._adaptive.AdaptiveController`,
+  :class:`~simdiff.ode.fixed.FixedController`): the step to try and whether
+  it is accepted, on ``ops.stop_gradient`` values;
+- *saving*: the step is shortened to land on the next ``save_at`` time and the
+  state is written into that time's row;
+- the *loop*, chosen by the derivative strategy (:mod:`simdiff.ode.adjoint`):
+  a while loop on eager contexts and for forward-only work, a scan over
+  checkpointed, skippable blocks of steps for reverse mode on JAX.
+
+The loop stops when every save time is reached, when the right-hand side
+failed, or after ``max_steps`` attempted steps; :class:`SolveInfo` says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._tree import tree_map
+from ._base import SolveInfo
+
+__all__ = ["drive"]
+
+#: ``step(t, y, h, state) -> (y_new, err, state_new)``.
+Step = Callable[[Any, Any, Any, Any], tuple[Any, Any, Any]]
+
+
+def drive(
+    step: Step,
+    state0: Any,
+    y0: Any,
+    t0: float,
+    save_at: np.ndarray,
+    ops: Any,
+    *,
+    h0: Any,
+    controller: Any,
+    max_steps: int,
+    adjoint: Any,
+) -> tuple[Any, SolveInfo]:
+    """Integrate from ``t0`` through every ``save_at`` time.
+
+    Parameters
+    ----------
+    step : callable
+        ``step(t, y, h, state) -> (y_new, err, state_new)``.  ``h`` may be 0
+        (an evaluation that is discarded) and must then give finite values.
+    state0 : pytree
+        The method's state before the first step (``()`` if none).
+    y0 : array, shape (dim,)
+    t0 : float
+    save_at : numpy array, shape (m,)
+        Increasing times ``>= t0``; times equal to ``t0`` save ``y0``.
+    h0 : array, shape ()
+        First step proposal (for fixed-step controllers the step bound).
+    controller : AdaptiveController or FixedController
+        ``controller.try_step(h, remaining, ops)`` and
+        ``controller.decide(h, h_try, remaining, y, y_new, err, ops) ->
+        (accept, h_next, failed)``.
+    max_steps : int
+        Attempted steps (accepted and rejected) before giving up.
+    adjoint : Adjoint
+        Runs the loop (:mod:`simdiff.ode.adjoint`).
+
+    Returns
+    -------
+    ys : array, shape (m, dim)
+        NaN rows where the solve failed (status != 0; see :class:`SolveInfo`).
+    info : SolveInfo
+    """
+    m = int(save_at.shape[0])
+    dim = int(y0.shape[0])
+    times = ops.asarray(save_at)
+    slots = ops.arange(float(m))
+    at_start = ops.asarray(save_at == t0)
+    saved0 = ops.where(at_start[:, None], y0[None, :], ops.zeros((m, dim)))
+    zero = ops.asarray(0.0)
+    carry0 = (
+        ops.asarray(float(t0)),  # t
+        y0,
+        ops.stop_gradient(h0) + zero,  # h proposed for the next step
+        ops.asarray(float(np.count_nonzero(save_at == t0))),  # index of the next save time
+        saved0,
+        zero,  # accepted steps
+        zero,  # rejected steps
+        zero,  # 1.0 once the step failed (non-finite right-hand side)
+        state0,
+    )
+    limit = float(max_steps)
+
+    def running(c: tuple) -> Any:
+        return (c[3] < m) & (c[7] < 0.5) & (c[5] + c[6] < limit)
+
+    def body(c: tuple) -> tuple:
+        t, y, h, idx, saved, n_acc, n_rej, bad, state = c
+        # Inside the loop ``done`` is false; it is true only where a vmapped loop
+        # evaluates a finished lane, and then the step is h = 0 and nothing changes.
+        done = ~running(c)
+        slot = slots == idx
+        t_next = ops.sum(ops.where(slot, times, 0.0))
+        remaining = t_next - t
+        h_try = ops.where(done, 0.0, controller.try_step(h, remaining, ops))
+        y_new, err, state_new = step(t, y, h_try, state)
+        accept, h_next, failed = controller.decide(h, h_try, remaining, y, y_new, err, ops)
+        accept = accept & ~done
+        hits = accept & (h_try >= remaining)
+        t_new = ops.where(accept, ops.where(hits, t_next, t + h_try), t)
+        y_out = ops.where(accept, y_new, y)
+        saved = ops.where((slot & hits)[:, None], y_new[None, :], saved)
+        state = tree_map(lambda new, old: ops.where(accept, new, old), state_new, state)
+        return (
+            ops.stop_gradient(t_new),
+            y_out,
+            ops.stop_gradient(ops.where(done, h, h_next)),
+            idx + ops.where(hits, 1.0, 0.0),
+            saved,
+            n_acc + ops.where(accept, 1.0, 0.0),
+            n_rej + ops.where(~accept & ~done, 1.0, 0.0),
+            ops.maximum(bad, ops.where(failed & ~done, 1.0, 0.0)),
+            state,
+        )
+
+    t, y, _, idx, saved, n_acc, n_rej, bad, _ = adjoint.loop(
+        running, body, carry0, int(max_steps), ops
+    )
+    status = ops.where(bad > 0.5, 2.0, ops.where(idx >= m, 0.0, 1.0))
+    ok = status == 0.0
+    # NaN-poisoning: under jit a failure cannot raise, so the output (and, through
+    # the factor, every derivative of it) says it; on success the factor is exactly 1.
+    # (``0 * sum(y)`` ties the poison to the inputs even when no row was saved.)
+    ys = (saved + 0.0 * ops.sum(y)) * ops.where(ok, 1.0, float("nan"))
+    return ys, SolveInfo(status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej)

@@ -1,0 +1,144 @@
+"""The shared step loop: derivative strategies (adjoints), bounded memory, budgets, stability."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import simdiff
+from simdiff.errors import InputError, SimdiffError, SolverError, StabilityError
+from simdiff.ode import (
+    CheckpointAdjoint,
+    DirectAdjoint,
+    Dopri5,
+    FixedStep,
+    ForwardAdjoint,
+    ODEProblem,
+    Rodas3,
+)
+from simdiff.ode.adjoint import blocked_loop
+
+
+def _oscillator(t, y, p, ops):
+    return ops.stack([y[1], -p[0] * y[0] - p[1] * y[1]])
+
+
+def _problem(adjoint=None, solver=None, **kw):
+    return ODEProblem(
+        _oscillator, [1.0, 0.0], (0.0, 3.0), [4.0, 0.3], save_at=np.linspace(0.5, 3.0, 6),
+        observable=lambda ys, ops: ops.sum(ys[:, 0] ** 2) + ys[-1, 1],
+        solver=solver or Dopri5(rtol=1e-10, atol=1e-12, max_steps=500), adjoint=adjoint, **kw,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("block", [1, 7, 16, 64])
+def test_blocked_loop_stops_where_the_while_loop_stops(block: int) -> None:
+    ops = simdiff.get_ops("jax")
+
+    def cond(c):
+        return (c[1] < 37.0) & (c[0] < 50)
+
+    def body(c):
+        return c[0] + 1, c[1] + 1.5
+
+    want = ops.while_loop(cond, body, (0, ops.asarray(0.0)), 50)
+    got = blocked_loop(cond, body, (0, ops.asarray(0.0)), 50, block, ops, remat=True)
+    assert int(got[0]) == int(want[0]) == 25
+    assert float(got[1]) == float(want[1]) == 37.5
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_adjoints_give_the_same_derivatives(backend: str) -> None:
+    """Every strategy differentiates the same discrete solver: equal to rounding."""
+    x = _problem().x0
+    ref = _problem()
+    g = simdiff.grad(ref, backend=backend)
+    H = simdiff.hessian(ref, backend=backend)
+    for adjoint in (DirectAdjoint(), CheckpointAdjoint(block=5)):
+        p = _problem(adjoint)
+        np.testing.assert_allclose(simdiff.grad(p, backend=backend), g, rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(simdiff.hessian(p, backend=backend), H, rtol=1e-11, atol=1e-12)
+    fwd = _problem(ForwardAdjoint())
+    v = np.array([0.7, -1.3])
+    np.testing.assert_allclose(simdiff.jvp(fwd, v, x, backend=backend), g @ v, rtol=1e-12)
+    Hf = simdiff.hessian(fwd, backend=backend, method="fwd-fwd")
+    np.testing.assert_allclose(Hf, H, rtol=1e-10, atol=1e-11)
+
+
+def test_backends_agree_and_match_finite_differences() -> None:
+    p = _problem()
+    gj = simdiff.grad(p, backend="jax")
+    gt = simdiff.grad(p, backend="torch")
+    np.testing.assert_allclose(gj, gt, rtol=1e-10, atol=1e-12)
+    h = 1e-5
+    fd = [(p.evaluate(p.x0 + h * e) - p.evaluate(p.x0 - h * e)) / (2 * h) for e in np.eye(2)]
+    np.testing.assert_allclose(gj, fd, rtol=1e-6)
+
+
+def test_forward_adjoint_refuses_reverse_mode_on_jax() -> None:
+    with pytest.raises(ValueError, match="while_loop"):
+        simdiff.grad(_problem(ForwardAdjoint()), backend="jax")
+
+
+def test_vmapped_gradients_follow_each_lane(backend: str = "torch") -> None:
+    p = _problem()
+    X = np.stack([p.x0, p.x0 * 1.5, p.x0 * 0.5])
+    G = simdiff.grad(p, X, backend="torch")
+    for row, x in zip(G, X, strict=True):
+        np.testing.assert_allclose(row, simdiff.grad(p, x, backend="jax"), rtol=1e-10)
+
+
+def test_checkpoint_budget_too_small_names_both_numbers() -> None:
+    p = _problem(CheckpointAdjoint(block=10, checkpoints=20))
+    with pytest.raises(InputError, match=r"checkpoints=20 .*block=10 .*200 .*max_steps=500"):
+        simdiff.grad(p, backend="jax")
+    with pytest.raises(InputError, match="block must be a positive integer"):
+        CheckpointAdjoint(block=0)
+    with pytest.raises(InputError, match="adjoint must be"):
+        _problem("recursive")
+
+
+def test_exhausted_budget_is_still_a_solver_error() -> None:
+    p = _problem(solver=Dopri5(rtol=1e-10, atol=1e-12, max_steps=20))
+    with pytest.raises(SolverError, match=r"max_steps=20 exhausted at t=.*rodas3"):
+        p.evaluate(p.x0)
+    with pytest.raises(SimdiffError, match="max_steps=20 exhausted"):
+        simdiff.grad(p, backend="jax")
+
+
+def test_reverse_memory_grows_like_sqrt_max_steps() -> None:
+    """XLA's peak temporary memory of the compiled gradient: ~sqrt(N) checkpointed."""
+
+    def peak(max_steps: int, adjoint) -> int:
+        p = _problem(adjoint, solver=Dopri5(rtol=1e-8, atol=1e-10, max_steps=max_steps))
+        ops = simdiff.get_ops("jax")
+        grad = jax.jit(jax.grad(lambda x: p.fn(x, ops)))
+        return grad.lower(jnp.asarray(p.x0)).compile().memory_analysis().temp_size_in_bytes
+
+    small, large = peak(400, None), peak(40_000, None)
+    assert large / small < 20  # sqrt(100) = 10; storing every step would give ~100
+    direct = peak(40_000, DirectAdjoint())
+    assert direct > 10 * large
+
+
+def test_fixed_step_beyond_stability_limit_raises() -> None:
+    def decay(t, y, p, ops):
+        return -p[0] * y
+
+    with pytest.raises(
+        StabilityError, match=r"dt=0\.05 .*rk4.*\|lambda_max\| = 100 .*n_steps >= 36"
+    ):
+        ODEProblem(decay, [1.0], (0.0, 1.0), [100.0], solver=FixedStep(n_steps=20))
+    p = ODEProblem(decay, [1.0], (0.0, 1.0), [100.0], solver=FixedStep(n_steps=40),
+                   observable=lambda ys, ops: ys[-1, 0])  # fmt: skip
+    r = 1.0 - 2.5 + 2.5**2 / 2 - 2.5**3 / 6 + 2.5**4 / 24  # RK4 amplification at h lambda = -2.5
+    assert p.evaluate(p.x0) == pytest.approx(r**40, rel=1e-12)
+
+
+def test_rodas3_jacobian_by_ops_and_numpy_reference_agree() -> None:
+    p = _problem(solver=Rodas3(rtol=1e-6, atol=1e-9, max_steps=2000))
+    want = p.evaluate(p.x0)
+    got = simdiff.Derivatives(p, backend="jax").value()
+    assert float(got) == pytest.approx(want, rel=1e-7)
