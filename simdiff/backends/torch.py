@@ -451,7 +451,7 @@ class TorchBackend(Backend):
         call of ``torch.compile``) lifts the limit for it; torch's global
         settings are untouched.
         """
-        return torch.compile(
+        return torch.compile(  # type: ignore[call-overload]  # torch 2.13 keywords, not in stubs
             fn, fullgraph=fullgraph, dynamic=False, isolate_recompiles=True, recompile_limit=1024
         )
 

@@ -19,7 +19,7 @@ epsilon=0.0104, sigma=3.40)`` for argon); masses come from the Atoms (amu).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -126,7 +126,7 @@ class SimdiffCalculator(Calculator):
     (0.0, array([24.,  0.,  0.]))
     """
 
-    implemented_properties: ClassVar[list[str]] = ["energy", "free_energy", "forces"]
+    implemented_properties = ["energy", "free_energy", "forces"]  # noqa: RUF012 (ASE's API)
     nolabel = True
 
     def __init__(
@@ -154,6 +154,7 @@ class SimdiffCalculator(Calculator):
     def problem_for(self, atoms: Atoms) -> Problem:
         """The simdiff problem this calculator evaluates for ``atoms``."""
         if self.pair is None:
+            assert self.problem is not None  # __init__ requires a problem or a pair
             return self.problem
         key = (len(atoms), atoms.get_masses().tobytes(), np.asarray(atoms.cell[:]).tobytes(),
                tuple(atoms.pbc))  # fmt: skip
@@ -162,6 +163,7 @@ class SimdiffCalculator(Calculator):
         if key != self._key or stale:
             self.problem = problem_from_atoms(atoms, self.pair)
             self._key = key
+        assert self.problem is not None
         return self.problem
 
     def _x(self, atoms: Atoms, problem: Problem) -> np.ndarray:
