@@ -102,6 +102,11 @@ CASES = {
     "fft.rfftfreq": lambda o, x, s: o.fft.rfftfreq(4, 0.5),
     "fft.fftfreq": lambda o, x, s: o.fft.fftfreq(4, 0.5),
     "scan": lambda o, x, s: o.scan(lambda c, _: (c * 2.0, c), s, length=3),
+    "while_loop": lambda o, x, s: o.while_loop(lambda c: c < 10.0, lambda c: c * 2.0 + 1.0, s, 8),
+    "cond": lambda o, x, s: (
+        o.cond(s > 0.0, lambda y: y * 2.0, lambda y: y - 1.0, s),
+        o.cond(x[0] > 0.5, lambda y: o.sin(y), lambda y: o.cos(y), x),
+    ),
     "checkpoint": lambda o, x, s: o.checkpoint(lambda y: o.sin(y) * y)(s),
     "stop_gradient": lambda o, x, s: o.stop_gradient(s),
     "safe_where": lambda o, x, s: (
