@@ -427,27 +427,53 @@ def sweep(
 
 
 def _run_dask(client, spec, args, pts, size, todo, accept, retries) -> None:
+    """Run the chunks ``todo`` on ``client``'s workers and ``accept`` each as it finishes.
+
+    The problem is scattered to every worker once, so each worker keeps its
+    compiled derivatives for all its chunks.  A worker that dies can take the
+    scattered problem with it, and dask then cancels the chunks that needed it
+    ("already forgotten"); those chunks are submitted again with the problem
+    scattered anew, at most ``retries + 1`` times each, so a lost worker costs
+    its chunks, never the sweep.
+    """
+    from concurrent.futures import CancelledError
+
     from distributed import as_completed
 
     if not todo:
         return
-    [remote_spec] = client.scatter([spec], broadcast=True, hash=False)
     run = uuid.uuid4().hex[:8]
-    futures = {}
-    for i in todo:
-        fut = client.submit(
+    resubmitted = dict.fromkeys(todo, 0)
+
+    def submit(i: int, remote_spec: Any) -> Any:
+        return client.submit(
             _compute_chunk,
             remote_spec,
             *args,
             pts[i * size : (i + 1) * size],
             size,
-            key=f"simdiff-sweep-{run}-{i}",
+            key=f"simdiff-sweep-{run}-{i}-{resubmitted[i]}",
             retries=retries,
             pure=False,
         )
-        futures[fut] = i
+
+    [remote_spec] = client.scatter([spec], broadcast=True, hash=False)
+    futures = {submit(i, remote_spec): i for i in todo}
     try:
-        for fut in as_completed(futures):
-            accept(futures[fut], fut.result(), True)
+        pending = as_completed(list(futures))
+        for fut in pending:
+            i = futures[fut]
+            try:
+                result = fut.result()
+            except CancelledError:
+                if resubmitted[i] > retries:
+                    raise
+                resubmitted[i] += 1
+                [remote_spec] = client.scatter([spec], broadcast=True, hash=False)
+                again = submit(i, remote_spec)
+                futures[again] = i
+                pending.add(again)
+                continue
+            accept(i, result, True)
     finally:
         client.cancel(list(futures))
