@@ -346,7 +346,8 @@ def solve(
     :class:`~simdiff.errors.SolverError` when the solver fails (``max_steps``
     exhausted: time reached and a stiff-solver hint; non-finite right-hand
     side: time and state).  ``backend`` picks the context that runs the
-    solver (``"numpy"`` by default; diffrax solvers need ``"jax"``).
+    solver; by default ``"numpy"``, or the solver's first backend where
+    numpy cannot run it (diffrax: ``"jax"``).
 
     Examples
     --------

@@ -432,8 +432,8 @@ def _run_dask(client, spec, args, pts, size, todo, accept, retries) -> None:
     The problem is scattered to every worker once, so each worker keeps its
     compiled derivatives for all its chunks.  A worker that dies can take the
     scattered problem with it, and dask then cancels the chunks that needed it
-    ("already forgotten"); those chunks are submitted again with the problem
-    scattered anew, at most ``retries + 1`` times each, so a lost worker costs
+    ("already forgotten"); those chunks are submitted again (with the problem
+    scattered anew if its copy was lost), at most ``retries + 1`` times each, so a lost worker costs
     its chunks, never the sweep.
     """
     from concurrent.futures import CancelledError
@@ -469,7 +469,8 @@ def _run_dask(client, spec, args, pts, size, todo, accept, retries) -> None:
                 if resubmitted[i] > retries:
                     raise
                 resubmitted[i] += 1
-                [remote_spec] = client.scatter([spec], broadcast=True, hash=False)
+                if remote_spec.status != "finished":  # lost with its worker: scatter it once again
+                    [remote_spec] = client.scatter([spec], broadcast=True, hash=False)
                 again = submit(i, remote_spec)
                 futures[again] = i
                 pending.add(again)
