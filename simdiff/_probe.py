@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import LeakError
+from .errors import LeakError, UnsupportedError
 
 __all__ = ["LEAK_CAUSES", "probe"]
 
@@ -110,7 +110,9 @@ def probe(
     dict
         ``derivative``, ``difference``, ``tolerance`` and ``status`` (``"agree"``,
         or ``"inconclusive"`` when a value is non-finite or the
-        ``stop_gradient`` calls differ between the points).
+        ``stop_gradient`` calls differ between the points); only ``status``
+        (``"skipped: ..."``) when the problem refuses reverse mode
+        (``ops.forward_only``, e.g. an ODE with ``ForwardAdjoint``).
 
     Raises
     ------
@@ -152,7 +154,10 @@ def probe(
         y, pullback = backend.vjp(lambda a: problem.fn(a, ops), backend.from_numpy(x1, dtype))
         u = rng.standard_normal(f1.shape)
         cot = backend.from_numpy(np.reshape(u, tuple(y.shape)), dtype)
-        g = np.asarray(backend.to_numpy(pullback(cot)[0]), dtype=np.float64).ravel()
+        try:
+            g = np.asarray(backend.to_numpy(pullback(cot)[0]), dtype=np.float64).ravel()
+        except UnsupportedError as exc:  # a forward-only problem (ops.forward_only)
+            return {"status": f"skipped: reverse mode refused ({str(exc)[:80]}...)"}
         got, want = np.array([g @ v]), np.array([u @ diff])
         size = max(np.sum(np.abs(u * diff)), abs(got[0]))
     tol = 1e-3 * size + 1e3 * eps * np.max(np.abs(f1), initial=0.0) / h

@@ -99,6 +99,24 @@ def test_jacfwd_refused_where_the_context_has_none() -> None:
         TaylorOps(get_ops("numpy"), 2).jacfwd(lambda y: y)
 
 
+@pytest.mark.parametrize("name", ["jax", "torch"])
+def test_forward_only_passes_forward_mode_and_refuses_reverse(name) -> None:
+    T, ops = get_backend(name), get_ops(name)
+
+    def f(x):
+        return ops.sum(ops.forward_only(x**3, "no reverse here") * x)
+
+    x = T.from_numpy(np.array([1.0, 2.0]), np.float64)
+    v = T.from_numpy(np.array([1.0, -1.0]), np.float64)
+    _, tangent = T.jvp(f, (x,), (v,))
+    assert float(T.to_numpy(tangent)) == pytest.approx(4 * 1.0 - 4 * 8.0)
+    hess = T.jacfwd(T.jacfwd(f))(x)  # nested forward mode: 12 x^2 on the diagonal
+    np.testing.assert_allclose(T.to_numpy(hess), np.diag([12.0, 48.0]))
+    with pytest.raises(UnsupportedError, match="no reverse here"):
+        T.grad(f)(x)
+    assert get_ops("numpy").forward_only(1.5, "unused") == 1.5
+
+
 def test_backend_of_is_the_one_array_kind_detector() -> None:
     import jax.numpy as jnp
     import torch

@@ -123,6 +123,7 @@ class Ops(Protocol):
     def concrete(self, x: Array, /) -> Any: ...
     def jacfwd(self, fn: Callable[[Array], Array], /) -> Callable[[Array], Array]: ...
     def errstate(self) -> AbstractContextManager[Any]: ...
+    def forward_only(self, x: Array, message: str, /) -> Array: ...
 
     # --- unary
     def abs(self, x: Array, /) -> Array: ...
@@ -246,7 +247,10 @@ class Ops(Protocol):
 #: numpy, or ``None`` where it has no value now: a tracer, a vmapped tensor) and
 #: ``jacfwd(fn)`` (forward-mode Jacobian inside a solver).
 #: ``errstate()`` silences floating-point warnings for a block (numpy emits them).
-CAPABILITIES = ("eager", "concrete", "jacfwd", "errstate")
+#: ``forward_only(x, message)`` is ``x``, forward-mode derivatives pass through it, and
+#: reverse mode through it raises ``UnsupportedError(message)`` (identity where a
+#: context has no reverse mode).
+CAPABILITIES = ("eager", "concrete", "jacfwd", "errstate", "forward_only")
 
 
 class OpsBase:
@@ -286,6 +290,15 @@ class OpsBase:
             f"ops.jacfwd is not available in the {self.name!r} context; pass an analytic "
             "Jacobian instead"
         )
+
+    def forward_only(self, x: Array, message: str) -> Array:
+        """``x``, marked so that reverse mode through it raises ``UnsupportedError(message)``.
+
+        Values and forward-mode derivatives (JVPs, nested JVPs, Taylor) pass
+        through unchanged.  Here (numpy, Taylor: no reverse mode) the identity;
+        JAX and torch refuse their reverse pass with ``message``.
+        """
+        return x
 
     def __getattr__(self, item: str) -> Any:
         # Only reached for names the context lacks.

@@ -13,7 +13,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
 
+from ..errors import UnsupportedError
 from ._base import Backend
 from ._threads import xla_threads
 from ._xp import XPOps
@@ -39,6 +42,29 @@ def _abs_real_jvp(primals: tuple[Any], tangents: tuple[Any]) -> tuple[Any, Any]:
     # d|x| = sign(x) dx, so d|x|/dx = 0 at 0 (jnp.abs gives 1 there; torch gives 0).
     (x,), (t,) = primals, tangents
     return _abs_real(x), jnp.sign(x) * t  # the primal through the rule: nested AD agrees
+
+
+# ``ops.forward_only``: an identity primitive, linear (its JVP applies it to the
+# tangent, so nested forward mode works) whose transpose raises: JAX transposes
+# the linear program from its end, so the marker on a loop's outputs refuses
+# reverse mode before the loop's own transpose rule is reached.
+_forward_only_p = Primitive("simdiff_forward_only")
+_forward_only_p.def_impl(lambda x, *, message: x)
+_forward_only_p.def_abstract_eval(lambda x, *, message: x)
+
+
+def _forward_only_transpose(ct: Any, x: Any, *, message: str) -> Any:
+    raise UnsupportedError(message)
+
+
+ad.deflinear2(_forward_only_p, _forward_only_transpose)
+batching.primitive_batchers[_forward_only_p] = lambda args, dims, *, message: (
+    _forward_only_p.bind(args[0], message=message),
+    dims[0],
+)
+mlir.register_lowering(
+    _forward_only_p, mlir.lower_fun(lambda x, *, message: x, multiple_results=False)
+)
 
 
 class JaxOps(XPOps):
@@ -94,6 +120,13 @@ class JaxOps(XPOps):
     def cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], *operands: Any):
         """``jax.lax.cond``: one branch runs (both under ``vmap``, selected)."""
         return jax.lax.cond(pred, true_fn, false_fn, *operands)
+
+    @staticmethod
+    def forward_only(x: Any, message: str) -> Any:
+        """``x``; forward mode passes through, reverse mode raises ``UnsupportedError(message)``."""
+        if not (hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)):
+            return x
+        return _forward_only_p.bind(x, message=message)
 
     @staticmethod
     def checkpoint(fn: Callable[..., Any]) -> Callable[..., Any]:

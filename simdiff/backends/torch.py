@@ -18,7 +18,7 @@ import torch
 import torch.func
 import torch.utils.checkpoint
 
-from ..errors import InputTypeError
+from ..errors import InputTypeError, UnsupportedError
 from ._base import BINARY, UNARY, Backend, LoopOps, Namespace
 
 __all__ = ["TorchBackend", "TorchOps"]
@@ -118,6 +118,28 @@ def _concrete(x: Any) -> Any:
         return np.asarray(float(x.detach())) if x.ndim == 0 else x.detach().cpu().numpy()
     except RuntimeError:  # vmap / functional tensors without a value
         return None
+
+
+class _ForwardOnly(torch.autograd.Function):
+    """``ops.forward_only``: the identity; forward AD passes, backward raises the message."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: torch.Tensor, message: str) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.message = inputs[1]
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        raise UnsupportedError(ctx.message)
+
+    @staticmethod
+    def jvp(ctx: Any, x_t: torch.Tensor, _: Any) -> torch.Tensor:
+        return x_t
 
 
 class TorchOps(LoopOps):
@@ -395,6 +417,13 @@ class TorchOps(LoopOps):
     def stop_gradient(x: Any) -> Any:
         """``x.detach()`` (host scalars have no gradient: returned as they are)."""
         return x.detach() if isinstance(x, torch.Tensor) else x
+
+    @staticmethod
+    def forward_only(x: Any, message: str) -> Any:
+        """``x``; forward AD passes, a backward pass raises ``UnsupportedError(message)``."""
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+            return x
+        return _ForwardOnly.apply(x, message)
 
     @staticmethod
     def jacfwd(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:

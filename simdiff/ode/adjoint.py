@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .._tree import tree_map
 from ..errors import InputError
 
 __all__ = [
@@ -215,9 +216,11 @@ class ForwardAdjoint(Adjoint):
     Values, JVPs, forward Jacobians (``jacobian(mode="fwd")``), forward-over-
     forward Hessians (``hessian(method="fwd-fwd")``) and Taylor coefficients
     cost about the steps taken, with no per-block overhead and no stored
-    states.  Reverse mode (``grad``, ``vjp``, reverse Jacobians) is refused
-    by JAX ("Reverse-mode differentiation does not work for lax.while_loop");
-    use :class:`CheckpointAdjoint` for it.
+    states.  Reverse mode (``grad``, ``vjp``, reverse Jacobians, Hessians
+    over reverse) raises :class:`~simdiff.errors.UnsupportedError` naming
+    :class:`CheckpointAdjoint` and :class:`DirectAdjoint`, on every backend
+    (torch could run it; it is refused alike, so a problem behaves the same
+    on JAX and torch).
 
     Examples
     --------
@@ -232,8 +235,18 @@ class ForwardAdjoint(Adjoint):
 
     name = "forward"
 
+    #: Why reverse mode is refused, and what to use instead (on every backend alike).
+    REVERSE_REFUSED = (
+        "ODEProblem(adjoint=ForwardAdjoint()) computes forward sensitivities only (values, "
+        "jvp, jacobian(mode='fwd'), hessian(method='fwd-fwd'), derivative, taylor); reverse "
+        "mode (grad, vjp, reverse Jacobians, Hessians and HVPs over reverse) needs "
+        "adjoint=CheckpointAdjoint() (the default; memory O(sqrt(max_steps))) or "
+        "adjoint=DirectAdjoint() (stores every step)"
+    )
+
     def loop(self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any) -> Any:
-        return ops.while_loop(cond, body, carry, max_steps)
+        out = ops.while_loop(cond, body, carry, max_steps)
+        return tree_map(lambda a: ops.forward_only(a, self.REVERSE_REFUSED), out)
 
 
 #: Names accepted by ``adjoint=`` in place of an object.
