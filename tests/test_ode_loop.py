@@ -111,10 +111,11 @@ def test_vmapped_gradients_follow_each_lane(backend: str = "torch") -> None:
         np.testing.assert_allclose(row, simdiff.grad(p, x, backend="jax"), rtol=1e-10)
 
 
-def test_checkpoint_budget_too_small_names_both_numbers() -> None:
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_checkpoint_budget_too_small_names_both_numbers(backend: str) -> None:
     p = _problem(CheckpointAdjoint(block=10, checkpoints=20))
     with pytest.raises(InputError, match=r"checkpoints=20 .*block=10 .*200 .*max_steps=500"):
-        simdiff.grad(p, backend="jax")
+        simdiff.grad(p, backend=backend)
     with pytest.raises(InputError, match="block must be a positive integer"):
         CheckpointAdjoint(block=0)
     with pytest.raises(InputError, match="adjoint must be"):
