@@ -153,6 +153,18 @@ def _vdp(max_steps: int, mu: float = 1000.0) -> ODEProblem:
                       max_steps=max_steps)  # fmt: skip
 
 
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_fixed_step_grid_survives_rounding_of_late_times(backend: str) -> None:
+    """1000 steps of 5e-4 from t = 1000: the remaining length over dt drifts above an
+    integer by ~1e-7 through rounding; the grid must not count an extra step (which
+    exhausted max_steps, as 10^5 steps on [0, 10] did)."""
+    p = ODEProblem(lambda t, y, p, ops: -p[0] * y, [1.0], (1000.0, 1001.0), [2.0],
+                   save_at=[1000.5, 1001.0], solver=FixedStep(n_steps=2000))  # fmt: skip
+    info = p.solve_info(p.x0, backend=backend)
+    assert info["status"] == 0 and info["n_accepted"] == 2000
+    np.testing.assert_allclose(p.trajectory()[:, 0], np.exp([-1.0, -2.0]), rtol=1e-10)
+
+
 @pytest.mark.parametrize("context", ["numpy", "torch"])
 def test_explicit_solver_on_stiff_problem_raises_with_time_and_hint(context: str) -> None:
     p = _vdp(60)
