@@ -392,9 +392,10 @@ def _robertson_observable(ys: Any, ops: Any) -> Any:
     return ops.sum(ys[:, 0]) + 1e4 * ops.sum(ys[:, 1])
 
 
-def robertson_reference(rtol: float = 1e-11) -> tuple[float, np.ndarray]:
-    """Value and gradient of the observable from Radau-integrated sensitivity equations."""
-    k = po.ROBERTSON_K
+def robertson_reference(rtol: float = 1e-11, x: Any = None) -> tuple[float, np.ndarray]:
+    """Value and gradient (in ``x = ln k``) of the observable by Radau sensitivity equations."""
+    x = np.log(po.ROBERTSON_K) if x is None else np.asarray(x, dtype=np.float64)
+    k = np.exp(x)
 
     def jy(y: np.ndarray, _: np.ndarray) -> np.ndarray:
         return np.array([[-k[0], k[2] * y[2], k[2] * y[1]],
@@ -405,7 +406,7 @@ def robertson_reference(rtol: float = 1e-11) -> tuple[float, np.ndarray]:
         r1, r2, r3 = k[0] * y[0], k[1] * y[1] ** 2, k[2] * y[1] * y[2]
         return np.array([[-r1, 0.0, r3], [r1, -r2, -r3], [0.0, r2, 0.0]])
 
-    ys, S = sensitivities(po.robertson_rhs, jy, jp, np.array([1.0, 0.0, 0.0]), np.log(k),
+    ys, S = sensitivities(po.robertson_rhs, jy, jp, np.array([1.0, 0.0, 0.0]), x,
                           ROBERTSON_TIMES, "Radau", rtol, 1e-6 * rtol)  # fmt: skip
     w = np.array([1.0, 1e4, 0.0])
     return float(np.sum(ys @ w)), np.einsum("i,tij->j", w, S)

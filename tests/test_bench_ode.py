@@ -1,0 +1,78 @@
+"""The ODE benchmark's own pieces: its references, its peers and its memory fit.
+
+Numbers the benchmark prints are only as good as the references it compares
+with; these tests check each reference against an independent computation.
+No timings are asserted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import problems
+import problems.ode
+import simdiff
+from validation import bench_ode
+
+
+def test_fitted_exponent_recovers_powers() -> None:
+    ns = [1_000, 10_000, 100_000]
+    assert bench_ode.fitted_exponent(ns, [3.0 * n**0.5 for n in ns]) == pytest.approx(0.5)
+    assert bench_ode.fitted_exponent(ns, [2.0 * n for n in ns]) == pytest.approx(1.0)
+
+
+def test_lv_reference_gradient_matches_central_differences() -> None:
+    """The sensitivity-equation gradient against differences of tight DOP853 solves."""
+    p = problems.get("lotka_volterra_fit")
+    ref = bench_ode.lv_reference_grad(p)
+    q = bench_ode.lv_long()  # also the long problem, whose data are its own
+    assert bench_ode.lv_reference_grad(q).shape == (4,)
+
+    import scipy.integrate
+
+    import problems.ode as po
+
+    def misfit(x: np.ndarray) -> float:
+        sol = scipy.integrate.solve_ivp(
+            lambda t, y: po.lotka_volterra_rhs(t, y, x, np), (0.0, 3.0), po.LV_Y0,
+            method="DOP853", rtol=1e-13, atol=1e-14, t_eval=p.save_at,
+        )  # fmt: skip
+        return 0.5 * float(np.sum((sol.y.T - po.lv_data()) ** 2))
+
+    h = 1e-5
+    fd = [(misfit(p.x0 + h * e) - misfit(p.x0 - h * e)) / (2 * h) for e in np.eye(4)]
+    np.testing.assert_allclose(ref, fd, rtol=1e-7)
+    # and simdiff's own gradient agrees to its solver tolerance (rtol 1e-7)
+    np.testing.assert_allclose(simdiff.grad(p), ref, rtol=1e-5)
+
+
+def test_torch_peers_compute_the_same_derivatives() -> None:
+    p = problems.get("lotka_volterra_fit")
+    v = np.array([1.0, -0.5, 0.25, 2.0])
+    ref = bench_ode.lv_reference_grad(p)
+    for make in (bench_ode.torchdiffeq_callables, bench_ode.torchode_callables):
+        fns = make(p, v)
+        g = bench_ode._np(fns["grad"]())
+        np.testing.assert_allclose(g, ref, rtol=1e-5)
+        H = bench_ode._np(fns["hessian"]())
+        np.testing.assert_allclose(H, H.T, rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(bench_ode._np(fns["hvp"]()), H @ v, rtol=1e-8)
+
+
+@pytest.mark.slow
+def test_robertson_reference_matches_differences_of_its_value() -> None:
+    x0 = np.log(problems.ode.ROBERTSON_K)
+    value, grad = bench_ode.robertson_reference(1e-10)
+    assert np.isfinite(value) and grad.shape == (3,)
+    h = 1e-5
+    fd = [(bench_ode.robertson_reference(1e-10, x0 + h * e)[0]
+           - bench_ode.robertson_reference(1e-10, x0 - h * e)[0]) / (2 * h)
+          for e in np.eye(3)]  # fmt: skip
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6 * np.max(np.abs(grad)))
+
+
+@pytest.mark.slow
+def test_memory_table_separates_the_adjoints() -> None:
+    temp = bench_ode.memory([64, 1024], repeats=1)
+    assert temp["DirectAdjoint"][1024] > 4 * temp["CheckpointAdjoint"][1024]
