@@ -168,7 +168,7 @@ def cubic_force_constants(
     modes: Any,
     *,
     backend: str = "jax",
-    method: str = "taylor",
+    method: str = "auto",
     chunk: int | None = None,
     gtol: float = 1e-6,
 ) -> np.ndarray:
@@ -189,10 +189,12 @@ def cubic_force_constants(
         (:math:`E = E_0 + \frac12\sum_i \omega_i^2 Q_i^2
         + \frac16\sum \phi_{ijk} Q_i Q_j Q_k + \dots`).
     backend : {"jax", "torch"}
-    method : {"taylor", "hessian-jvp"}
-        ``"taylor"`` (default): third directional derivatives by Taylor mode
-        along mode combinations, polarised (Notes); ``"hessian-jvp"``: one
-        forward-mode ``jvp`` of the dense AD Hessian per mode.
+    method : {"auto", "taylor", "hessian-jvp"}
+        ``"taylor"``: third directional derivatives by Taylor mode along mode
+        combinations, polarised (Notes); ``"hessian-jvp"``: one forward-mode
+        ``jvp`` of the dense AD Hessian per mode.  ``"auto"`` (default) takes
+        the cheaper by the measured cost model of the Notes:
+        ``"taylor"`` when ``1.5 * len(cubic_directions(m)[0]) <= m * n``.
     chunk : int, optional
         Directions (``"taylor"``, default 1024) or modes (``"hessian-jvp"``,
         default 32) per vectorised batch; bounds memory.
@@ -216,10 +218,12 @@ def cubic_force_constants(
     + P(L_i) + P(L_j) + P(L_k)`.  Each pass costs a few energy evaluations, so
     the total is about :math:`m^3/6` of them, independent of ``n``;
     ``"hessian-jvp"`` differentiates the ``n x n`` Hessian along each of the
-    ``m`` modes, about :math:`m n` HVP-like passes.  Taylor mode wins for
-    few modes of a large system and loses for all modes of a small one
-    (measured in docs/pes.md, section 10).  On JAX each is jit-compiled once
-    per problem.
+    ``m`` modes, about :math:`m n` HVP-like passes.  Measured on LJ clusters
+    (docs/pes.md, section 10; ``python -m validation.bench_pes_anharmonic``) a
+    Taylor direction costs about 1.5 times a Hessian-jvp column: Taylor mode
+    wins for a few modes of a large system (10 modes of LJ150: 17x) and loses
+    for all modes of a small one (all 33 of LJ13: 2.8x slower; all 108 of
+    LJ38: 26x slower).  On JAX each is jit-compiled once per problem.
 
     Raises
     ------
@@ -237,8 +241,12 @@ def cubic_force_constants(
     """
     xx = _point(problem, x)
     L = _modes(problem, modes)
-    if method not in ("taylor", "hessian-jvp"):
-        raise InputError(f"method must be 'taylor' or 'hessian-jvp'; got {method!r}")
+    if method not in ("auto", "taylor", "hessian-jvp"):
+        raise InputError(f"method must be 'auto', 'taylor' or 'hessian-jvp'; got {method!r}")
+    m = L.shape[1]
+    if method == "auto":
+        n_dirs = m + m * (m - 1) + m * (m - 1) * (m - 2) // 6
+        method = "taylor" if 1.5 * n_dirs <= m * problem.n else "hessian-jvp"
     chunk = (1024 if method == "taylor" else 32) if chunk is None else chunk
     if chunk < 1:
         raise InputError(f"chunk must be a positive integer; got {chunk}")
@@ -247,7 +255,6 @@ def cubic_force_constants(
     problem.require(T.name)
     xb = T.from_numpy(xx, np.float64)
     lb = T.from_numpy(L, np.float64)
-    m = L.shape[1]
     if method == "taylor":
         fn = _taylor3_fn(problem, T.name)
         combos = cubic_directions(m)[0]
