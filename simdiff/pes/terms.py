@@ -37,8 +37,12 @@ __all__ = ["TermEnergy", "check_index", "structured_hessian", "term_energy"]
 TERM_CHUNK = 2**18
 
 #: Floats of intermediates per term and tangent in the dense AD Hessian, per coordinate of a
-#: term (measured for Lennard-Jones pairs on JAX and torch, rounded up).
-_DENSE_FLOATS_PER_TERM_COORD = 8
+#: term.  Measured for Lennard-Jones pairs, all pairs and with a cutoff, N = 38..150
+#: (``python -m validation.bench_pes_memory``, docs/pes.md section 7): JAX's compiled
+#: executable holds 1.7-2.1 (its own memory analysis); torch.func's forward-over-reverse
+#: Hessian adds 4.5-10.8 to the resident set at N >= 75 (allocator slack included).
+#: Rounded up over both, so the guard chunks or refuses before either runs out.
+_DENSE_FLOATS_PER_TERM_COORD = 12
 
 
 def check_index(index: Any, n_particles: int, what: str = "index") -> np.ndarray:
