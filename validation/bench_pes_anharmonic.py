@@ -46,7 +46,7 @@ def _case(name: object, n_modes: int | None, backend: str) -> tuple[str, dict]:
     L = L if n_modes is None else L[:, :n_modes]
     kw = {"backend": backend, "gtol": np.inf}
     fns = {
-        "cubic taylor": lambda: cubic_force_constants(p, x, L, **kw),
+        "cubic taylor": lambda: cubic_force_constants(p, x, L, method="taylor", **kw),
         "cubic hessian-jvp": lambda: cubic_force_constants(p, x, L, method="hessian-jvp", **kw),
         "quartic taylor": lambda: quartic_force_constants(p, x, L, **kw),
     }
@@ -90,6 +90,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
         torch.set_num_threads(args.threads)
     rows = measure(args.repeats, args.backend)
+    from simdiff.pes import cubic_directions
+
+    print()
+    print("| case | directions (Taylor) | m n | method='auto' picks |")
+    print("|---|---|---|---|")
+    for r in rows:
+        n, m = (int(v) for v in r["case"].split("(n = ")[1].rstrip(")").split(", m = "))
+        k = len(cubic_directions(m)[0])
+        pick = "taylor" if 1.5 * k <= m * n else "hessian-jvp"
+        print(f"| {r['case']} | {k} | {m * n} | {pick} |")
     print()
     print("| case | cubic taylor (s) | cubic hessian-jvp (s) | jvp / taylor | quartic taylor (s) "
           "| first call taylor / hessian-jvp (s) | max diff / max abs phi |")  # fmt: skip
