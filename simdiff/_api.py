@@ -415,9 +415,9 @@ class Derivatives(OperatorMethods):
         x = self.problem.x0 if x is None else x
         src, a, _, _ = self._prepare(x, "x", (self.problem.n,), self.check_finite)
         xs = np.asarray(src.to_numpy(a), dtype=np.float64)
-        h = self.problem.fn.structured_hessian(xs, self.backend.name, np.dtype(self.dtype).name)
-        if self.check_finite:
-            A.check_finite_result(h, get_backend("numpy"), "simdiff.hessian (structured)")
+        h = self.problem.fn.structured_hessian(
+            xs, self.backend.name, np.dtype(self.dtype).name, check_finite=self.check_finite
+        )
         return A.convert_out(h.astype(self.dtype, copy=False), src, get_backend("numpy"))
 
     def _dense_chunk(self) -> int | None:

@@ -22,16 +22,21 @@ __all__ = ["StructuredHessian", "memory_budget"]
 class StructuredHessian(Protocol):
     """What a problem's ``fn`` provides to have its Hessian assembled from structure.
 
-    ``structured_hessian(x, backend, dtype)`` returns the Hessian at the points
-    ``x`` (numpy, shape ``(n,)`` or ``(batch, n)``) as a numpy array of shape
-    ``(n, n)`` or ``(batch, n, n)``; ``dense_hessian_bytes(n)`` estimates the
+    ``structured_hessian(x, backend, dtype, check_finite=...)`` returns the
+    Hessian at the points ``x`` (numpy, shape ``(n,)`` or ``(batch, n)``) as a
+    numpy array of shape ``(n, n)`` or ``(batch, n, n)``; with ``check_finite``
+    it raises :class:`~simdiff.errors.NonFiniteError` for a non-finite result,
+    checking its pieces (``O(pieces)``) rather than the ``n^2`` output;
+    ``dense_hessian_bytes(n)`` estimates the
     bytes of intermediates the dense AD Hessian (``n`` tangents pushed through
     the whole function at once) would hold.
     """
 
     def __call__(self, x: Any, ops: Any) -> Any: ...
 
-    def structured_hessian(self, x: np.ndarray, backend: str, dtype: Any) -> np.ndarray: ...
+    def structured_hessian(
+        self, x: np.ndarray, backend: str, dtype: Any, *, check_finite: bool = True
+    ) -> np.ndarray: ...
 
     def dense_hessian_bytes(self, n: int) -> int: ...
 

@@ -133,7 +133,9 @@ def test_cubic_matches_derivative_tensor_trimer(backend):
     t3 = simdiff.derivative_tensor(p, 3, backend=backend)
     L = np.random.default_rng(2).standard_normal((9, 4))
     ref = np.einsum("abc,ai,bj,ck->ijk", t3, L, L, L)
-    phi = cubic_force_constants(p, p.x0, L, backend=backend, chunk=3, gtol=np.inf)  # any point
+    phi = cubic_force_constants(
+        p, p.x0, L, backend=backend, method="taylor", chunk=3, gtol=np.inf
+    )  # any point
     np.testing.assert_allclose(phi, ref,
                                rtol=1e-11, atol=1e-9)  # fmt: skip
 
@@ -142,7 +144,7 @@ def test_cubic_against_finite_differences_of_ad_hessian(lj13_min, backend):
     p, x = lj13_min
     nm = normal_modes(p, x)
     L = nm.displacements[:, ::4]  # 9 of the 33 modes
-    phi = cubic_force_constants(p, x, L, backend=backend)
+    phi = cubic_force_constants(p, x, L, backend=backend, method="taylor")
     step = 1e-4
     fd = np.stack([L.T @ (simdiff.hessian(p, x + step * L[:, k]) -
                           simdiff.hessian(p, x - step * L[:, k])) @ L / (2 * step)
@@ -162,12 +164,25 @@ def test_cubic_diagonal_matches_nested_directional_derivative(lj13_min, backend)
         assert float(d3) == pytest.approx(phi[k, k, k], rel=1e-9, abs=1e-9)
 
 
+def test_cubic_taylor_equals_hessian_jvp_for_all_modes(lj13_min, backend):
+    """Every phi_ijk of LJ13 (all 33 modes): Taylor-mode polarisation against jvp of the Hessian."""
+    p, x = lj13_min
+    L = normal_modes(p, x).displacements
+    phi = cubic_force_constants(p, x, L, backend=backend, method="taylor", chunk=1000)
+    ref = cubic_force_constants(p, x, L, backend=backend, method="hessian-jvp")
+    np.testing.assert_allclose(phi, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+    for perm in [(1, 0, 2), (2, 1, 0), (0, 2, 1)]:
+        np.testing.assert_array_equal(phi, phi.transpose(perm))
+
+
 def test_cubic_bad_modes():
     p = problems.get("lj-dimer")
     with pytest.raises(simdiff.ShapeError, match=r"modes must have shape \(6, m\)"):
         cubic_force_constants(p, p.x0, np.ones((5, 2)))
     with pytest.raises(ValueError, match="chunk must be a positive integer"):
         cubic_force_constants(p, p.x0, np.ones(6), chunk=0)
+    with pytest.raises(ValueError, match="method must be 'auto', 'taylor' or 'hessian-jvp'"):
+        cubic_force_constants(p, p.x0, np.ones(6), method="jvp")
 
 
 def test_h2_harmonic_wavenumber_in_real_units(backend):

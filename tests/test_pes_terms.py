@@ -22,6 +22,7 @@ from simdiff.pes import (
     structured_hessian,
     term_energy,
 )
+from simdiff.pes.terms import bucket_size
 
 
 def bond(r, ops):
@@ -113,6 +114,62 @@ def test_hvp_is_matrix_free_and_matches(backend, rng):
     v = rng.standard_normal(p.n)
     np.testing.assert_allclose(simdiff.hvp(p, v, backend=backend),
                                simdiff.hessian(p) @ v, rtol=1e-11, atol=1e-10)  # fmt: skip
+
+
+class CountingPair:
+    """A pairwise term (``of_difference``) that counts the Python calls tracing makes."""
+
+    def __init__(self):
+        self.calls = 0
+        self.__name__ = "counting_morse"
+
+    def of_difference(self, d, ops):
+        self.calls += 1
+        return morse(ops.sqrt(ops.sum(d * d, axis=-1)), ops, a=1.3)
+
+    def __call__(self, r, ops):
+        return self.of_difference(r[..., 1, :] - r[..., 0, :], ops)
+
+
+def test_pairwise_blocks_equal_generic_terms_and_dense(backend, rng):
+    """Pairs given twice and in both orders: the 3x3 blocks add up like the 6x6 term Hessians."""
+    pos = chain(rng, 5)
+    index = [[0, 1], [2, 1], [1, 2], [0, 3], [4, 2], [3, 4], [1, 0]]
+    pairwise = term_energy(CountingPair(), index, pos)
+    generic = term_energy(lambda r, ops: CountingPair()(r, ops), index, pos)
+    assert pairwise.fn.pairwise and not generic.fn.pairwise
+    x = pos.reshape(-1) + 0.05 * rng.standard_normal(15)
+    h = simdiff.hessian(pairwise, x, backend=backend)
+    np.testing.assert_allclose(h, simdiff.hessian(generic, x, backend=backend), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(h, simdiff.hessian(pairwise, x, backend=backend, method="fwd-rev"),
+                               rtol=0, atol=1e-12)  # fmt: skip
+    hs = structured_hessian(pairwise, x, backend=backend, sparse=True)
+    np.testing.assert_array_equal(hs.toarray(), h)
+    assert hs.nnz == 9 * (5 + 2 * 5)  # 5 diagonal blocks, 5 distinct pairs in both orders
+
+
+def test_no_recompilation_within_a_bucket(rng):
+    """Neighbour lists of different lengths in one bucket run the same compiled Hessian."""
+    term = CountingPair()
+    pos = fcc_cluster(38)
+    index = pair_index(pos, 1.6)
+    assert bucket_size(150) == bucket_size(140) == 160
+    traced = []
+    for m in (150, 140):
+        p = term_energy(term, index[:m], pos)
+        before = term.calls
+        h = simdiff.hessian(p)
+        traced.append(term.calls - before)  # Python calls of the term: tracing only
+        np.testing.assert_allclose(h, simdiff.hessian(p, method="fwd-rev"), rtol=0, atol=1e-12)
+    assert traced[0] > 0 and traced[1] == 0
+
+
+def test_non_finite_term_hessian_names_the_term():
+    p = cluster_problem(lennard_jones, fcc_cluster(4))
+    x = p.x0.copy()
+    x[6:9] = x[3:6]  # atoms 1 and 2 coincide
+    with pytest.raises(simdiff.NonFiniteError, match=r"term \d+ \(atoms \[1, 2\]\)"):
+        simdiff.hessian(p, x)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from .cluster import PairTerm as PairTerm
 from .cluster import cluster_energy as cluster_energy
 from .cluster import cluster_problem as cluster_problem
 from .cluster import pair_index as pair_index
+from .derivatives import cubic_directions as cubic_directions
 from .derivatives import cubic_force_constants as cubic_force_constants
 from .derivatives import forces as forces
 from .derivatives import quartic_force_constants as quartic_force_constants

@@ -44,7 +44,16 @@ class PairTerm:
         self.__name__ = getattr(pair, "__name__", "pair")
 
     def __call__(self, r: Any, ops: Any) -> Any:
-        d = r[..., 1, :] - r[..., 0, :]
+        return self.of_difference(r[..., 1, :] - r[..., 0, :], ops)
+
+    def of_difference(self, d: Any, ops: Any) -> Any:
+        """The term as a function of the displacement ``d = r_1 - r_0``, shape ``(..., dim)``.
+
+        A term of two atoms that depends on them only through ``r_1 - r_0``
+        offers this method: :class:`~simdiff.pes.TermEnergy` then assembles its
+        Hessian from one ``dim x dim`` block per pair,
+        :math:`\\partial^2 \\varepsilon / \\partial d^2`.
+        """
         if self.box is not None:
             d = minimum_image(d, ops.asarray(self.box), ops)
         r2 = ops.sum(d * d, axis=-1)
@@ -53,6 +62,16 @@ class PairTerm:
         # +inf energy with NaN (not silently finite) derivatives, see cluster_energy
         e = self.pair(ops.sqrt(ops.where(apart, r2, 1.0)), ops)
         return ops.where(apart, e, ops.inf + ops.sqrt(ops.where(apart, 1.0, r2)))
+
+    def _key(self) -> tuple[Any, tuple[float, ...] | None]:
+        return (self.pair, None if self.box is None else tuple(self.box.tolist()))
+
+    def __eq__(self, other: object) -> bool:
+        # equal terms (same pair potential and box) share their compiled term Hessians
+        return isinstance(other, PairTerm) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     def __repr__(self) -> str:
         return f"PairTerm({self.pair!r}, box={self.box})"

@@ -2,14 +2,16 @@ r"""Forces, cubic and quartic force constants of an energy problem.
 
 Forces are ``-grad``; Hessians and HVPs come from :func:`simdiff.hessian` and
 :func:`simdiff.hvp` directly.  Cubic force constants are third derivatives
-contracted with modes, computed as the forward-mode derivative (``jvp``) of
-the AD Hessian along each mode; quartic ones (the semi-diagonal
+contracted with modes, from third directional derivatives by Taylor mode along
+mode combinations, combined by polarisation (or, ``method="hessian-jvp"``, the
+forward-mode derivative of the AD Hessian along each mode); quartic ones (the semi-diagonal
 :math:`\phi_{iijj}` of second-order vibrational perturbation theory) are
 fourth directional derivatives by Taylor mode, combined by polarisation.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -19,11 +21,12 @@ from .._api import cached_derivatives
 from .._api import grad as _grad
 from .._problem import Problem
 from ..backends import get_backend
+from ..backends.taylor import taylor_function
 from ..errors import InputError, NonFiniteError, ShapeError
 from .geometry import check_positions, cluster_info
 from .normal_modes import warn_if_not_stationary
 
-__all__ = ["cubic_force_constants", "forces", "quartic_force_constants"]
+__all__ = ["cubic_directions", "cubic_force_constants", "forces", "quartic_force_constants"]
 
 
 def _point(problem: Problem, x: Any) -> np.ndarray:
@@ -54,8 +57,8 @@ def forces(problem: Problem, x: Any = None, *, backend: str = "jax") -> np.ndarr
     return 0.0 - np.asarray(_grad(problem, _point(problem, x), backend=backend))  # no -0.0
 
 
-def _third_fn(problem: Problem, backend: str) -> Callable[..., Any]:
-    """The compiled contraction, kept in the problem's derivative cache."""
+def _hessian_jvp_fn(problem: Problem, backend: str) -> Callable[..., Any]:
+    """``method="hessian-jvp"``: the compiled contraction, kept in the problem's cache."""
 
     def build() -> Callable[..., Any]:
         T = get_backend(backend)
@@ -75,6 +78,25 @@ def _third_fn(problem: Problem, backend: str) -> Callable[..., Any]:
 
         return T.jit(contract)
 
+    return problem.cache.get(("pes.cubic_force_constants", backend, "hessian-jvp"), build)
+
+
+def _taylor3_fn(problem: Problem, backend: str) -> Callable[..., Any]:
+    """``method="taylor"``: third directional derivatives along ``combos @ modes.T``, compiled.
+
+    ``f(x, modes, combos)`` -> ``(c,)``: :math:`D^3(v) = d^3/dt^3 E(x + t v)` for
+    each row of ``combos`` (coefficients of the modes), one Taylor pass each.
+    """
+
+    def build() -> Callable[..., Any]:
+        T = get_backend(backend)
+        g = taylor_function(problem, T.ops(), 3)
+
+        def d3(x: Any, modes: Any, combos: Any) -> Any:
+            return T.vmap(lambda v: g(x, v)[3] * 6.0)(combos @ modes.T)
+
+        return T.jit(d3)
+
     return problem.cache.get(("pes.cubic_force_constants", backend), build)
 
 
@@ -88,13 +110,66 @@ def _modes(problem: Problem, modes: Any) -> np.ndarray:
     return L
 
 
+def cubic_directions(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r"""Mode combinations whose third directional derivatives give every :math:`\phi_{ijk}`.
+
+    Returns ``(combos, pairs, triples, offsets)``: ``combos`` of shape
+    ``(m + m(m-1) + m(m-1)(m-2)/6, m)`` holds the rows :math:`e_i`, then
+    :math:`e_i + e_j` and :math:`e_i - e_j` for ``i < j`` (rows of ``pairs``),
+    then :math:`e_i + e_j + e_k` for ``i < j < k`` (rows of ``triples``);
+    ``offsets`` are where the four blocks start.
+
+    Examples
+    --------
+    >>> combos, pairs, triples, offsets = cubic_directions(3)
+    >>> combos.shape, offsets.tolist()
+    ((10, 3), [0, 3, 6, 9])
+    """
+    eye = np.eye(m)
+    pairs = np.stack(np.triu_indices(m, k=1), axis=1)
+    i, j = pairs.T
+    triples = np.array(list(itertools.combinations(range(m), 3)), dtype=np.int64).reshape(-1, 3)
+    combos = np.concatenate([eye, eye[i] + eye[j], eye[i] - eye[j],
+                             eye[triples].sum(axis=1)])  # fmt: skip
+    offsets = np.cumsum([0, m, len(pairs), len(pairs)])
+    return combos, pairs, triples, offsets
+
+
+def _polarise_cubic(d3: np.ndarray, m: int) -> np.ndarray:
+    r""":math:`\phi_{ijk}` from the third directional derivatives along :func:`cubic_directions`.
+
+    With :math:`P(v) = \phi(v, v, v)`: :math:`\phi_{iij} = (P(e_i + e_j) - P(e_i - e_j)
+    - 2 P(e_j)) / 6` and :math:`6 \phi_{ijk} = P(e_i + e_j + e_k) - P(e_i + e_j) -
+    P(e_i + e_k) - P(e_j + e_k) + P(e_i) + P(e_j) + P(e_k)`.
+    """
+    _, pairs, triples, off = cubic_directions(m)
+    single, plus, minus, triple = np.split(d3, off[1:])
+    phi = np.empty((m, m, m))
+    phi[np.arange(m), np.arange(m), np.arange(m)] = single
+    i, j = pairs.T
+    iij = (plus - minus - 2.0 * single[j]) / 6.0  # phi(e_i, e_i, e_j)
+    ijj = (plus + minus - 2.0 * single[i]) / 6.0  # phi(e_i, e_j, e_j)
+    for u, v, val in ((i, j, iij), (j, i, ijj)):  # phi(e_u, e_u, e_v) in its three places
+        phi[u, u, v] = phi[u, v, u] = phi[v, u, u] = val
+    if triples.size:
+        p2 = np.zeros((m, m))
+        p2[i, j] = p2[j, i] = plus
+        ti, tj, tk = triples.T
+        val = (triple - p2[ti, tj] - p2[ti, tk] - p2[tj, tk] + single[ti] + single[tj]
+               + single[tk]) / 6.0  # fmt: skip
+        for a, b, c in itertools.permutations((ti, tj, tk)):
+            phi[a, b, c] = val
+    return phi
+
+
 def cubic_force_constants(
     problem: Problem,
     x: Any,
     modes: Any,
     *,
     backend: str = "jax",
-    chunk: int = 32,
+    method: str = "auto",
+    chunk: int | None = None,
     gtol: float = 1e-6,
 ) -> np.ndarray:
     r"""Third derivatives of the energy contracted with ``modes``: shape ``(m, m, m)``.
@@ -114,8 +189,15 @@ def cubic_force_constants(
         (:math:`E = E_0 + \frac12\sum_i \omega_i^2 Q_i^2
         + \frac16\sum \phi_{ijk} Q_i Q_j Q_k + \dots`).
     backend : {"jax", "torch"}
-    chunk : int
-        Modes per vectorised batch (bounds memory at ``chunk * n * n`` numbers).
+    method : {"auto", "taylor", "hessian-jvp"}
+        ``"taylor"``: third directional derivatives by Taylor mode along mode
+        combinations, polarised (Notes); ``"hessian-jvp"``: one forward-mode
+        ``jvp`` of the dense AD Hessian per mode.  ``"auto"`` (default) takes
+        the cheaper by the measured cost model of the Notes:
+        ``"taylor"`` when ``1.5 * len(cubic_directions(m)[0]) <= m * n``.
+    chunk : int, optional
+        Directions (``"taylor"``, default 1024) or modes (``"hessian-jvp"``,
+        default 32) per vectorised batch; bounds memory.
     gtol : float
         Warn (:class:`~simdiff.errors.StationarityWarning`) when ``|grad E(x)|``
         exceeds it: force constants describe a stationary point.
@@ -123,15 +205,25 @@ def cubic_force_constants(
     Returns
     -------
     ndarray, shape (m, m, m)
-        Symmetric in its three indices (to rounding).
+        Symmetric in its three indices.
 
     Notes
     -----
-    For each mode ``L[:, k]`` the directional derivative of the Hessian
-    :math:`H'(x)[L_k] = \frac{d}{dt} H(x + t L_k)` is one forward-mode ``jvp``
-    of the forward-over-reverse Hessian (cost about ``n`` gradient
-    evaluations); then :math:`\phi_{:,:,k} = L^T H'[L_k] L`.  The modes are
-    vmapped in chunks and, on JAX, jit-compiled once per problem.
+    ``"taylor"``: with :math:`P(v) = d^3/dt^3 E(x + t v)` from one Taylor-mode
+    pass of order 3 per direction, over the ``m + m(m-1) + m(m-1)(m-2)/6``
+    directions :math:`L_i`, :math:`L_i \pm L_j`, :math:`L_i + L_j + L_k`
+    (:func:`cubic_directions`), the symmetric trilinear form is recovered by
+    polarisation: :math:`\phi_{iij} = (P(L_i + L_j) - P(L_i - L_j) - 2P(L_j))/6`
+    and :math:`6\phi_{ijk} = P(L_i+L_j+L_k) - P(L_i+L_j) - P(L_i+L_k) - P(L_j+L_k)
+    + P(L_i) + P(L_j) + P(L_k)`.  Each pass costs a few energy evaluations, so
+    the total is about :math:`m^3/6` of them, independent of ``n``;
+    ``"hessian-jvp"`` differentiates the ``n x n`` Hessian along each of the
+    ``m`` modes, about :math:`m n` HVP-like passes.  Measured on LJ clusters
+    (docs/pes.md, section 10; ``python -m validation.bench_pes_anharmonic``) a
+    Taylor direction costs 0.8-1.7 Hessian-jvp columns: Taylor mode wins for
+    a few modes of a large system (10 modes of LJ150: 22x) and loses for all
+    modes of a small one (all 33 of LJ13: 3.9x slower).  On JAX each is
+    jit-compiled once per problem.
 
     Raises
     ------
@@ -149,19 +241,37 @@ def cubic_force_constants(
     """
     xx = _point(problem, x)
     L = _modes(problem, modes)
+    if method not in ("auto", "taylor", "hessian-jvp"):
+        raise InputError(f"method must be 'auto', 'taylor' or 'hessian-jvp'; got {method!r}")
+    m = L.shape[1]
+    if method == "auto":
+        n_dirs = m + m * (m - 1) + m * (m - 1) * (m - 2) // 6
+        method = "taylor" if 1.5 * n_dirs <= m * problem.n else "hessian-jvp"
+    chunk = (1024 if method == "taylor" else 32) if chunk is None else chunk
     if chunk < 1:
         raise InputError(f"chunk must be a positive integer; got {chunk}")
     warn_if_not_stationary(problem, xx, gtol, "cubic force constants", backend)
     T = get_backend(backend)
     problem.require(T.name)
-    fn = _third_fn(problem, T.name)
     xb = T.from_numpy(xx, np.float64)
     lb = T.from_numpy(L, np.float64)
-    parts = [
-        T.to_numpy(fn(xb, lb, T.from_numpy(L[:, s : s + chunk], np.float64)))
-        for s in range(0, L.shape[1], chunk)
-    ]
-    full = np.concatenate(parts, axis=0).transpose(1, 2, 0)
+    if method == "taylor":
+        fn = _taylor3_fn(problem, T.name)
+        combos = cubic_directions(m)[0]
+        size = min(chunk, len(combos))
+        parts = []
+        for s in range(0, len(combos), size):  # fixed-size batches: one compilation
+            part = combos[s : s + size]
+            pad = np.concatenate([part, np.zeros((size - len(part), m))])
+            parts.append(T.to_numpy(fn(xb, lb, T.from_numpy(pad, np.float64)))[: len(part)])
+        full = _polarise_cubic(np.concatenate(parts), m)
+    else:
+        fn = _hessian_jvp_fn(problem, T.name)
+        parts = [
+            T.to_numpy(fn(xb, lb, T.from_numpy(L[:, s : s + chunk], np.float64)))
+            for s in range(0, m, chunk)
+        ]
+        full = np.concatenate(parts, axis=0).transpose(1, 2, 0)
     if not np.all(np.isfinite(full)):
         raise NonFiniteError(f"cubic force constants of {problem.name!r} are not finite at x")
     return full

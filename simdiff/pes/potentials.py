@@ -168,6 +168,15 @@ class SmoothCutoff:
         e = self.pair(r_safe, ops) * switch_c2(r_safe, ops, r_on=self.r_on, r_cut=self.r_cut)
         return ops.where(inside, e, 0.0)
 
+    def _key(self) -> tuple[Any, float, float]:
+        return (self.pair, self.r_on, self.r_cut)
+
+    def __eq__(self, other: object) -> bool:  # equal switched potentials share compiled code
+        return isinstance(other, SmoothCutoff) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     def __repr__(self) -> str:
         return f"SmoothCutoff({self.pair!r}, r_on={self.r_on}, r_cut={self.r_cut})"
 

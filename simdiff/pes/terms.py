@@ -28,7 +28,7 @@ import scipy.sparse
 from .._api import cached_derivatives
 from .._problem import Problem
 from ..backends import get_backend
-from ..errors import InputError, InvalidIndexError, ShapeError
+from ..errors import InputError, InvalidIndexError, NonFiniteError, ShapeError
 from .geometry import ClusterInfo, check_masses, minimum_image
 
 __all__ = ["TermEnergy", "check_index", "structured_hessian", "term_energy"]
@@ -37,8 +37,12 @@ __all__ = ["TermEnergy", "check_index", "structured_hessian", "term_energy"]
 TERM_CHUNK = 2**18
 
 #: Floats of intermediates per term and tangent in the dense AD Hessian, per coordinate of a
-#: term (measured for Lennard-Jones pairs on JAX and torch, rounded up).
-_DENSE_FLOATS_PER_TERM_COORD = 8
+#: term.  Measured for Lennard-Jones pairs, all pairs and with a cutoff, N = 38..150
+#: (``python -m validation.bench_pes_memory``, docs/pes.md section 7): JAX's compiled
+#: executable holds 1.7-2.1 (its own memory analysis); torch.func's forward-over-reverse
+#: Hessian adds 4.5-10.8 to the resident set at N >= 75 (allocator slack included).
+#: Rounded up over both, so the guard chunks or refuses before either runs out.
+_DENSE_FLOATS_PER_TERM_COORD = 12
 
 
 def check_index(index: Any, n_particles: int, what: str = "index") -> np.ndarray:
@@ -101,6 +105,99 @@ class _OneTerm:
         return self.term(ops.reshape(y, (self.k, self.dim)), ops)
 
 
+class _OfDifference:
+    """A pair term as a problem function of its displacement ``r_1 - r_0`` (picklable)."""
+
+    def __init__(self, term: Any) -> None:
+        self.term = term
+        self.__name__ = f"{getattr(term, '__name__', 'term')}_of_difference"
+
+    def __call__(self, d: Any, ops: Any) -> Any:
+        return self.term.of_difference(d, ops)
+
+
+#: Term problems shared by every energy with an equal term function (their compiled
+#: Hessians with them): rebuilding a problem at a new geometry does not recompile.
+_SHARED: dict[tuple[Any, ...], Problem] = {}
+_SHARED_MAX = 64
+
+
+def _shared_problem(kind: str, term: Any, k: int, dim: int) -> Problem:
+    key = (kind, term, k, dim)
+    try:
+        problem = _SHARED.pop(key)
+    except TypeError:  # an unhashable term: a problem of its own
+        return _make_problem(kind, term, k, dim)
+    except KeyError:
+        problem = _make_problem(kind, term, k, dim)
+    _SHARED[key] = problem  # most recently used last
+    while len(_SHARED) > _SHARED_MAX:
+        del _SHARED[next(iter(_SHARED))]
+    return problem
+
+
+def _make_problem(kind: str, term: Any, k: int, dim: int) -> Problem:
+    name = getattr(term, "__name__", "term")
+    if kind == "difference":
+        return Problem(_OfDifference(term), np.ones(dim), name=name)
+    y0 = np.zeros((k, dim)) + np.arange(k)[:, None]  # a placeholder point of one term
+    return Problem(_OneTerm(term, k, dim), y0.reshape(-1), name=name)
+
+
+def bucket_size(m: int) -> int:
+    """The smallest size ``>= m`` of the form ``s * 2**e`` with ``s`` in 4..7 (at most 1.25x ``m``).
+
+    Batches of term Hessians are padded to these sizes, so that a compiled
+    vectorised call serves every number of terms in its bucket: a neighbour list
+    whose length changes with the geometry does not recompile each time.
+
+    Examples
+    --------
+    >>> [bucket_size(m) for m in (1, 5, 9, 100, 1000)]
+    [4, 5, 10, 112, 1024]
+    """
+    if m <= 4:
+        return 4
+    e = max(int(m - 1).bit_length() - 3, 0)
+    return -(-m // 2**e) * 2**e
+
+
+class _BlockAssembly:
+    """How per-term ``dim x dim`` blocks add up to the Hessian's nonzero blocks (cached).
+
+    ``rows``, ``cols``: block coordinates of the distinct nonzero blocks, sorted
+    row-major; ``assembler``: a sparse ``(blocks, sources)`` matrix of
+    coefficients, so that the blocks are ``assembler @ values`` for the
+    ``(sources, dim * dim)`` per-term values; ``indptr``: block-row pointers.
+    """
+
+    def __init__(self, rows: np.ndarray, cols: np.ndarray, source: np.ndarray,
+                 coef: np.ndarray, n_sources: int, n_particles: int) -> None:  # fmt: skip
+        keys = rows * n_particles + cols
+        uniq, inv = np.unique(keys, return_inverse=True)
+        self.rows, self.cols = uniq // n_particles, uniq % n_particles
+        self.assembler = scipy.sparse.csr_array(
+            (coef, (inv.ravel(), source)), shape=(uniq.size, n_sources)
+        )
+        counts = np.bincount(self.rows, minlength=n_particles)
+        self.indptr = np.concatenate([[0], np.cumsum(counts)])
+        self.n_particles = n_particles
+        self._flat: np.ndarray | None = None
+
+    def dense(self, blocks: np.ndarray) -> np.ndarray:
+        """The ``(n, n)`` matrix of ``blocks`` (``(len(rows), dim, dim)``): one scattered write."""
+        dd = blocks.shape[1]
+        n = self.n_particles * dd
+        if self._flat is None:  # flat positions of every block entry, cached
+            e = np.arange(dd)
+            r = self.rows[:, None, None] * dd + e[None, :, None]
+            c = self.cols[:, None, None] * dd + e[None, None, :]
+            self._flat = (r * n + c).ravel()
+        h = np.zeros(n * n)
+        h[self._flat] = blocks.ravel()
+        return h.reshape(n, n)
+
+
 class TermEnergy:
     r"""The energy :math:`\sum_t` ``term(R[index[t]])`` of flat coordinates: a problem's ``fn``.
 
@@ -149,9 +246,13 @@ class TermEnergy:
         self.n_terms, self.k = int(m), int(k)
         self.__name__ = getattr(term, "__name__", "term_energy")
         self.coords = (index[:, :, None] * dim + np.arange(dim)).reshape(m, k * dim)
-        y0 = np.zeros((k, dim)) + np.arange(k)[:, None]  # a placeholder point of one term
-        self.term_problem = Problem(_OneTerm(term, k, dim), y0.reshape(-1), name=self.__name__)
-        self._flat: np.ndarray | None = None
+        self.term_problem = _shared_problem("term", term, self.k, self.dim)
+        #: a pair term that depends on its atoms only through r_1 - r_0 (``of_difference``):
+        #: its Hessian is [[B, -B], [-B, B]], one dim x dim block B per pair
+        self.pairwise = k == 2 and callable(getattr(term, "of_difference", None))
+        if self.pairwise:
+            self.block_problem = _shared_problem("difference", term, self.k, self.dim)
+        self._assembly: _BlockAssembly | None = None
 
     # ------------------------------------------------------------------ energy
     def __call__(self, x: Any, ops: Any) -> Any:
@@ -182,6 +283,36 @@ class TermEnergy:
         bad = np.flatnonzero(far > self.max_shift)
         return (int(bad[0]), float(far[bad[0]])) if bad.size else None
 
+    def _check_fresh(self, x: np.ndarray) -> None:
+        where = self.stale(x)
+        if where is not None:
+            raise InputError(
+                f"the neighbour list of this energy was built at another geometry: atom "
+                f"{where[0]} has moved {where[1]:.3g} > {self.max_shift:.3g} (half the skin) "
+                "since, so pairs outside the list may interact; rebuild the problem at this "
+                "geometry (simdiff.pes.cluster_problem(pair, x, ...))"
+            )
+
+    def _batched_hessian(self, problem: Problem, y: np.ndarray, backend: str,
+                         dtype: Any) -> np.ndarray:  # fmt: skip
+        """Hessians of ``problem.fn`` at the rows of ``y``, ``(rows, w, w)``: one vmapped call.
+
+        Rows are padded (with copies of the first) to :func:`bucket_size`, and
+        beyond :data:`TERM_CHUNK` computed in fixed-size batches: one compilation
+        serves a range of term counts, and memory stays bounded.
+        """
+        dtype = "float64" if dtype is None else dtype  # one cache entry for the default
+        d = cached_derivatives(problem, backend, dtype=dtype, check_finite=False)
+        total, w = y.shape
+        size = min(bucket_size(total), TERM_CHUNK)
+        out = np.empty((total, w, w))
+        for s in range(0, total, size):
+            part = y[s : s + size]
+            if part.shape[0] < size:
+                part = np.concatenate([part, np.repeat(part[:1], size - part.shape[0], 0)])
+            out[s : s + size] = np.asarray(d.hessian(part, method="fwd-rev"))[: total - s]
+        return out
+
     def term_hessians(self, x: np.ndarray, backend: str, dtype: Any = None) -> np.ndarray:
         """Hessians of every term at ``x`` (shape ``(n,)`` or ``(B, n)``): ``(B*m, kd, kd)``.
 
@@ -193,52 +324,93 @@ class TermEnergy:
         kd = self.k * self.dim
         if self.n_terms == 0:
             return np.zeros((0, kd, kd))
-        where = self.stale(x)
-        if where is not None:
-            raise InputError(
-                f"the neighbour list of this energy was built at another geometry: atom "
-                f"{where[0]} has moved {where[1]:.3g} > {self.max_shift:.3g} (half the skin) "
-                "since, so pairs outside the list may interact; rebuild the problem at this "
-                "geometry (simdiff.pes.cluster_problem(pair, x, ...))"
-            )
+        self._check_fresh(x)
         r = x[:, self.coords].reshape(-1, kd)  # (B*m, kd)
-        dtype = "float64" if dtype is None else dtype  # one cache entry for the default
-        d = cached_derivatives(self.term_problem, backend, dtype=dtype)
-        total = r.shape[0]
-        if total <= TERM_CHUNK:
-            return np.asarray(d.hessian(r, method="fwd-rev"))
-        # fixed-size batches (the last padded with copies of a valid term): bounded memory
-        # and one compilation, whatever the number of terms
-        out = np.empty((total, kd, kd))
-        for s in range(0, total, TERM_CHUNK):
-            part = r[s : s + TERM_CHUNK]
-            if part.shape[0] < TERM_CHUNK:
-                part = np.concatenate([part, np.repeat(part[:1], TERM_CHUNK - part.shape[0], 0)])
-            out[s : s + TERM_CHUNK] = np.asarray(d.hessian(part, method="fwd-rev"))[: total - s]
-        return out
+        return self._batched_hessian(self.term_problem, r, backend, dtype)
+
+    def block_values(self, x: np.ndarray, backend: str, dtype: Any = None) -> np.ndarray:
+        """Per-term blocks at one point ``x``, shape ``(sources, dim * dim)``.
+
+        For a pairwise term (``term.of_difference``) one symmetric block
+        :math:`B_t = \\partial^2 \\varepsilon_t / \\partial d^2` per pair (``m``
+        sources, ``dim`` HVPs of a function of ``dim`` numbers each); otherwise
+        the ``k^2`` blocks of each term Hessian (``m k^2`` sources).
+        """
+        dd = self.dim
+        if not self.pairwise:
+            h = self.term_hessians(x, backend, dtype).reshape(self.n_terms, self.k, dd, self.k, dd)
+            return h.transpose(0, 1, 3, 2, 4).reshape(-1, dd * dd)
+        self._check_fresh(x)
+        pos = x.reshape(self.n_particles, dd)
+        disp = pos[self.index[:, 1]] - pos[self.index[:, 0]]
+        b = self._batched_hessian(self.block_problem, disp, backend, dtype)
+        return (0.5 * (b + b.transpose(0, 2, 1))).reshape(-1, dd * dd)
+
+    def _check_finite(self, values: np.ndarray) -> None:
+        bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
+        if bad.size:
+            t = int(bad[0]) if self.pairwise else int(bad[0]) // (self.k * self.k)
+            raise NonFiniteError(
+                f"the Hessian of term {t} (atoms {self.index[t].tolist()}) of "
+                f"{self.__name__!r} is not finite ({bad.size} non-finite blocks); the term is "
+                "singular at this geometry (coincident atoms?)"
+            )
+
+    def assembly(self) -> _BlockAssembly:
+        """The block layout of the Hessian (built once per energy, from :attr:`index`)."""
+        if self._assembly is None:
+            m, k, idx = self.n_terms, self.k, self.index
+            if self.pairwise:  # B at (i, i) and (j, j), -B at (i, j) and (j, i)
+                i, j = idx[:, 0], idx[:, 1]
+                rows, cols = np.concatenate([i, j, i, j]), np.concatenate([j, i, i, j])
+                source = np.tile(np.arange(m), 4)
+                coef = np.repeat([-1.0, -1.0, 1.0, 1.0], m)
+                n_sources = m
+            else:  # block (a, b) of term t at (index[t, a], index[t, b])
+                rows = np.repeat(idx, k, axis=1).ravel()
+                cols = np.tile(idx, (1, k)).ravel()
+                source = np.arange(m * k * k)
+                coef = np.ones(m * k * k)
+                n_sources = m * k * k
+            self._assembly = _BlockAssembly(rows, cols, source, coef, n_sources,
+                                            self.n_particles)  # fmt: skip
+        return self._assembly
 
     def structured_hessian(
-        self, x: np.ndarray, backend: str, dtype: Any = None, *, sparse: bool = False
+        self,
+        x: np.ndarray,
+        backend: str,
+        dtype: Any = None,
+        *,
+        sparse: bool = False,
+        check_finite: bool = True,
     ) -> Any:
-        """Hessian at ``x`` assembled from the term Hessians (see :func:`structured_hessian`)."""
+        """Hessian at ``x`` assembled from per-term blocks (see :func:`structured_hessian`).
+
+        With ``check_finite`` a non-finite term Hessian raises
+        :class:`~simdiff.errors.NonFiniteError` naming the term and its atoms
+        (checked on the ``O(m)`` blocks, not on the dense output).
+        """
         x = np.asarray(x, dtype=np.float64)
-        n = self.n_particles * self.dim
+        n, dd = self.n_particles * self.dim, self.dim
         batch = x.shape[:-1]
-        hs = self.term_hessians(x, backend, dtype)
+        if sparse and batch:
+            raise ShapeError("sparse=True assembles one Hessian: x must have shape (n,)")
+        if batch:
+            flat = x.reshape(-1, n)
+            out = np.stack([self.structured_hessian(p, backend, dtype, check_finite=check_finite)
+                            for p in flat])  # fmt: skip
+            return out.reshape(*batch, n, n)
+        if self.n_terms == 0:
+            return scipy.sparse.csr_array((n, n)) if sparse else np.zeros((n, n))
+        a = self.assembly()
+        values = self.block_values(x, backend, dtype)
+        if check_finite:
+            self._check_finite(values)
+        blocks = np.asarray(a.assembler @ values).reshape(-1, dd, dd)
         if sparse:
-            if batch:
-                raise ShapeError("sparse=True assembles one Hessian: x must have shape (n,)")
-            kd = self.k * self.dim
-            rows = np.broadcast_to(self.coords[:, :, None], (self.n_terms, kd, kd))
-            cols = np.broadcast_to(self.coords[:, None, :], (self.n_terms, kd, kd))
-            coo = scipy.sparse.coo_array((hs.ravel(), (rows.ravel(), cols.ravel())), shape=(n, n))
-            return coo.tocsr()
-        if self._flat is None:
-            self._flat = (self.coords[:, :, None] * n + self.coords[:, None, :]).ravel()
-        b = int(np.prod(batch, dtype=np.int64))
-        flat = self._flat if b == 1 else (np.arange(b)[:, None] * (n * n) + self._flat).ravel()
-        h = np.bincount(flat, weights=hs.ravel(), minlength=b * n * n)
-        return h.reshape(*batch, n, n)
+            return scipy.sparse.bsr_array((blocks, a.cols, a.indptr), shape=(n, n)).tocsr()
+        return a.dense(blocks)
 
     def dense_hessian_bytes(self, n: int) -> int:
         """Estimated bytes held by the dense AD Hessian: ``n`` tangents through all terms."""
