@@ -29,6 +29,17 @@ rule runs on it (the directions are a batch axis), and the result collapses
 back: the top coefficients of the first ``D`` directions are the ``N_d``, that
 of direction ``D + g`` is ``A(x_0) C_{K,g}``.
 
+Orders 1 and 2 have hand-written rules instead (the forward Laplacian of
+folx): with ``x_0`` the primal, ``x_{1,d}`` the first coefficients and
+``X_{2,g}`` the summed second ones, an elementwise ``f`` gives
+``y_0 = f(x_0)``, ``y_{1,d} = f'(x_0) x_{1,d}`` and
+``Y_{2,g} = f'(x_0) X_{2,g} + f''(x_0)/2 sum_d W_{gd} x_{1,d}^2`` (the
+coefficients are ``c_k = f^{(k)}/k!``, hence the 1/2), and a product
+``Z_{2,g} = a_0 B_{2,g} + A_{2,g} b_0 + sum_d W_{gd} a_{1,d} b_{1,d}``.  The
+primal is computed once and nothing of size ``(K+1)(D+G)`` is built.  The
+expanded form remains the rule of ``atan2`` and ``linalg.solve`` at order 2,
+and of every nonlinear rule at orders ``K >= 3``.
+
 References
 ----------
 F. Dangel, T. Siebert, M. Zeinhofer, A. Walther, "Collapsing Taylor mode
@@ -42,7 +53,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ..errors import InputError, UnsupportedError
 from ._taylor_series import Series
@@ -134,9 +145,40 @@ class CollapsedSeries:
         """A primal override broadcast over the expanded direction axis."""
         return None if y0 is None else self.b.broadcast_to(y0[None], (self.D + self.G, *y0.shape))
 
+    # ------------------------------------------------------------------ orders 1 and 2
+    # Rules written out for K <= 2 (module notes): ``x1`` are the D per-direction
+    # first coefficients (none for K = 1), ``top`` the G summed top coefficients.
+    def _parts(self, c: Any) -> tuple[Any, Any, Any]:
+        D = self.D
+        return c[0], (c[1 : 1 + D] if D else None), c[1 + D :]
+
+    def _pack(self, y0: Any, y1: Any, top: Any) -> Any:
+        b = self.b
+        y0 = b.broadcast_to(y0, tuple(top.shape[1:]))
+        if y1 is None:
+            return b.concat([y0[None], top])
+        return b.concat([y0[None], b.broadcast_to(y1, (self.D, *top.shape[1:])), top])
+
+    def _chain(self, c: Any, y0: Any, d1: Any, d2half: Any) -> Any:
+        """``f(c)`` from ``y0 = f(x0)``, ``d1 = f'(x0)`` and ``d2half = f''(x0) / 2``."""
+        _, x1, top = self._parts(c)
+        if x1 is None:
+            return self._pack(y0, None, d1 * top)
+        return self._pack(y0, d1 * x1, d1 * top + d2half * self.contract(x1 * x1))
+
+    def _fast(self) -> bool:
+        return self.K <= 2
+
     # ------------------------------------------------------------------ rules
     def cauchy(self, x: Any, y: Any) -> Any:
-        return self._via(self.std.cauchy, x, y)
+        if not self._fast():
+            return self._via(self.std.cauchy, x, y)
+        a0, a1, at = self._parts(x)
+        b0, b1, bt = self._parts(y)
+        top = a0 * bt + at * b0
+        if a1 is None:
+            return self._pack(a0 * b0, None, top)
+        return self._pack(a0 * b0, a0 * b1 + a1 * b0, top + self.contract(a1 * b1))
 
     def bilinear(self, x: Any, y: Any, fn: Any, batched: Any = None) -> Any:
         if batched is None:
@@ -144,32 +186,99 @@ class CollapsedSeries:
                 "a bilinear Taylor rule without a batched form cannot run in the collapsed "
                 "Taylor context"
             )
-        return self._via(lambda u, v: self.std.bilinear(u, v, batched), x, y)
+        if not self._fast():
+            return self._via(lambda u, v: self.std.bilinear(u, v, batched), x, y)
+        b = self.b
+        a0, a1, at = self._parts(x)
+        b0, b1, bt = self._parts(y)
+        G = self.G
+
+        def rows(u: Any, n: int) -> Any:  # a primal repeated along the batched axis
+            return b.broadcast_to(u[None], (n, *u.shape))
+
+        y0 = fn(a0, b0)
+        top = batched(rows(a0, G), bt) + batched(at, rows(b0, G))
+        if a1 is None:
+            return self._pack(y0, None, top)
+        D = self.D
+        y1 = batched(rows(a0, D), b1) + batched(a1, rows(b0, D))
+        return self._pack(y0, y1, top + self.contract(batched(a1, b1)))
 
     def divide(self, x: Any, y: Any) -> Any:
-        return self._via(self.std.divide, x, y)
+        if not self._fast():
+            return self._via(self.std.divide, x, y)
+        a0, a1, at = self._parts(x)
+        b0, b1, bt = self._parts(y)
+        q0 = a0 / b0
+        if a1 is None:
+            return self._pack(q0, None, (at - bt * q0) / b0)
+        q1 = (a1 - b1 * q0) / b0
+        return self._pack(q0, q1, (at - bt * q0 - self.contract(b1 * q1)) / b0)
 
     def exp(self, u: Any, y0: Any = None) -> Any:
-        return self._via(lambda e: self.std.exp(e, self._primal(y0)), u)
+        if not self._fast():
+            return self._via(lambda e: self.std.exp(e, self._primal(y0)), u)
+        e0 = self.b.exp(u[0])
+        return self._chain(u, e0 if y0 is None else y0, e0, 0.5 * e0)
 
     def log(self, u: Any, y0: Any = None) -> Any:
-        return self._via(lambda e: self.std.log(e, self._primal(y0)), u)
+        if not self._fast():
+            return self._via(lambda e: self.std.log(e, self._primal(y0)), u)
+        inv = 1.0 / u[0]
+        return self._chain(u, self.b.log(u[0]) if y0 is None else y0, inv, -0.5 * inv * inv)
 
     def sqrt(self, u: Any) -> Any:
-        return self._via(self.std.sqrt, u)
+        if not self._fast():
+            return self._via(self.std.sqrt, u)
+        u0, u1, ut = self._parts(u)
+        y0 = self.b.sqrt(u0)
+        half = 0.5 / y0
+        if u1 is None:
+            return self._pack(y0, None, ut * half)
+        y1 = u1 * half  # y_2 = (u_2 - y_1^2) / (2 y_0), as Series.sqrt
+        return self._pack(y0, y1, (ut - self.contract(y1 * y1)) * half)
 
     def pow_real(self, u: Any, r: Any) -> Any:
-        return self._via(lambda e: self.std.pow_real(e, r), u)
+        if not self._fast():
+            return self._via(lambda e: self.std.pow_real(e, r), u)
+        u0, u1, ut = self._parts(u)
+        y0 = u0**r
+        ry0 = r * y0
+        if u1 is None:
+            return self._pack(y0, None, ry0 * ut / u0)
+        y1 = ry0 * u1 / u0  # y_2 = ((r-1) u_1 y_1 + 2 r u_2 y_0) / (2 u_0), as Series.pow_real
+        top = ((r - 1.0) * self.contract(u1 * y1) + 2.0 * ry0 * ut) / (2.0 * u0)
+        return self._pack(y0, y1, top)
 
     def pow_int(self, u: Any, n: int) -> Any:
-        return self._via(lambda e: self.std.pow_int(e, n), u)
+        if not self._fast():
+            return self._via(lambda e: self.std.pow_int(e, n), u)
+        return Series.pow_int(cast(Any, self), u, n)  # repeated squaring by the rules above
 
     def sincos(self, u: Any, hyperbolic: bool = False) -> tuple[Any, Any]:
-        s, c = self.std.sincos(self.expand(u), hyperbolic)
-        return self.collapse(s), self.collapse(c)
+        if not self._fast():
+            s, c = self.std.sincos(self.expand(u), hyperbolic)
+            return self.collapse(s), self.collapse(c)
+        b = self.b
+        x0 = u[0]
+        s0, c0 = (b.sinh(x0), b.cosh(x0)) if hyperbolic else (b.sin(x0), b.cos(x0))
+        sgn = 1.0 if hyperbolic else -1.0
+        _, u1, ut = self._parts(u)
+        if u1 is None:
+            return self._pack(s0, None, c0 * ut), self._pack(c0, None, (sgn * s0) * ut)
+        q = 0.5 * self.contract(u1 * u1)
+        s = self._pack(s0, c0 * u1, c0 * ut + (sgn * s0) * q)
+        c = self._pack(c0, (sgn * s0) * u1, (sgn * s0) * ut + (sgn * c0) * q)
+        return s, c
 
     def tan(self, u: Any, hyperbolic: bool = False) -> Any:
-        return self._via(lambda e: self.std.tan(e, hyperbolic), u)
+        if not self._fast():
+            return self._via(lambda e: self.std.tan(e, hyperbolic), u)
+        b = self.b
+        sgn = -1.0 if hyperbolic else 1.0
+        y0 = b.tanh(u[0]) if hyperbolic else b.tan(u[0])
+        g0 = 1.0 + sgn * y0 * y0  # y' = u' (1 + sgn y^2): f'' / 2 = sgn y0 g0
+        return self._chain(u, y0, g0, (sgn * y0) * g0)
 
     def atan2(self, cy: Any, cx: Any) -> Any:
         return self._via(self.std.atan2, cy, cx)
@@ -178,8 +287,17 @@ class CollapsedSeries:
         return self._via(self.std.solve, a, rhs)
 
     def compose(self, u: Any, y0: Any, g: Any) -> Any:
-        """``y' = u' g`` (``g``'s top coefficient is not used, so its collapsed form serves)."""
-        return self._via(lambda eu, eg: self.std.compose(eu, self._primal(y0), eg), u, g)
+        """``y' = u' g`` (``g``'s top coefficient is not used, so its collapsed form serves).
+
+        Order 2: ``y_1 = g_0 u_1``, ``y_2 = g_0 u_2 + g_1 u_1 / 2``.
+        """
+        if not self._fast():
+            return self._via(lambda eu, eg: self.std.compose(eu, self._primal(y0), eg), u, g)
+        _, u1, ut = self._parts(u)
+        g0, g1, _ = self._parts(g)
+        if u1 is None:
+            return self._pack(y0, None, g0 * ut)
+        return self._pack(y0, g0 * u1, g0 * ut + 0.5 * self.contract(u1 * g1))
 
     def deriv(self, c: Any) -> Any:
         raise UnsupportedError(
