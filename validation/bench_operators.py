@@ -242,7 +242,8 @@ def mlp_memory(p: simdiff.Problem, Xn: np.ndarray, points: int) -> dict[str, flo
     out = {}
     for method in ("collapsed", "nested", "taylor"):
         kind = "derivative_sum_nested" if method == "nested" else "derivative_sum"
-        core = build_operator(kind, {"order": 2, "method": method, "grouped": False}, p, ops, be)
+        params = {"order": 2, "method": method, "grouped": False, "unit": True}  # as laplacian()
+        core = build_operator(kind, params, p, ops, be)
         fn = jax.vmap(core, in_axes=(0, None, None))
         out[f"jax_{method}"] = jax_compiled_memory_mb(fn, jnp.asarray(Xn), V, w)
     for method in ("collapsed", "nested"):

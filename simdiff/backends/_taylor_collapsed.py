@@ -103,11 +103,10 @@ class CollapsedSeries:
         b, n = self.b, int(top.shape[0])
         if self.W is None:
             return b.sum(top, axis=0, keepdims=True)
-        if self.G == 1:
-            w = b.reshape(self.W, (n, *(1,) * (top.ndim - 1)))
-            return b.sum(w * top, axis=0, keepdims=True)
-        w = b.reshape(self.W, (self.G, n, *(1,) * (top.ndim - 1)))
-        return b.sum(w * top[None], axis=1)
+        # one matrix product (G, D) @ (D, size): no weighted copy of ``top``
+        W = self.W if self.W.dtype == top.dtype else b.asarray(self.W, dtype=top.dtype)
+        out = b.matmul(W, b.reshape(top, (n, -1)))
+        return b.reshape(out, (self.G, *top.shape[1:]))
 
     def expand(self, c: Any) -> Any:
         """Collapsed rows ``(R, *S)`` to the series of ``D + G`` directions ``(K+1, D+G, *S)``."""
@@ -164,7 +163,8 @@ class CollapsedSeries:
         _, x1, top = self._parts(c)
         if x1 is None:
             return self._pack(y0, None, d1 * top)
-        return self._pack(y0, d1 * x1, d1 * top + d2half * self.contract(x1 * x1))
+        top = d1 * top + d2half * self.contract(x1 * x1)  # before y1: one temporary at a time
+        return self._pack(y0, d1 * x1, top)
 
     def _fast(self) -> bool:
         return self.K <= 2
@@ -178,7 +178,8 @@ class CollapsedSeries:
         top = a0 * bt + at * b0
         if a1 is None:
             return self._pack(a0 * b0, None, top)
-        return self._pack(a0 * b0, a0 * b1 + a1 * b0, top + self.contract(a1 * b1))
+        top = top + self.contract(a1 * b1)
+        return self._pack(a0 * b0, a0 * b1 + a1 * b0, top)
 
     def bilinear(self, x: Any, y: Any, fn: Any, batched: Any = None) -> Any:
         if batched is None:
@@ -373,7 +374,7 @@ class CollapsedOps(TaylorOps):
 
 
 def collapsed_function(
-    problem: Any, ops: Any, order: int, *, grouped: bool = False
+    problem: Any, ops: Any, order: int, *, grouped: bool = False, unit: bool = False
 ) -> Callable[[Any, Any, Any], Any]:
     """``g(x, V, w)``: ``sum_d w_d D^K f(x)[v_d, ..., v_d]`` in one collapsed pass.
 
@@ -388,6 +389,9 @@ def collapsed_function(
         If False, ``w`` has shape ``(D,)`` and ``g`` returns shape ``out``; if
         True, ``w`` has shape ``(G, D)`` and ``g`` returns ``(G, *out)``, the
         weighted sum of each group.
+    unit : bool
+        The weights are all ones (``w`` is not read; ``grouped`` must be
+        False): the sums over directions skip the multiplication.
 
     Returns
     -------
@@ -407,7 +411,7 @@ def collapsed_function(
     scale = float(math.factorial(order))
 
     def g(x: Any, V: Any, w: Any) -> Any:
-        W = w if grouped else ops.reshape(w, (1, -1))
+        W = None if unit else w if grouped else ops.reshape(w, (1, -1))
         cops = CollapsedOps(ops, order, int(V.shape[0]), W)
         y = problem.fn(cops.variable(x, V), cops)
         if isinstance(y, TaylorArray):
