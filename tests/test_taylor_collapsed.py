@@ -119,3 +119,36 @@ def test_groups_give_one_sum_per_group():
 def test_bad_order():
     with pytest.raises(ValueError, match="order must be an integer >= 1"):
         CollapsedOps(NumpyOps(), 0, 3)
+
+
+M1 = RNG.normal(size=(5, 3))
+M2 = RNG.normal(size=(3, 4))
+
+
+def _first_layer(x, ops):
+    """A plain matrix times the variable itself (both sides), then nonlinear ops."""
+    a = ops.tanh(ops.matmul(ops.asarray(M1), x))
+    b = ops.sin(ops.matmul(x, ops.asarray(M2)))
+    return ops.concat([a * a, ops.exp(b), ops.matmul(ops.asarray(M1), x) * x[0]])
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_matrix_times_the_variable(order):
+    """The rows of the variable are mapped apart (shared by every point): same values."""
+    p = simdiff.Problem(_first_layer, x0=X0)
+    g = taylor_function(p, NumpyOps(), order)
+    ref = sum(W[d] * g(X0, V[d])[order] for d in range(len(W))) * math.factorial(order)
+    _close(collapsed_function(p, NumpyOps(), order)(X0, V, W), ref, "first layer")
+    xs = np.stack([X0, X0 - 0.2])
+    for make in (_jax_vmapped, _torch_vmapped):
+        got = make(p, order)(xs, V, W)
+        for i, x in enumerate(xs):
+            ref = sum(W[d] * g(x, V[d])[order] for d in range(len(W))) * math.factorial(order)
+            _close(got[i], ref, f"first layer, {make.__name__}, point {i}")
+
+
+def test_unit_weights_skip_the_product():
+    """``unit=True`` ignores ``w`` and sums with unit weights."""
+    p = simdiff.Problem(CASES["tanh"], x0=X0)
+    got = collapsed_function(p, NumpyOps(), 2, unit=True)(X0, V, np.full(4, np.nan))
+    _close(got, collapsed_function(p, NumpyOps(), 2)(X0, V, np.ones(4)), "unit")

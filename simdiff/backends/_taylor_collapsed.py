@@ -351,6 +351,7 @@ class CollapsedOps(TaylorOps):
         self.s = CollapsedSeries(base, order, directions, weights)
         self.rows = self.s.rows
         self.directions = int(directions)
+        self._seed: tuple[Any, Any] | None = None  # the variable and its rows after the primal
 
     def __getattr__(self, item: str) -> Any:
         raise UnsupportedError(
@@ -367,10 +368,38 @@ class CollapsedOps(TaylorOps):
         """The collapsed series of ``x + t v_d`` for the rows ``v_d`` of ``v`` (shape (D, n))."""
         b, s = self.base, self.s
         if s.D:
-            zeros = b.broadcast_to(b.zeros_like(x)[None], ((self.order - 2) * s.D + s.G, *x.shape))
-            return self.wrap(b.concat([x[None], v, zeros]))
-        top = v if self.order == 1 else b.zeros_like(v)  # K = 1: the top is sum_d w_d v_d
-        return self.wrap(b.concat([x[None], s.contract(top)]))
+            zeros = b.zeros(((self.order - 2) * s.D + s.G, *x.shape), dtype=x.dtype)
+            rest = b.concat([v, zeros])
+        else:  # K = 1: the top is sum_d w_d v_d
+            rest = s.contract(v if self.order == 1 else b.zeros_like(v))
+        out = self.wrap(b.concat([x[None], rest]))
+        self._seed = (out, rest)
+        return out
+
+    def matmul(self, x1: Any, x2: Any) -> Any:
+        """As the Taylor rule; a plain matrix times the variable itself maps its rows apart.
+
+        Every row of the variable but the primal comes from the directions,
+        which are the same at every point: under ``vmap`` over points the
+        product of the matrix with them is computed once, not once per point
+        (for an MLP, the first layer's per-direction product).
+        """
+        x1, x2 = self._plain(x1, x2)
+        seed = self._seed
+        b = self.base
+        if seed is not None and x2 is seed[0] and x2.ndim == 1 and _plain_matrix(x1):
+            y0 = b.matmul(x1, x2.coeffs[0])
+            rest = b.matmul(seed[1], b.permute_dims(x1, (1, 0)))
+        elif seed is not None and x1 is seed[0] and x1.ndim == 1 and _plain_matrix(x2):
+            y0 = b.matmul(x1.coeffs[0], x2)
+            rest = b.matmul(seed[1], x2)
+        else:
+            return super().matmul(x1, x2)
+        return self.wrap(b.concat([y0[None], b.broadcast_to(rest, (self.rows - 1, *y0.shape))]))
+
+
+def _plain_matrix(a: Any) -> bool:
+    return not isinstance(a, TaylorArray) and getattr(a, "ndim", 0) == 2
 
 
 def collapsed_function(
