@@ -14,11 +14,11 @@ import math
 
 import numpy as np
 import pytest
-from test_taylor_ops import CASES, CASES_ALL, X0
+from test_taylor_ops import CASES, CASES_ALL, NESTED_REFERENCE, X0
 
 import simdiff
 from simdiff.backends import OP_NAMES, get_backend
-from simdiff.backends._taylor_collapsed import CollapsedOps, collapsed_function
+from simdiff.backends._taylor_collapsed import CollapsedOps, CollapsedSeries, collapsed_function
 from simdiff.backends.numpy import NumpyOps
 from simdiff.backends.taylor import taylor_function
 from simdiff.errors import UnsupportedError
@@ -152,3 +152,47 @@ def test_unit_weights_skip_the_product():
     p = simdiff.Problem(CASES["tanh"], x0=X0)
     got = collapsed_function(p, NumpyOps(), 2, unit=True)(X0, V, np.full(4, np.nan))
     _close(got, collapsed_function(p, NumpyOps(), 2)(X0, V, np.ones(4)), "unit")
+
+
+def _generic(monkeypatch):
+    """Route orders 1 and 2 through the expanded form (the rule of orders >= 3)."""
+    monkeypatch.setattr(CollapsedSeries, "_fast", lambda self: False)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize("name", sorted(CASES_ALL))
+def test_written_rules_match_the_generic_path(name, order, monkeypatch):
+    """The hand-written order-1/2 rules against the expanded form, to 1e-12."""
+    p = simdiff.Problem(CASES_ALL[name], x0=X0)
+    fast = collapsed_function(p, NumpyOps(), order)(X0, V, W)
+    _generic(monkeypatch)
+    generic = collapsed_function(p, NumpyOps(), order)(X0, V, W)
+    scale = np.maximum(1.0, np.abs(generic))
+    np.testing.assert_allclose(fast / scale, generic / scale, rtol=0, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("name", sorted(CASES_ALL))
+def test_written_rules_match_nested_ad(name):
+    """Order 2 against nested AD (torch.func; JAX where torch's rule is wrong), to 1e-12."""
+    p = simdiff.Problem(CASES_ALL[name], x0=X0, name=name)
+    be = NESTED_REFERENCE.get(name, "torch")
+    ref = sum(
+        W[d] * np.asarray(simdiff.derivative(p, 2, V[d], backend=be, method="nested"))
+        for d in range(len(W))
+    )
+    got = collapsed_function(p, NumpyOps(), 2)(X0, V, W)
+    scale = np.maximum(1.0, np.abs(ref))
+    np.testing.assert_allclose(got / scale, ref / scale, rtol=0, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_orders_one_and_two_never_expand(order, monkeypatch):
+    """Every op at orders 1 and 2 runs a written rule: the expanded form is never built."""
+
+    def refuse(self, c):
+        raise AssertionError("expanded form built")
+
+    monkeypatch.setattr(CollapsedSeries, "expand", refuse)
+    for name in NAMES:
+        p = simdiff.Problem(CASES_ALL[name], x0=X0)
+        collapsed_function(p, NumpyOps(), order)(X0, V, W)

@@ -36,9 +36,14 @@ folx): with ``x_0`` the primal, ``x_{1,d}`` the first coefficients and
 ``Y_{2,g} = f'(x_0) X_{2,g} + f''(x_0)/2 sum_d W_{gd} x_{1,d}^2`` (the
 coefficients are ``c_k = f^{(k)}/k!``, hence the 1/2), and a product
 ``Z_{2,g} = a_0 B_{2,g} + A_{2,g} b_0 + sum_d W_{gd} a_{1,d} b_{1,d}``.  The
-primal is computed once and nothing of size ``(K+1)(D+G)`` is built.  The
-expanded form remains the rule of ``atan2`` and ``linalg.solve`` at order 2,
-and of every nonlinear rule at orders ``K >= 3``.
+primal is computed once and nothing of size ``(K+1)(D+G)`` is built.  Every
+rule has such a form (``atan2`` and ``linalg.solve`` included); the expanded
+form is the rule of the nonlinear operations at orders ``K >= 3``.
+
+A plain matrix times the variable itself (the first layer of a network) maps
+the variable's rows after the primal apart from the primal: they are the
+directions, the same at every point, so under ``vmap`` over points their
+product is computed once (folx does the same with the identity Jacobian).
 
 References
 ----------
@@ -282,10 +287,39 @@ class CollapsedSeries:
         return self._chain(u, y0, g0, (sgn * y0) * g0)
 
     def atan2(self, cy: Any, cx: Any) -> Any:
-        return self._via(self.std.atan2, cy, cx)
+        """Order 2 (``a = cy``, ``x = cx``, ``r^2 = a_0^2 + x_0^2``; Series.atan2 written out):
+        ``y_1 = (x_0 a_1 - a_0 x_1) / r^2``,
+        ``y_2 = (x_0 a_2 - a_0 x_2 - (a_0 a_1 + x_0 x_1) y_1) / r^2``."""
+        if not self._fast():
+            return self._via(self.std.atan2, cy, cx)
+        a0, a1, at = self._parts(cy)
+        x0, x1, xt = self._parts(cx)
+        inv = 1.0 / (a0 * a0 + x0 * x0)
+        y0 = self.b.atan2(a0, x0)
+        top = (x0 * at - a0 * xt) * inv
+        if a1 is None:
+            return self._pack(y0, None, top)
+        y1 = (x0 * a1 - a0 * x1) * inv
+        return self._pack(y0, y1, top - self.contract((a0 * a1 + x0 * x1) * y1) * inv)
 
     def solve(self, a: Any, rhs: Any) -> Any:
-        return self._via(self.std.solve, a, rhs)
+        """Order 2: ``A_0 X_1 = B_1 - A_1 X_0`` per direction and
+        ``A_0 X_2 = B_2 - A_2 X_0 - sum_d w_d A_{1,d} X_{1,d}`` (Series.solve written out)."""
+        if not self._fast():
+            return self._via(self.std.solve, a, rhs)
+        b = self.b
+        a0, a1, at = self._parts(a)
+        b0, b1, bt = self._parts(rhs)
+
+        def solve(r: Any) -> Any:  # A_0 against a leading axis of right-hand sides
+            return b.linalg.solve(b.broadcast_to(a0[None], (int(r.shape[0]), *a0.shape)), r)
+
+        x0 = b.linalg.solve(a0, b0)
+        rt = bt - b.matmul(at, x0)
+        if a1 is None:
+            return self._pack(x0, None, solve(rt))
+        x1 = solve(b1 - b.matmul(a1, x0))
+        return self._pack(x0, x1, solve(rt - self.contract(b.matmul(a1, x1))))
 
     def compose(self, u: Any, y0: Any, g: Any) -> Any:
         """``y' = u' g`` (``g``'s top coefficient is not used, so its collapsed form serves).
