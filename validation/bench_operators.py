@@ -15,14 +15,15 @@ burgers    Laplacian of 0.5 mean(u(T)^2) of viscous Burgers (256-point periodic
            grid, ETDRK4, 20 steps) wrt the initial field vs the trace of the
            nested Hessian.
 
-Timing: all configurations of one workload run round-robin (``--repeats``
-rounds, first calls excluded), median per configuration; every simdiff call
-goes through the public API (``Derivatives`` methods with native inputs,
-``check_finite=False``).  Memory: JAX, XLA's compiled memory analysis
-(temporaries + output) of the jitted function; torch, the growth of the
-resident set size over a steady call (sampled every 0.2 ms, max of 3 calls)
-in a fresh subprocess with a fixed malloc mmap threshold (64 KiB), so that
-the resident set follows the live arrays (see :func:`torch_memory_mb`).
+Timing: all configurations of one workload run interleaved (``--repeats``
+rounds, each in a fresh random order, first calls excluded), median per
+configuration; every simdiff call goes through the public API
+(``Derivatives`` methods with native inputs, ``check_finite=False``).
+Memory: JAX, XLA's compiled memory analysis (temporaries + output) of the
+jitted function; torch, the growth of the resident set size over a steady
+call (sampled every 0.2 ms, max of 3 calls) in a fresh subprocess with a
+fixed malloc mmap threshold (64 KiB), so that the resident set follows the
+live arrays (see :func:`torch_memory_mb`).
 
 Usage::
 
@@ -106,16 +107,24 @@ def covariance(n: int, seed: int = 1) -> np.ndarray:
 
 
 def interleave(configs: dict[str, Any], repeats: int) -> dict[str, dict[str, float]]:
-    """First call of each, then ``repeats`` round-robin rounds; median and IQR per config."""
+    """First call of each, then ``repeats`` rounds; median and IQR per config.
+
+    Every round runs each configuration once, in a fresh random order (seeded),
+    so that no configuration always follows the same one (a heavy predecessor
+    leaves cold caches and freed memory behind).
+    """
     first, values, times = {}, {}, {k: [] for k in configs}
     for name, fn in configs.items():
         t = time.perf_counter()
         values[name] = fn()
         first[name] = time.perf_counter() - t
+    rng = np.random.default_rng(0)
+    names = list(configs)
     for _ in range(repeats):
-        for name, fn in configs.items():
+        for i in rng.permutation(len(names)):
+            name = names[int(i)]
             t = time.perf_counter()
-            fn()
+            configs[name]()
             times[name].append(time.perf_counter() - t)
     out = {}
     for name, ts in times.items():
