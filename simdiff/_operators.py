@@ -124,11 +124,11 @@ def laplacian(
 
     Notes
     -----
-    The collapsed pass is the forward Laplacian of folx: the primal, the ``r``
-    first-order coefficients and the summed second-order coefficient,
-    ``r + 2`` vectors, against ``2 r`` for separate Taylor passes and about
-    ``3 r`` for forward over reverse.  It runs through loops (``ops.scan``),
-    hence through simdiff's ODE and PDE solvers.
+    The collapsed pass is the forward Laplacian of folx: the primal (once),
+    the ``r`` first-order coefficients and the summed second-order
+    coefficient, ``r + 2`` vectors, against ``3 r`` for separate Taylor
+    passes, with hand-written order-2 rules for every op.  It runs through
+    loops (``ops.scan``), hence through simdiff's ODE and PDE solvers.
 
     Examples
     --------

@@ -195,7 +195,8 @@ def build_operator(kind: str, params: dict[str, Any], problem: Any, ops: Any, T:
         return lambda x, V: _laplacian_nested(lambda y: lap(y, V), T)(x, V)
     order, method, grouped = params["order"], params["method"], params["grouped"]
     if method == "collapsed":
-        return collapsed_function(problem, ops, order, grouped=grouped)
+        unit = bool(params.get("unit", False)) and not grouped
+        return collapsed_function(problem, ops, order, grouped=grouped, unit=unit)
     if method == "taylor":
         g = taylor_function(problem, ops, order)
         scale = float(math.factorial(order))
@@ -253,7 +254,8 @@ class OperatorMethods:
         w = np.ones(D) if weights is None else _host(weights, "weights")
         if not (w.shape == (D,) or (w.ndim == 2 and w.shape[1] == D and w.shape[0] >= 1)):
             raise ShapeError(f"weights must have shape ({D},) or (G, {D}); got {w.shape}")
-        params = {"order": int(order), "method": method, "grouped": w.ndim == 2}
+        params = {"order": int(order), "method": method, "grouped": w.ndim == 2,
+                  "unit": weights is None}  # fmt: skip
         extras = [("directions", V, V.shape), ("weights", w, w.shape)]
         # one kind per capability: the numpy context evaluates the Taylor methods, not nested AD
         kind = "derivative_sum_nested" if method == "nested" else "derivative_sum"

@@ -14,11 +14,11 @@ import math
 
 import numpy as np
 import pytest
-from test_taylor_ops import CASES, CASES_ALL, X0
+from test_taylor_ops import CASES, CASES_ALL, NESTED_REFERENCE, X0
 
 import simdiff
 from simdiff.backends import OP_NAMES, get_backend
-from simdiff.backends._taylor_collapsed import CollapsedOps, collapsed_function
+from simdiff.backends._taylor_collapsed import CollapsedOps, CollapsedSeries, collapsed_function
 from simdiff.backends.numpy import NumpyOps
 from simdiff.backends.taylor import taylor_function
 from simdiff.errors import UnsupportedError
@@ -119,3 +119,80 @@ def test_groups_give_one_sum_per_group():
 def test_bad_order():
     with pytest.raises(ValueError, match="order must be an integer >= 1"):
         CollapsedOps(NumpyOps(), 0, 3)
+
+
+M1 = RNG.normal(size=(5, 3))
+M2 = RNG.normal(size=(3, 4))
+
+
+def _first_layer(x, ops):
+    """A plain matrix times the variable itself (both sides), then nonlinear ops."""
+    a = ops.tanh(ops.matmul(ops.asarray(M1), x))
+    b = ops.sin(ops.matmul(x, ops.asarray(M2)))
+    return ops.concat([a * a, ops.exp(b), ops.matmul(ops.asarray(M1), x) * x[0]])
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_matrix_times_the_variable(order):
+    """The rows of the variable are mapped apart (shared by every point): same values."""
+    p = simdiff.Problem(_first_layer, x0=X0)
+    g = taylor_function(p, NumpyOps(), order)
+    ref = sum(W[d] * g(X0, V[d])[order] for d in range(len(W))) * math.factorial(order)
+    _close(collapsed_function(p, NumpyOps(), order)(X0, V, W), ref, "first layer")
+    xs = np.stack([X0, X0 - 0.2])
+    for make in (_jax_vmapped, _torch_vmapped):
+        got = make(p, order)(xs, V, W)
+        for i, x in enumerate(xs):
+            ref = sum(W[d] * g(x, V[d])[order] for d in range(len(W))) * math.factorial(order)
+            _close(got[i], ref, f"first layer, {make.__name__}, point {i}")
+
+
+def test_unit_weights_skip_the_product():
+    """``unit=True`` ignores ``w`` and sums with unit weights."""
+    p = simdiff.Problem(CASES["tanh"], x0=X0)
+    got = collapsed_function(p, NumpyOps(), 2, unit=True)(X0, V, np.full(4, np.nan))
+    _close(got, collapsed_function(p, NumpyOps(), 2)(X0, V, np.ones(4)), "unit")
+
+
+def _generic(monkeypatch):
+    """Route orders 1 and 2 through the expanded form (the rule of orders >= 3)."""
+    monkeypatch.setattr(CollapsedSeries, "_fast", lambda self: False)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize("name", sorted(CASES_ALL))
+def test_written_rules_match_the_generic_path(name, order, monkeypatch):
+    """The hand-written order-1/2 rules against the expanded form, to 1e-12."""
+    p = simdiff.Problem(CASES_ALL[name], x0=X0)
+    fast = collapsed_function(p, NumpyOps(), order)(X0, V, W)
+    _generic(monkeypatch)
+    generic = collapsed_function(p, NumpyOps(), order)(X0, V, W)
+    scale = np.maximum(1.0, np.abs(generic))
+    np.testing.assert_allclose(fast / scale, generic / scale, rtol=0, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("name", sorted(CASES_ALL))
+def test_written_rules_match_nested_ad(name):
+    """Order 2 against nested AD (torch.func; JAX where torch's rule is wrong), to 1e-12."""
+    p = simdiff.Problem(CASES_ALL[name], x0=X0, name=name)
+    be = NESTED_REFERENCE.get(name, "torch")
+    ref = sum(
+        W[d] * np.asarray(simdiff.derivative(p, 2, V[d], backend=be, method="nested"))
+        for d in range(len(W))
+    )
+    got = collapsed_function(p, NumpyOps(), 2)(X0, V, W)
+    scale = np.maximum(1.0, np.abs(ref))
+    np.testing.assert_allclose(got / scale, ref / scale, rtol=0, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_orders_one_and_two_never_expand(order, monkeypatch):
+    """Every op at orders 1 and 2 runs a written rule: the expanded form is never built."""
+
+    def refuse(self, c):
+        raise AssertionError("expanded form built")
+
+    monkeypatch.setattr(CollapsedSeries, "expand", refuse)
+    for name in NAMES:
+        p = simdiff.Problem(CASES_ALL[name], x0=X0)
+        collapsed_function(p, NumpyOps(), order)(X0, V, W)

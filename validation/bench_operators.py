@@ -15,13 +15,15 @@ burgers    Laplacian of 0.5 mean(u(T)^2) of viscous Burgers (256-point periodic
            grid, ETDRK4, 20 steps) wrt the initial field vs the trace of the
            nested Hessian.
 
-Timing: all configurations of one workload run round-robin (``--repeats``
-rounds, first calls excluded), median per configuration; every simdiff call
-goes through the public API (``Derivatives`` methods with native inputs,
-``check_finite=False``).  Memory: JAX, XLA's compiled memory analysis
-(temporaries + output) of the jitted function; torch, the growth of the
-resident set size over a steady call (sampled every 0.2 ms, max of 3 calls)
-in a fresh subprocess.
+Timing: all configurations of one workload run interleaved (``--repeats``
+rounds, each in a fresh random order, first calls excluded), median per
+configuration; every simdiff call goes through the public API
+(``Derivatives`` methods with native inputs, ``check_finite=False``).
+Memory: JAX, XLA's compiled memory analysis (temporaries + output) of the
+jitted function; torch, the growth of the resident set size over a steady
+call (sampled every 0.2 ms, max of 3 calls) in a fresh subprocess with a
+fixed malloc mmap threshold (64 KiB), so that the resident set follows the
+live arrays (see :func:`torch_memory_mb`).
 
 Usage::
 
@@ -105,16 +107,24 @@ def covariance(n: int, seed: int = 1) -> np.ndarray:
 
 
 def interleave(configs: dict[str, Any], repeats: int) -> dict[str, dict[str, float]]:
-    """First call of each, then ``repeats`` round-robin rounds; median and IQR per config."""
+    """First call of each, then ``repeats`` rounds; median and IQR per config.
+
+    Every round runs each configuration once, in a fresh random order (seeded),
+    so that no configuration always follows the same one (a heavy predecessor
+    leaves cold caches and freed memory behind).
+    """
     first, values, times = {}, {}, {k: [] for k in configs}
     for name, fn in configs.items():
         t = time.perf_counter()
         values[name] = fn()
         first[name] = time.perf_counter() - t
+    rng = np.random.default_rng(0)
+    names = list(configs)
     for _ in range(repeats):
-        for name, fn in configs.items():
+        for i in rng.permutation(len(names)):
+            name = names[int(i)]
             t = time.perf_counter()
-            fn()
+            configs[name]()
             times[name].append(time.perf_counter() - t)
     out = {}
     for name, ts in times.items():
@@ -174,8 +184,20 @@ print(max(peaks))
 
 
 def torch_memory_mb(method: str, points: int) -> float:
+    """Peak RSS growth of a steady call in a fresh process.
+
+    glibc's malloc serves large blocks from ``mmap`` (returned to the system
+    when freed) or, once its adaptive threshold has grown, from the heap
+    (kept and reused): the RSS growth then depends on the allocation
+    history, and repeated runs gave ratios from 0.2 to 1.0.  A fixed mmap
+    threshold of 64 KiB (``MALLOC_MMAP_THRESHOLD_``) makes every large
+    array a mapping of its own, so the RSS follows the live arrays.
+    """
     code = MEMORY_SNIPPET.format(root=str(ROOT), method=method, points=points)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -242,7 +264,8 @@ def mlp_memory(p: simdiff.Problem, Xn: np.ndarray, points: int) -> dict[str, flo
     out = {}
     for method in ("collapsed", "nested", "taylor"):
         kind = "derivative_sum_nested" if method == "nested" else "derivative_sum"
-        core = build_operator(kind, {"order": 2, "method": method, "grouped": False}, p, ops, be)
+        params = {"order": 2, "method": method, "grouped": False, "unit": True}  # as laplacian()
+        core = build_operator(kind, params, p, ops, be)
         fn = jax.vmap(core, in_axes=(0, None, None))
         out[f"jax_{method}"] = jax_compiled_memory_mb(fn, jnp.asarray(Xn), V, w)
     for method in ("collapsed", "nested"):

@@ -29,6 +29,22 @@ rule runs on it (the directions are a batch axis), and the result collapses
 back: the top coefficients of the first ``D`` directions are the ``N_d``, that
 of direction ``D + g`` is ``A(x_0) C_{K,g}``.
 
+Orders 1 and 2 have hand-written rules instead (the forward Laplacian of
+folx): with ``x_0`` the primal, ``x_{1,d}`` the first coefficients and
+``X_{2,g}`` the summed second ones, an elementwise ``f`` gives
+``y_0 = f(x_0)``, ``y_{1,d} = f'(x_0) x_{1,d}`` and
+``Y_{2,g} = f'(x_0) X_{2,g} + f''(x_0)/2 sum_d W_{gd} x_{1,d}^2`` (the
+coefficients are ``c_k = f^{(k)}/k!``, hence the 1/2), and a product
+``Z_{2,g} = a_0 B_{2,g} + A_{2,g} b_0 + sum_d W_{gd} a_{1,d} b_{1,d}``.  The
+primal is computed once and nothing of size ``(K+1)(D+G)`` is built.  Every
+rule has such a form (``atan2`` and ``linalg.solve`` included); the expanded
+form is the rule of the nonlinear operations at orders ``K >= 3``.
+
+A plain matrix times the variable itself (the first layer of a network) maps
+the variable's rows after the primal apart from the primal: they are the
+directions, the same at every point, so under ``vmap`` over points their
+product is computed once (folx does the same with the identity Jacobian).
+
 References
 ----------
 F. Dangel, T. Siebert, M. Zeinhofer, A. Walther, "Collapsing Taylor mode
@@ -42,7 +58,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ..errors import InputError, UnsupportedError
 from ._taylor_series import Series
@@ -92,11 +108,10 @@ class CollapsedSeries:
         b, n = self.b, int(top.shape[0])
         if self.W is None:
             return b.sum(top, axis=0, keepdims=True)
-        if self.G == 1:
-            w = b.reshape(self.W, (n, *(1,) * (top.ndim - 1)))
-            return b.sum(w * top, axis=0, keepdims=True)
-        w = b.reshape(self.W, (self.G, n, *(1,) * (top.ndim - 1)))
-        return b.sum(w * top[None], axis=1)
+        # one matrix product (G, D) @ (D, size): no weighted copy of ``top``
+        W = self.W if self.W.dtype == top.dtype else b.asarray(self.W, dtype=top.dtype)
+        out = b.matmul(W, b.reshape(top, (n, -1)))
+        return b.reshape(out, (self.G, *top.shape[1:]))
 
     def expand(self, c: Any) -> Any:
         """Collapsed rows ``(R, *S)`` to the series of ``D + G`` directions ``(K+1, D+G, *S)``."""
@@ -134,9 +149,42 @@ class CollapsedSeries:
         """A primal override broadcast over the expanded direction axis."""
         return None if y0 is None else self.b.broadcast_to(y0[None], (self.D + self.G, *y0.shape))
 
+    # ------------------------------------------------------------------ orders 1 and 2
+    # Rules written out for K <= 2 (module notes): ``x1`` are the D per-direction
+    # first coefficients (none for K = 1), ``top`` the G summed top coefficients.
+    def _parts(self, c: Any) -> tuple[Any, Any, Any]:
+        D = self.D
+        return c[0], (c[1 : 1 + D] if D else None), c[1 + D :]
+
+    def _pack(self, y0: Any, y1: Any, top: Any) -> Any:
+        b = self.b
+        y0 = b.broadcast_to(y0, tuple(top.shape[1:]))
+        if y1 is None:
+            return b.concat([y0[None], top])
+        return b.concat([y0[None], b.broadcast_to(y1, (self.D, *top.shape[1:])), top])
+
+    def _chain(self, c: Any, y0: Any, d1: Any, d2half: Any) -> Any:
+        """``f(c)`` from ``y0 = f(x0)``, ``d1 = f'(x0)`` and ``d2half = f''(x0) / 2``."""
+        _, x1, top = self._parts(c)
+        if x1 is None:
+            return self._pack(y0, None, d1 * top)
+        top = d1 * top + d2half * self.contract(x1 * x1)  # before y1: one temporary at a time
+        return self._pack(y0, d1 * x1, top)
+
+    def _fast(self) -> bool:
+        return self.K <= 2
+
     # ------------------------------------------------------------------ rules
     def cauchy(self, x: Any, y: Any) -> Any:
-        return self._via(self.std.cauchy, x, y)
+        if not self._fast():
+            return self._via(self.std.cauchy, x, y)
+        a0, a1, at = self._parts(x)
+        b0, b1, bt = self._parts(y)
+        top = a0 * bt + at * b0
+        if a1 is None:
+            return self._pack(a0 * b0, None, top)
+        top = top + self.contract(a1 * b1)
+        return self._pack(a0 * b0, a0 * b1 + a1 * b0, top)
 
     def bilinear(self, x: Any, y: Any, fn: Any, batched: Any = None) -> Any:
         if batched is None:
@@ -144,42 +192,147 @@ class CollapsedSeries:
                 "a bilinear Taylor rule without a batched form cannot run in the collapsed "
                 "Taylor context"
             )
-        return self._via(lambda u, v: self.std.bilinear(u, v, batched), x, y)
+        if not self._fast():
+            return self._via(lambda u, v: self.std.bilinear(u, v, batched), x, y)
+        b = self.b
+        a0, a1, at = self._parts(x)
+        b0, b1, bt = self._parts(y)
+        G = self.G
+
+        def rows(u: Any, n: int) -> Any:  # a primal repeated along the batched axis
+            return b.broadcast_to(u[None], (n, *u.shape))
+
+        y0 = fn(a0, b0)
+        top = batched(rows(a0, G), bt) + batched(at, rows(b0, G))
+        if a1 is None:
+            return self._pack(y0, None, top)
+        D = self.D
+        y1 = batched(rows(a0, D), b1) + batched(a1, rows(b0, D))
+        return self._pack(y0, y1, top + self.contract(batched(a1, b1)))
 
     def divide(self, x: Any, y: Any) -> Any:
-        return self._via(self.std.divide, x, y)
+        if not self._fast():
+            return self._via(self.std.divide, x, y)
+        a0, a1, at = self._parts(x)
+        b0, b1, bt = self._parts(y)
+        q0 = a0 / b0
+        if a1 is None:
+            return self._pack(q0, None, (at - bt * q0) / b0)
+        q1 = (a1 - b1 * q0) / b0
+        return self._pack(q0, q1, (at - bt * q0 - self.contract(b1 * q1)) / b0)
 
     def exp(self, u: Any, y0: Any = None) -> Any:
-        return self._via(lambda e: self.std.exp(e, self._primal(y0)), u)
+        if not self._fast():
+            return self._via(lambda e: self.std.exp(e, self._primal(y0)), u)
+        e0 = self.b.exp(u[0])
+        return self._chain(u, e0 if y0 is None else y0, e0, 0.5 * e0)
 
     def log(self, u: Any, y0: Any = None) -> Any:
-        return self._via(lambda e: self.std.log(e, self._primal(y0)), u)
+        if not self._fast():
+            return self._via(lambda e: self.std.log(e, self._primal(y0)), u)
+        inv = 1.0 / u[0]
+        return self._chain(u, self.b.log(u[0]) if y0 is None else y0, inv, -0.5 * inv * inv)
 
     def sqrt(self, u: Any) -> Any:
-        return self._via(self.std.sqrt, u)
+        if not self._fast():
+            return self._via(self.std.sqrt, u)
+        u0, u1, ut = self._parts(u)
+        y0 = self.b.sqrt(u0)
+        half = 0.5 / y0
+        if u1 is None:
+            return self._pack(y0, None, ut * half)
+        y1 = u1 * half  # y_2 = (u_2 - y_1^2) / (2 y_0), as Series.sqrt
+        return self._pack(y0, y1, (ut - self.contract(y1 * y1)) * half)
 
     def pow_real(self, u: Any, r: Any) -> Any:
-        return self._via(lambda e: self.std.pow_real(e, r), u)
+        if not self._fast():
+            return self._via(lambda e: self.std.pow_real(e, r), u)
+        u0, u1, ut = self._parts(u)
+        y0 = u0**r
+        ry0 = r * y0
+        if u1 is None:
+            return self._pack(y0, None, ry0 * ut / u0)
+        y1 = ry0 * u1 / u0  # y_2 = ((r-1) u_1 y_1 + 2 r u_2 y_0) / (2 u_0), as Series.pow_real
+        top = ((r - 1.0) * self.contract(u1 * y1) + 2.0 * ry0 * ut) / (2.0 * u0)
+        return self._pack(y0, y1, top)
 
     def pow_int(self, u: Any, n: int) -> Any:
-        return self._via(lambda e: self.std.pow_int(e, n), u)
+        if not self._fast():
+            return self._via(lambda e: self.std.pow_int(e, n), u)
+        return Series.pow_int(cast(Any, self), u, n)  # repeated squaring by the rules above
 
     def sincos(self, u: Any, hyperbolic: bool = False) -> tuple[Any, Any]:
-        s, c = self.std.sincos(self.expand(u), hyperbolic)
-        return self.collapse(s), self.collapse(c)
+        if not self._fast():
+            s, c = self.std.sincos(self.expand(u), hyperbolic)
+            return self.collapse(s), self.collapse(c)
+        b = self.b
+        x0 = u[0]
+        s0, c0 = (b.sinh(x0), b.cosh(x0)) if hyperbolic else (b.sin(x0), b.cos(x0))
+        sgn = 1.0 if hyperbolic else -1.0
+        _, u1, ut = self._parts(u)
+        if u1 is None:
+            return self._pack(s0, None, c0 * ut), self._pack(c0, None, (sgn * s0) * ut)
+        q = 0.5 * self.contract(u1 * u1)
+        s = self._pack(s0, c0 * u1, c0 * ut + (sgn * s0) * q)
+        c = self._pack(c0, (sgn * s0) * u1, (sgn * s0) * ut + (sgn * c0) * q)
+        return s, c
 
     def tan(self, u: Any, hyperbolic: bool = False) -> Any:
-        return self._via(lambda e: self.std.tan(e, hyperbolic), u)
+        if not self._fast():
+            return self._via(lambda e: self.std.tan(e, hyperbolic), u)
+        b = self.b
+        sgn = -1.0 if hyperbolic else 1.0
+        y0 = b.tanh(u[0]) if hyperbolic else b.tan(u[0])
+        g0 = 1.0 + sgn * y0 * y0  # y' = u' (1 + sgn y^2): f'' / 2 = sgn y0 g0
+        return self._chain(u, y0, g0, (sgn * y0) * g0)
 
     def atan2(self, cy: Any, cx: Any) -> Any:
-        return self._via(self.std.atan2, cy, cx)
+        """Order 2 (``a = cy``, ``x = cx``, ``r^2 = a_0^2 + x_0^2``; Series.atan2 written out):
+        ``y_1 = (x_0 a_1 - a_0 x_1) / r^2``,
+        ``y_2 = (x_0 a_2 - a_0 x_2 - (a_0 a_1 + x_0 x_1) y_1) / r^2``."""
+        if not self._fast():
+            return self._via(self.std.atan2, cy, cx)
+        a0, a1, at = self._parts(cy)
+        x0, x1, xt = self._parts(cx)
+        inv = 1.0 / (a0 * a0 + x0 * x0)
+        y0 = self.b.atan2(a0, x0)
+        top = (x0 * at - a0 * xt) * inv
+        if a1 is None:
+            return self._pack(y0, None, top)
+        y1 = (x0 * a1 - a0 * x1) * inv
+        return self._pack(y0, y1, top - self.contract((a0 * a1 + x0 * x1) * y1) * inv)
 
     def solve(self, a: Any, rhs: Any) -> Any:
-        return self._via(self.std.solve, a, rhs)
+        """Order 2: ``A_0 X_1 = B_1 - A_1 X_0`` per direction and
+        ``A_0 X_2 = B_2 - A_2 X_0 - sum_d w_d A_{1,d} X_{1,d}`` (Series.solve written out)."""
+        if not self._fast():
+            return self._via(self.std.solve, a, rhs)
+        b = self.b
+        a0, a1, at = self._parts(a)
+        b0, b1, bt = self._parts(rhs)
+
+        def solve(r: Any) -> Any:  # A_0 against a leading axis of right-hand sides
+            return b.linalg.solve(b.broadcast_to(a0[None], (int(r.shape[0]), *a0.shape)), r)
+
+        x0 = b.linalg.solve(a0, b0)
+        rt = bt - b.matmul(at, x0)
+        if a1 is None:
+            return self._pack(x0, None, solve(rt))
+        x1 = solve(b1 - b.matmul(a1, x0))
+        return self._pack(x0, x1, solve(rt - self.contract(b.matmul(a1, x1))))
 
     def compose(self, u: Any, y0: Any, g: Any) -> Any:
-        """``y' = u' g`` (``g``'s top coefficient is not used, so its collapsed form serves)."""
-        return self._via(lambda eu, eg: self.std.compose(eu, self._primal(y0), eg), u, g)
+        """``y' = u' g`` (``g``'s top coefficient is not used, so its collapsed form serves).
+
+        Order 2: ``y_1 = g_0 u_1``, ``y_2 = g_0 u_2 + g_1 u_1 / 2``.
+        """
+        if not self._fast():
+            return self._via(lambda eu, eg: self.std.compose(eu, self._primal(y0), eg), u, g)
+        _, u1, ut = self._parts(u)
+        g0, g1, _ = self._parts(g)
+        if u1 is None:
+            return self._pack(y0, None, g0 * ut)
+        return self._pack(y0, g0 * u1, g0 * ut + 0.5 * self.contract(u1 * g1))
 
     def deriv(self, c: Any) -> Any:
         raise UnsupportedError(
@@ -232,6 +385,7 @@ class CollapsedOps(TaylorOps):
         self.s = CollapsedSeries(base, order, directions, weights)
         self.rows = self.s.rows
         self.directions = int(directions)
+        self._seed: tuple[Any, Any] | None = None  # the variable and its rows after the primal
 
     def __getattr__(self, item: str) -> Any:
         raise UnsupportedError(
@@ -248,14 +402,42 @@ class CollapsedOps(TaylorOps):
         """The collapsed series of ``x + t v_d`` for the rows ``v_d`` of ``v`` (shape (D, n))."""
         b, s = self.base, self.s
         if s.D:
-            zeros = b.broadcast_to(b.zeros_like(x)[None], ((self.order - 2) * s.D + s.G, *x.shape))
-            return self.wrap(b.concat([x[None], v, zeros]))
-        top = v if self.order == 1 else b.zeros_like(v)  # K = 1: the top is sum_d w_d v_d
-        return self.wrap(b.concat([x[None], s.contract(top)]))
+            zeros = b.zeros(((self.order - 2) * s.D + s.G, *x.shape), dtype=x.dtype)
+            rest = b.concat([v, zeros])
+        else:  # K = 1: the top is sum_d w_d v_d
+            rest = s.contract(v if self.order == 1 else b.zeros_like(v))
+        out = self.wrap(b.concat([x[None], rest]))
+        self._seed = (out, rest)
+        return out
+
+    def matmul(self, x1: Any, x2: Any) -> Any:
+        """As the Taylor rule; a plain matrix times the variable itself maps its rows apart.
+
+        Every row of the variable but the primal comes from the directions,
+        which are the same at every point: under ``vmap`` over points the
+        product of the matrix with them is computed once, not once per point
+        (for an MLP, the first layer's per-direction product).
+        """
+        x1, x2 = self._plain(x1, x2)
+        seed = self._seed
+        b = self.base
+        if seed is not None and x2 is seed[0] and x2.ndim == 1 and _plain_matrix(x1):
+            y0 = b.matmul(x1, x2.coeffs[0])
+            rest = b.matmul(seed[1], b.permute_dims(x1, (1, 0)))
+        elif seed is not None and x1 is seed[0] and x1.ndim == 1 and _plain_matrix(x2):
+            y0 = b.matmul(x1.coeffs[0], x2)
+            rest = b.matmul(seed[1], x2)
+        else:
+            return super().matmul(x1, x2)
+        return self.wrap(b.concat([y0[None], b.broadcast_to(rest, (self.rows - 1, *y0.shape))]))
+
+
+def _plain_matrix(a: Any) -> bool:
+    return not isinstance(a, TaylorArray) and getattr(a, "ndim", 0) == 2
 
 
 def collapsed_function(
-    problem: Any, ops: Any, order: int, *, grouped: bool = False
+    problem: Any, ops: Any, order: int, *, grouped: bool = False, unit: bool = False
 ) -> Callable[[Any, Any, Any], Any]:
     """``g(x, V, w)``: ``sum_d w_d D^K f(x)[v_d, ..., v_d]`` in one collapsed pass.
 
@@ -270,6 +452,9 @@ def collapsed_function(
         If False, ``w`` has shape ``(D,)`` and ``g`` returns shape ``out``; if
         True, ``w`` has shape ``(G, D)`` and ``g`` returns ``(G, *out)``, the
         weighted sum of each group.
+    unit : bool
+        The weights are all ones (``w`` is not read; ``grouped`` must be
+        False): the sums over directions skip the multiplication.
 
     Returns
     -------
@@ -289,7 +474,7 @@ def collapsed_function(
     scale = float(math.factorial(order))
 
     def g(x: Any, V: Any, w: Any) -> Any:
-        W = w if grouped else ops.reshape(w, (1, -1))
+        W = None if unit else w if grouped else ops.reshape(w, (1, -1))
         cops = CollapsedOps(ops, order, int(V.shape[0]), W)
         y = problem.fn(cops.variable(x, V), cops)
         if isinstance(y, TaylorArray):

@@ -42,6 +42,11 @@ def matmul(T: Any, x1: Any, x2: Any) -> Any:
         out = T.s.bilinear(T.coeffs(a, nd), T.coeffs(c, nd), b.matmul, batched=b.matmul)
     elif _is(a):
         out = b.matmul(T.coeffs(a, nd), c)
+    elif a.ndim == 2:
+        # (A C_k^T)^T for every row k: the rows fold into one matrix product with a
+        # fixed right operand, where A @ C_k would be a batch of small products (torch: bmm)
+        cc = T.coeffs(c, nd)
+        out = _swap(b, b.matmul(_swap(b, cc), b.permute_dims(a, (1, 0))))
     else:
         out = b.matmul(a, T.coeffs(c, nd))
     res = T.wrap(out)
@@ -50,6 +55,12 @@ def matmul(T: Any, x1: Any, x2: Any) -> Any:
     if v1:
         res = T.squeeze(res, -2 if not v2 else -1)
     return res
+
+
+def _swap(b: Any, c: Any) -> Any:
+    """The last two axes of ``c`` exchanged."""
+    n = c.ndim
+    return b.permute_dims(c, (*range(n - 2), n - 1, n - 2))
 
 
 # --------------------------------------------------------------------------- einsum
