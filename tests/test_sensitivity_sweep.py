@@ -171,8 +171,10 @@ def test_sweep_bad_input(kwargs, error, message):
 @pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")
+    # ":0": a free port for the dashboard; the default 8787 collides with any other
+    # cluster on the machine (a concurrent test run), and its warning is an error here.
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=None)  # fmt: skip
+                                       dashboard_address=":0")  # fmt: skip
     c = distributed.Client(cluster)
     yield c
     c.close()

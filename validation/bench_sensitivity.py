@@ -111,7 +111,7 @@ def bench_sweep(n_points: int, chunk: int) -> list[dict]:
     base = timed("in-process")
     for workers in (1, 2):
         cluster = LocalCluster(n_workers=workers, processes=True, threads_per_worker=1,
-                               dashboard_address=None)  # fmt: skip
+                               dashboard_address=":0")  # fmt: skip
         client = Client(cluster)
         r = timed(f"dask, {workers} worker(s)", client=client)
         assert np.array_equal(r["grad"], base["grad"]), "distributed sweep differs"
