@@ -148,8 +148,11 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any
     raise AssertionError(kind)
 
 
-def auto_hessian_method(backend: Any, n: int, m: int) -> str:
+def auto_hessian_method(backend: Any, n: int, m: int, compiled: bool = False) -> str:
     """The Hessian method ``method="auto"`` runs for ``n`` inputs and ``m`` outputs.
+
+    ``compiled`` asks for the method of the compiled path (torch.compile):
+    see ``TorchBackend.hessian_method``.
 
     The backend decides (``Backend.hessian_method``), from measurements kept
     in docs/performance.md (``python -m validation.bench_torch_hessian``): on
@@ -166,7 +169,7 @@ def auto_hessian_method(backend: Any, n: int, m: int) -> str:
     >>> auto_hessian_method(get_backend("jax"), 4, 12)
     'fwd-fwd'
     """
-    return backend.hessian_method(int(n), int(m))
+    return backend.hessian_method(int(n), int(m), compiled=bool(compiled))
 
 
 # --------------------------------------------------------------------------- Derivatives
@@ -511,7 +514,7 @@ class Derivatives(OperatorMethods):
         )
         fn = self._fns.get(key)
         if fn is None:
-            fn = self._fns[key] = self._make(kind, params, axes, device)
+            fn = self._fns[key] = self._make(kind, params, axes, device, key)
             self._info[key] = {
                 "kind": kind,
                 **params,
@@ -584,7 +587,9 @@ class Derivatives(OperatorMethods):
         )
         self.probe_result["seconds"] = time.perf_counter() - start
 
-    def _make(self, kind: str, params: dict[str, Any], axes: tuple, device: Any) -> Callable:
+    def _make(
+        self, kind: str, params: dict[str, Any], axes: tuple, device: Any, key: tuple
+    ) -> Callable:
         T = self.backend
         core = _build(kind, params, self.problem, T.ops(self.dtype, device), T)
         if any(a is not None for a in axes):
@@ -595,7 +600,8 @@ class Derivatives(OperatorMethods):
         # "auto" insists on one whole graph: a graph break would otherwise run
         # eagerly behind the compiled wrapper, and the break-even would be a fiction.
         compiler = T.compile if self.compile is True else _fullgraph(T.compile)
-        return CompiledCall(core, compiler, self.compile, kind, lambda: self._expected_calls)
+        ident = (self.problem.name, self.problem.n, *key)  # what compile-time estimates match
+        return CompiledCall(core, compiler, self.compile, kind, lambda: self._expected_calls, ident)
 
     def _count_compilation(self) -> None:
         self._traces += 1

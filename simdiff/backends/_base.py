@@ -541,8 +541,12 @@ class Backend:
 
     # --- arrays
 
-    def hessian_method(self, n: int, m: int) -> str:
+    def hessian_method(self, n: int, m: int, compiled: bool = False) -> str:
         """Hessian method for ``method="auto"``: ``n`` inputs, ``m`` outputs (1 if scalar).
+
+        ``compiled``: the method for a callable run under the backend's
+        optional compiler (``compile=True | "auto"``), where the best method
+        may differ from the eager one; a backend without one ignores it.
 
         The default is JAX's measured rule (``python -m
         validation.bench_torch_hessian``, docs/performance.md): forward over
