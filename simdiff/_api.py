@@ -333,7 +333,8 @@ class Derivatives(OperatorMethods):
             return self._structured_hessian(x)
         if method == "auto":
             m = math.prod(self.problem.output_shape)
-            method = auto_hessian_method(self.backend, self.problem.n, m)
+            compiled = self.compile is not False and self.backend.optional_compiler
+            method = auto_hessian_method(self.backend, self.problem.n, m, compiled=compiled)
         chunk = self._dense_chunk() if structured else None
         if chunk is not None:
             return self._chunked_hessian(x, chunk)
@@ -600,6 +601,9 @@ class Derivatives(OperatorMethods):
         # "auto" insists on one whole graph: a graph break would otherwise run
         # eagerly behind the compiled wrapper, and the break-even would be a fiction.
         compiler = T.compile if self.compile is True else _fullgraph(T.compile)
+        refusal = T.compile_refusal(kind, params, self.problem.is_scalar)
+        if refusal is not None:  # a crash no try can catch: fail like a compile failure
+            compiler = _refused(refusal)
         ident = (self.problem.name, self.problem.n, *key)  # what compile-time estimates match
         return CompiledCall(core, compiler, self.compile, kind, lambda: self._expected_calls, ident)
 
@@ -609,6 +613,13 @@ class Derivatives(OperatorMethods):
 
 def _fullgraph(compile: Callable) -> Callable[[Callable], Callable]:
     return lambda fn: compile(fn, fullgraph=True)
+
+
+def _refused(reason: str) -> Callable[[Callable], Callable]:
+    def compiler(fn: Callable) -> Callable:
+        raise UnsupportedError(reason)
+
+    return compiler
 
 
 # --------------------------------------------------------------------------- functions

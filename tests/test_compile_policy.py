@@ -250,3 +250,34 @@ def test_numpy_constants_and_take_compile_to_one_graph_with_the_right_derivative
     want, got = eager.hessian(method="rev-rev"), compiled.hessian(method="rev-rev")
     assert compiled.cache_info()[0]["path"] == "compiled"
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize(
+    ("kind", "params", "scalar", "refused"),
+    [
+        ("hessian", {"method": "fwd-fwd"}, True, True),
+        ("hessian", {"method": "fwd-fwd"}, False, False),
+        ("hessian", {"method": "fwd-rev"}, True, False),
+        ("derivative", {"order": 2}, True, True),
+        ("derivative", {"order": 1}, True, False),
+        ("derivative_tensor", {"order": 3}, True, True),
+        ("derivative_tensor", {"order": 2}, True, False),
+        ("biharmonic_nested", {}, True, True),
+        ("grad", {}, True, False),
+    ],
+)
+def test_torch_refuses_to_compile_two_forward_levels_over_a_scalar(kind, params, scalar, refused):
+    reason = get_backend("torch").compile_refusal(kind, params, scalar)
+    assert (reason is not None) == refused
+    assert get_backend("jax").compile_refusal(kind, params, scalar) is None
+
+
+def test_a_refused_compile_raises_under_true_and_runs_eager_under_auto(quad):
+    d = simdiff.Derivatives(quad, backend="torch", compile=True)
+    with pytest.raises(UnsupportedError, match="crashes the process in torch"):
+        d.hessian(method="fwd-fwd")
+    d = simdiff.Derivatives(quad, backend="torch", compile="auto").expect_calls(10**9)
+    for _ in range(4):
+        np.testing.assert_allclose(d.hessian(method="fwd-fwd"), [[6.0, 1.0], [1.0, 12.0]])
+    info = d.cache_info()[0]
+    assert info["path"] == "eager" and "crashes the process" in info["compile_error"]

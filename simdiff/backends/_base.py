@@ -556,6 +556,16 @@ class Backend:
         """
         return "fwd-fwd" if 1 < m and n <= m else "fwd-rev"
 
+    def compile_refusal(self, kind: str, params: dict[str, Any], scalar: bool) -> str | None:
+        """Why the optional compiler must not be tried on this derivative; ``None``: it may.
+
+        ``kind`` and ``params`` as ``Derivatives`` builds them; ``scalar``: the
+        problem returns a scalar.  For compilations known to crash the process
+        (which no ``try`` can catch); ``compile=True`` raises the reason,
+        ``"auto"`` runs eagerly and states it.
+        """
+        return None
+
     #: How ``Derivatives.hvp`` differentiates: "fwd-rev" (jvp of the gradient) or
     #: "rev-rev" (gradient of <grad f, v>); measured per backend (docs/performance.md).
     hvp_method: str = "fwd-rev"

@@ -514,12 +514,53 @@ class TorchBackend(Backend):
 
     @staticmethod
     def hessian_method(n: int, m: int, compiled: bool = False) -> str:
-        """Reverse over reverse, whatever the shape: torch.func's double backward beat
-        forward over reverse by 1.4x to 20x and forward over forward by 2.8x to 90x on
-        every catalogue entry measured, scalar and vector-valued
-        (``python -m validation.bench_torch_hessian``, docs/performance.md).
+        """Reverse over reverse, whatever the shape, eager or compiled (measured rule).
+
+        Eager (``python -m validation.bench_torch_hessian``): torch.func's double
+        backward beat forward over reverse by 1.4x to 20x and forward over
+        forward by 2.8x to 90x on every catalogue entry measured, scalar and
+        vector-valued.  Compiled (``--compiled``, docs/performance.md): reverse
+        over reverse is the only method that compiled on every entry: forward
+        over reverse failed in Inductor on every energy that gathers atoms
+        (LJ-7/13/38: a scatter it cannot generate code for) and was within
+        0.9x-1.2x of reverse over reverse elsewhere; forward over forward
+        crashes on scalar functions (:meth:`compile_refusal`) and was 1.2x
+        faster on the one vector-valued entry (spherical, 0.13 vs 0.16 ms),
+        not enough to give the compiled path a second method.
         """
         return "rev-rev"
+
+    @staticmethod
+    def compile_refusal(kind: str, params: dict[str, Any], scalar: bool) -> str | None:
+        """Refuse torch.compile where it crashes: two forward-mode levels over a scalar function.
+
+        In torch 2.13 (CPU) the Inductor code of a ``jvp`` nested in a ``jvp``
+        of a scalar-valued function ends the process with a segmentation
+        fault on its first call (plain ``torch.compile(jacfwd(jacfwd(f)))``
+        of the Ishigami function, no simdiff involved): forward-over-forward
+        Hessians, nested directional derivatives of order >= 2, derivative
+        tensors of order >= 3 (``jacfwd(jacfwd(jacrev f))``), and by the same
+        construction the nested derivative sums of order >= 3 and the nested
+        biharmonic.  Vector-valued functions compiled (spherical: fwd-fwd
+        Hessian, nested second derivative).
+        """
+        if not scalar:
+            return None
+        order = params.get("order", 0)
+        crashes = (
+            (kind == "hessian" and params.get("method") == "fwd-fwd")
+            or (kind == "derivative" and order >= 2)
+            or (kind == "derivative_tensor" and order >= 3)
+            or (kind == "derivative_sum_nested" and order >= 3)
+            or kind == "biharmonic_nested"
+        )
+        if not crashes:
+            return None
+        return (
+            f"torch.compile of {kind} {params} (two nested forward-mode levels over a scalar "
+            "function) crashes the process in torch 2.13 (segmentation fault in the "
+            "generated code); not compiled"
+        )
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
