@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> None:
         compile_s = info.get("compile_s", 0.0)
         detail = f"{info.get('path')}; compile {compile_s:.1f} s; {info.get('reason')}"
         print(f"| {task} | {j:.2f} | {t:.2f} | {t / j:.2f} | {detail} |")
+    for (task, backend), ts in times.items():  # the first repeat compiles cold
+        print(f"{task} {backend}: " + ", ".join(f"{t:.2f}" for t in ts) + " s (in order)")
 
 
 if __name__ == "__main__":
