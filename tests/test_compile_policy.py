@@ -281,3 +281,13 @@ def test_a_refused_compile_raises_under_true_and_runs_eager_under_auto(quad):
         np.testing.assert_allclose(d.hessian(method="fwd-fwd"), [[6.0, 1.0], [1.0, 12.0]])
     info = d.cache_info()[0]
     assert info["path"] == "eager" and "crashes the process" in info["compile_error"]
+
+
+@pytest.mark.parametrize(("n", "m"), [(2, 1), (114, 1), (3, 3), (4, 12)])
+def test_the_compiled_torch_hessian_is_rev_rev_and_reported(quad, fake, n, m):
+    """The compiled-path rule: the one method that compiled on every entry measured."""
+    assert auto_hessian_method(get_backend("torch"), n, m, compiled=True) == "rev-rev"
+    d = simdiff.Derivatives(quad, backend="torch", compile=True)
+    fake(d)
+    np.testing.assert_allclose(d.hessian(), [[6.0, 1.0], [1.0, 12.0]])
+    assert d.cache_info()[0]["method"] == "rev-rev" and d.cache_info()[0]["path"] == "compiled"
