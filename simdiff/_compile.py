@@ -14,7 +14,7 @@ call ``t_e`` (median of the last five eager calls); compiling costs about
 ``C`` seconds (:func:`compile_estimate`: a compile time measured in this
 process, for the same callable if there was one, else for the same problem,
 else for the same derivative kind, else for any; before any was measured, the
-prior :data:`COMPILE_PRIOR_S` for the derivative kind, measured over the
+prior :data:`COMPILE_PRIOR_S`, the median first compile of a process over the
 catalogue).  Compiling pays after ``N* = C / t_e`` further calls (an upper
 bound on the break-even, taking the compiled call as free).  When the caller
 announced how many calls it will make (``Derivatives.expect_calls``), "auto"
@@ -43,12 +43,13 @@ __all__ = ["COMPILE_PRIOR_S", "COMPILE_VALUES", "CompiledCall", "check_compile",
 #: The values ``compile=`` accepts.
 COMPILE_VALUES = (False, True, "auto")
 
-#: Compile-time prior (seconds) per derivative kind, used until a compile in this
-#: process has been measured: the median first call of ``compile=True`` over the
-#: closed-form and PES entries of the catalogue run on the reference machine (2 cores,
-#: load 2-7; ``python -m validation.bench_torch``, docs/performance.md).  ``"*"``: any
-#: other kind.
-COMPILE_PRIOR_S = {"grad": 6.6, "hvp": 14.0, "hessian": 18.7, "*": 6.6}
+#: Compile-time prior (seconds): the first compile of a process, which also pays
+#: Inductor's start-up, is the one made before any was measured.  Median first
+#: compile (the gradient or VJP each problem's process compiled first) over the
+#: closed-form and PES entries of the catalogue run on the reference machine
+#: (2 cores, load average 3.6 to 4.6): ``python -m validation.bench_torch``,
+#: docs/results/bench_torch.txt, docs/performance.md.
+COMPILE_PRIOR_S = 6.8
 
 #: Every successful compile in this process: ``(callable key, seconds)``; the key is
 #: ``(problem, n, kind, parameters, shapes)`` as :class:`CompiledCall` receives it.
@@ -90,14 +91,15 @@ def compile_estimate(key: tuple) -> tuple[float, str]:
     The closest measurement in this process: the same callable (problem,
     derivative, shapes) compiled before, else the same problem, else the same
     derivative kind, else any compile (median of those); without one, the
-    prior :data:`COMPILE_PRIOR_S` for the kind.  A compile that reused
-    Inductor's on-disk cache was faster than a cold one, so after it the
-    estimate is low; a cold one after a warm one, high.
+    prior :data:`COMPILE_PRIOR_S` (a first compile, Inductor's start-up
+    included).  A compile that reused Inductor's on-disk cache was faster
+    than a cold one, so after it the estimate is low; a cold one after a
+    warm one, high.
 
     Examples
     --------
-    >>> compile_estimate(("p", 2, "grad", (), ((2,),)))[1]
-    "prior: median compile time of 'grad' over the catalogue (docs/performance.md)"
+    >>> compile_estimate(("p", 2, "grad", (), ((2,),)))
+    (6.8, 'prior: median first compile of a process over the catalogue')
     """
     problem, kind = key[:2], key[2]
     for what, same in (
@@ -109,8 +111,7 @@ def compile_estimate(key: tuple) -> tuple[float, str]:
         times = [s for k, s in _MEASURED_COMPILE_S if same(k)]
         if times:
             return statistics.median(times), f"measured: {len(times)} compile(s) of {what}"
-    prior = COMPILE_PRIOR_S.get(kind, COMPILE_PRIOR_S["*"])
-    return prior, f"prior: median compile time of {kind!r} over the catalogue (docs/performance.md)"
+    return COMPILE_PRIOR_S, "prior: median first compile of a process over the catalogue"
 
 
 class CompiledCall:

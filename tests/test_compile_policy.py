@@ -96,13 +96,13 @@ def test_auto_with_many_announced_calls_compiles_after_measuring(quad, fake):
     assert compiler.compiled == 1 and compiler.fullgraph is True
     assert info["path"] == "compiled" and info["compile_s"] >= 0 and info["compiled_s"] > 0
     assert [s for _, s in _compile._MEASURED_COMPILE_S] == [info["compile_s"]]
-    assert info["compile_estimate_source"].startswith("prior: median compile time of 'grad'")
+    assert info["compile_estimate_source"].startswith("prior: median first compile")
 
 
 def test_auto_without_announcement_compiles_when_eager_time_reaches_compile_time(
     quad, fake, monkeypatch
 ):
-    monkeypatch.setattr(_compile, "COMPILE_PRIOR_S", {"*": 1e-9})
+    monkeypatch.setattr(_compile, "COMPILE_PRIOR_S", 1e-9)
     d = simdiff.Derivatives(quad, backend="torch", compile="auto")
     compiler = fake(d)
     for _ in range(3):
@@ -143,10 +143,9 @@ def test_true_raises_the_compile_failure_on_every_call(quad, fake):
 
 def test_compile_estimate_prefers_the_closest_measurement(monkeypatch):
     key = ("p", 2, "grad", (), ((2,),))
-    monkeypatch.setattr(_compile, "COMPILE_PRIOR_S", {"grad": 3.0, "*": 4.0})
+    monkeypatch.setattr(_compile, "COMPILE_PRIOR_S", 3.0)
     monkeypatch.setattr(_compile, "_MEASURED_COMPILE_S", [])
     assert _compile.compile_estimate(key)[0] == 3.0
-    assert _compile.compile_estimate(("p", 2, "jvp", (), ((2,),)))[0] == 4.0
     measured = _compile._MEASURED_COMPILE_S
     measured.append((("q", 5, "hessian", (), ((5,),)), 20.0))
     assert _compile.compile_estimate(key) == (20.0, "measured: 1 compile(s) of any callable")
