@@ -45,11 +45,11 @@ COMPILE_VALUES = (False, True, "auto")
 
 #: Compile-time prior (seconds): the first compile of a process, which also pays
 #: Inductor's start-up, is the one made before any was measured.  Median first
-#: compile (the gradient or VJP each problem's process compiled first) over the
-#: closed-form and PES entries of the catalogue run on the reference machine
-#: (2 cores, load average 3.6 to 4.6): ``python -m validation.bench_torch``,
+#: compile (the gradient or VJP each problem's process compiled first) over the 16
+#: closed-form and PES entries of the catalogue run on the reference machine (2 cores,
+#: load average 3.6 to 4.7; 4.2 to 25.9 s): ``python -m validation.bench_torch``,
 #: docs/results/bench_torch.txt, docs/performance.md.
-COMPILE_PRIOR_S = 6.8
+COMPILE_PRIOR_S = 7.2
 
 #: Every successful compile in this process: ``(callable key, seconds)``; the key is
 #: ``(problem, n, kind, parameters, shapes)`` as :class:`CompiledCall` receives it.
@@ -99,7 +99,7 @@ def compile_estimate(key: tuple) -> tuple[float, str]:
     Examples
     --------
     >>> compile_estimate(("p", 2, "grad", (), ((2,),)))
-    (6.8, 'prior: median first compile of a process over the catalogue')
+    (7.2, 'prior: median first compile of a process over the catalogue')
     """
     problem, kind = key[:2], key[2]
     for what, same in (
