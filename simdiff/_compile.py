@@ -98,11 +98,15 @@ def compile_estimate(key: tuple) -> tuple[float, str]:
 
     Examples
     --------
-    >>> seconds, source = compile_estimate(("p", 2, "grad", (), ((2,),)))
-    >>> source if not _MEASURED_COMPILE_S else "(a compile was measured in this process)"
-    'prior: median first compile of a process over the catalogue'
-    >>> seconds == COMPILE_PRIOR_S or bool(_MEASURED_COMPILE_S)
-    True
+    Before any compile was measured, then after one of the same derivative kind:
+
+    >>> saved, _MEASURED_COMPILE_S[:] = list(_MEASURED_COMPILE_S), []
+    >>> compile_estimate(("p", 2, "grad", (), ((2,),)))
+    (7.2, 'prior: median first compile of a process over the catalogue')
+    >>> _MEASURED_COMPILE_S.append((("q", 5, "grad", (), ((5,),)), 3.0))
+    >>> compile_estimate(("p", 2, "grad", (), ((2,),)))
+    (3.0, "measured: 1 compile(s) of 'grad' derivatives")
+    >>> _MEASURED_COMPILE_S[:] = saved
     """
     problem, kind = key[:2], key[2]
     for what, same in (
