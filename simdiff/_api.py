@@ -148,8 +148,11 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any
     raise AssertionError(kind)
 
 
-def auto_hessian_method(backend: Any, n: int, m: int) -> str:
+def auto_hessian_method(backend: Any, n: int, m: int, compiled: bool = False) -> str:
     """The Hessian method ``method="auto"`` runs for ``n`` inputs and ``m`` outputs.
+
+    ``compiled`` asks for the method of the compiled path (torch.compile):
+    see ``TorchBackend.hessian_method``.
 
     The backend decides (``Backend.hessian_method``), from measurements kept
     in docs/performance.md (``python -m validation.bench_torch_hessian``): on
@@ -166,7 +169,7 @@ def auto_hessian_method(backend: Any, n: int, m: int) -> str:
     >>> auto_hessian_method(get_backend("jax"), 4, 12)
     'fwd-fwd'
     """
-    return backend.hessian_method(int(n), int(m))
+    return backend.hessian_method(int(n), int(m), compiled=bool(compiled))
 
 
 # --------------------------------------------------------------------------- Derivatives
@@ -330,7 +333,8 @@ class Derivatives(OperatorMethods):
             return self._structured_hessian(x)
         if method == "auto":
             m = math.prod(self.problem.output_shape)
-            method = auto_hessian_method(self.backend, self.problem.n, m)
+            compiled = self.compile is not False and self.backend.optional_compiler
+            method = auto_hessian_method(self.backend, self.problem.n, m, compiled=compiled)
         chunk = self._dense_chunk() if structured else None
         if chunk is not None:
             return self._chunked_hessian(x, chunk)
@@ -511,7 +515,7 @@ class Derivatives(OperatorMethods):
         )
         fn = self._fns.get(key)
         if fn is None:
-            fn = self._fns[key] = self._make(kind, params, axes, device)
+            fn = self._fns[key] = self._make(kind, params, axes, device, key)
             self._info[key] = {
                 "kind": kind,
                 **params,
@@ -584,7 +588,9 @@ class Derivatives(OperatorMethods):
         )
         self.probe_result["seconds"] = time.perf_counter() - start
 
-    def _make(self, kind: str, params: dict[str, Any], axes: tuple, device: Any) -> Callable:
+    def _make(
+        self, kind: str, params: dict[str, Any], axes: tuple, device: Any, key: tuple
+    ) -> Callable:
         T = self.backend
         core = _build(kind, params, self.problem, T.ops(self.dtype, device), T)
         if any(a is not None for a in axes):
@@ -595,7 +601,11 @@ class Derivatives(OperatorMethods):
         # "auto" insists on one whole graph: a graph break would otherwise run
         # eagerly behind the compiled wrapper, and the break-even would be a fiction.
         compiler = T.compile if self.compile is True else _fullgraph(T.compile)
-        return CompiledCall(core, compiler, self.compile, kind, lambda: self._expected_calls)
+        refusal = T.compile_refusal(kind, params, self.problem.is_scalar)
+        if refusal is not None:  # a crash no try can catch: fail like a compile failure
+            compiler = _refused(refusal)
+        ident = (self.problem.name, self.problem.n, *key)  # what compile-time estimates match
+        return CompiledCall(core, compiler, self.compile, kind, lambda: self._expected_calls, ident)
 
     def _count_compilation(self) -> None:
         self._traces += 1
@@ -603,6 +613,13 @@ class Derivatives(OperatorMethods):
 
 def _fullgraph(compile: Callable) -> Callable[[Callable], Callable]:
     return lambda fn: compile(fn, fullgraph=True)
+
+
+def _refused(reason: str) -> Callable[[Callable], Callable]:
+    def compiler(fn: Callable) -> Callable:
+        raise UnsupportedError(reason)
+
+    return compiler
 
 
 # --------------------------------------------------------------------------- functions

@@ -10,16 +10,19 @@ compiler that does not exist.
 
 ``"auto"`` is a break-even rule.  The first two calls run eagerly (the first
 pays one-time costs and is not counted); then it knows the eager time per
-call ``t_e`` (median of the last five eager calls); compiling costs about ``C`` seconds (the
-estimate: :data:`COMPILE_ESTIMATE_S` until a compile in this process has been
-measured, then the median of the measured ones).  Compiling pays after
-``N* = C / t_e`` further calls (an upper bound on the break-even, taking the
-compiled call as free).  When the caller announced how many calls it will
-make (``Derivatives.expect_calls``), "auto" compiles at once if the remaining
-calls exceed ``N*``; otherwise it compiles once the eager time already spent
-on the callable reaches ``C`` (the ski-rental rule: never more than twice the
-time of the better choice made in hindsight).  After compiling it measures the
-compile time and the compiled time per call, and returns to eager execution if
+call ``t_e`` (median of the last five eager calls); compiling costs about
+``C`` seconds (:func:`compile_estimate`: a compile time measured in this
+process, for the same callable if there was one, else for the same problem,
+else for the same derivative kind, else for any; before any was measured, the
+prior :data:`COMPILE_PRIOR_S`, the median first compile of a process over the
+catalogue).  Compiling pays after ``N* = C / t_e`` further calls (an upper
+bound on the break-even, taking the compiled call as free).  When the caller
+announced how many calls it will make (``Derivatives.expect_calls``), "auto"
+compiles at once if the remaining calls exceed ``N*``; otherwise it compiles
+once the eager time already spent on the callable reaches ``C`` (the
+ski-rental rule: never more than twice the time of the better choice made in
+hindsight).  After compiling it records the compile time (for later
+estimates) and the compiled time per call, and returns to eager execution if
 the compiled call is not faster.  A compilation that fails keeps torch's
 reason; "auto" then runs eagerly and says so (``path="eager"``,
 ``compile_error=...`` in ``cache_info()``); ``True`` raises
@@ -35,17 +38,22 @@ from typing import Any
 
 from .errors import OptionError, UnsupportedError
 
-__all__ = ["COMPILE_ESTIMATE_S", "COMPILE_VALUES", "CompiledCall", "check_compile"]
+__all__ = ["COMPILE_PRIOR_S", "COMPILE_VALUES", "CompiledCall", "check_compile", "compile_estimate"]
 
 #: The values ``compile=`` accepts.
 COMPILE_VALUES = (False, True, "auto")
 
-#: Compile-time estimate (seconds) before any compile in this process was measured:
-#: the median torch.compile time of a catalogue derivative on the reference
-#: machine (2 cores), ``python -m validation.bench_torch`` (docs/performance.md).
-COMPILE_ESTIMATE_S = 5.0
+#: Compile-time prior (seconds): the first compile of a process, which also pays
+#: Inductor's start-up, is the one made before any was measured.  Median first
+#: compile (the gradient or VJP each problem's process compiled first) over the 16
+#: closed-form and PES entries of the catalogue run on the reference machine (2 cores,
+#: load average 3.6 to 4.7; 4.2 to 25.9 s): ``python -m validation.bench_torch``,
+#: docs/results/bench_torch.txt, docs/performance.md.
+COMPILE_PRIOR_S = 7.2
 
-_MEASURED_COMPILE_S: list[float] = []  # every successful compile in this process
+#: Every successful compile in this process: ``(callable key, seconds)``; the key is
+#: ``(problem, n, kind, parameters, shapes)`` as :class:`CompiledCall` receives it.
+_MEASURED_COMPILE_S: list[tuple[tuple, float]] = []
 
 
 def check_compile(compile: Any, backend: Any) -> bool | str:
@@ -77,11 +85,40 @@ def check_compile(compile: Any, backend: Any) -> bool | str:
     return compile
 
 
-def compile_estimate_s() -> float:
-    """Seconds a compile is expected to take: measured median in this process, else the prior."""
-    if _MEASURED_COMPILE_S:
-        return statistics.median(_MEASURED_COMPILE_S)
-    return COMPILE_ESTIMATE_S
+def compile_estimate(key: tuple) -> tuple[float, str]:
+    """Expected compile seconds of the callable ``key`` and where the number comes from.
+
+    The closest measurement in this process: the same callable (problem,
+    derivative, shapes) compiled before, else the same problem, else the same
+    derivative kind, else any compile (median of those); without one, the
+    prior :data:`COMPILE_PRIOR_S` (a first compile, Inductor's start-up
+    included).  A compile that reused Inductor's on-disk cache was faster
+    than a cold one, so after it the estimate is low; a cold one after a
+    warm one, high.
+
+    Examples
+    --------
+    Before any compile was measured, then after one of the same derivative kind:
+
+    >>> saved, _MEASURED_COMPILE_S[:] = list(_MEASURED_COMPILE_S), []
+    >>> compile_estimate(("p", 2, "grad", (), ((2,),)))
+    (7.2, 'prior: median first compile of a process over the catalogue')
+    >>> _MEASURED_COMPILE_S.append((("q", 5, "grad", (), ((5,),)), 3.0))
+    >>> compile_estimate(("p", 2, "grad", (), ((2,),)))
+    (3.0, "measured: 1 compile(s) of 'grad' derivatives")
+    >>> _MEASURED_COMPILE_S[:] = saved
+    """
+    problem, kind = key[:2], key[2]
+    for what, same in (
+        ("this callable", lambda k: k == key),
+        ("this problem", lambda k: k[:2] == problem),
+        (f"{kind!r} derivatives", lambda k: k[2] == kind),
+        ("any callable", lambda k: True),
+    ):
+        times = [s for k, s in _MEASURED_COMPILE_S if same(k)]
+        if times:
+            return statistics.median(times), f"measured: {len(times)} compile(s) of {what}"
+    return COMPILE_PRIOR_S, "prior: median first compile of a process over the catalogue"
 
 
 class CompiledCall:
@@ -98,6 +135,9 @@ class CompiledCall:
         The derivative's name, for messages.
     expected : callable
         Returns the number of calls the caller announced (``None``: not announced).
+    key : tuple
+        ``(problem name, n, kind, parameters, shapes)``: what the compile-time
+        estimate matches measurements by (:func:`compile_estimate`).
 
     Attributes
     ----------
@@ -114,12 +154,14 @@ class CompiledCall:
         mode: bool | str,
         kind: str,
         expected: Callable[[], int | None],
+        key: tuple = ("", 0, ""),
     ) -> None:
         self.eager = eager
         self.compiler = compiler
         self.mode = mode
         self.kind = kind
         self.expected = expected
+        self.key = key
         self.compiled: Callable[..., Any] | None = None
         self.path = "eager"
         self.calls = 0
@@ -151,10 +193,12 @@ class CompiledCall:
     def _pays(self) -> bool:
         if not self.eager_times or self.compiled is not None:
             return False  # the first two calls run eager and measure t_e; one compile at most
-        t_e, c = self.record["eager_s"], compile_estimate_s()
+        t_e = self.record["eager_s"]
+        c, source = compile_estimate(self.key)
         break_even = c / max(t_e, 1e-9)
         expected = self.expected()
         self.record["compile_estimate_s"] = c
+        self.record["compile_estimate_source"] = source
         self.record["break_even_calls"] = break_even
         if expected is not None:
             self.record["expected_calls"] = expected
@@ -188,7 +232,7 @@ class CompiledCall:
             return self.eager(*args)
         if first:
             compile_s = time.perf_counter() - start
-            _MEASURED_COMPILE_S.append(compile_s)
+            _MEASURED_COMPILE_S.append((self.key, compile_s))
             self.path = "compiled"
             self.record.update(compile_s=compile_s, path="compiled")
             if self.mode == "auto":

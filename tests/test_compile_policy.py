@@ -95,13 +95,14 @@ def test_auto_with_many_announced_calls_compiles_after_measuring(quad, fake):
     info = d.cache_info()[0]
     assert compiler.compiled == 1 and compiler.fullgraph is True
     assert info["path"] == "compiled" and info["compile_s"] >= 0 and info["compiled_s"] > 0
-    assert _compile._MEASURED_COMPILE_S == [info["compile_s"]]
+    assert [s for _, s in _compile._MEASURED_COMPILE_S] == [info["compile_s"]]
+    assert info["compile_estimate_source"].startswith("prior: median first compile")
 
 
 def test_auto_without_announcement_compiles_when_eager_time_reaches_compile_time(
     quad, fake, monkeypatch
 ):
-    monkeypatch.setattr(_compile, "COMPILE_ESTIMATE_S", 1e-9)
+    monkeypatch.setattr(_compile, "COMPILE_PRIOR_S", 1e-9)
     d = simdiff.Derivatives(quad, backend="torch", compile="auto")
     compiler = fake(d)
     for _ in range(3):
@@ -140,6 +141,37 @@ def test_true_raises_the_compile_failure_on_every_call(quad, fake):
             d.grad()
 
 
+def test_compile_estimate_prefers_the_closest_measurement(monkeypatch):
+    key = ("p", 2, "grad", (), ((2,),))
+    monkeypatch.setattr(_compile, "COMPILE_PRIOR_S", 3.0)
+    monkeypatch.setattr(_compile, "_MEASURED_COMPILE_S", [])
+    assert _compile.compile_estimate(key)[0] == 3.0
+    measured = _compile._MEASURED_COMPILE_S
+    measured.append((("q", 5, "hessian", (), ((5,),)), 20.0))
+    assert _compile.compile_estimate(key) == (20.0, "measured: 1 compile(s) of any callable")
+    measured.append((("q", 5, "grad", (), ((5,),)), 8.0))
+    assert _compile.compile_estimate(key) == (8.0, "measured: 1 compile(s) of 'grad' derivatives")
+    measured.append((("p", 2, "hvp", (), ((2,),)), 1.0))
+    assert _compile.compile_estimate(key) == (1.0, "measured: 1 compile(s) of this problem")
+    measured.append((key, 2.0))
+    assert _compile.compile_estimate(key) == (2.0, "measured: 1 compile(s) of this callable")
+
+
+def test_auto_states_the_measured_estimate_of_a_second_callable(quad, fake):
+    d = simdiff.Derivatives(quad, backend="torch", compile="auto").expect_calls(10**9)
+    fake(d)
+    for _ in range(3):
+        d.grad()
+    first = d.cache_info()[0]
+    e = simdiff.Derivatives(quad, backend="torch", compile="auto").expect_calls(10**9)
+    fake(e)
+    for _ in range(3):
+        e.grad()
+    info = e.cache_info()[0]
+    assert info["compile_estimate_s"] == first["compile_s"]
+    assert info["compile_estimate_source"] == "measured: 1 compile(s) of this callable"
+
+
 def test_expect_calls_rejects_bad_counts(quad):
     d = simdiff.Derivatives(quad, backend="torch", compile="auto")
     with pytest.raises(OptionError, match="non-negative integer or None; got -1"):
@@ -167,3 +199,94 @@ def test_compiled_derivatives_match_eager_to_1e12():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
     jax_h = simdiff.hessian(p, x)
     np.testing.assert_allclose(got, jax_h, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+def _pair_energy_problem() -> simdiff.Problem:
+    """Pairs of a 4-atom cluster picked by a numpy index array, weighted by a numpy constant."""
+    i, j = np.triu_indices(4, k=1)
+    index = np.stack([i, j], axis=1)
+    weight = np.linspace(1.0, 2.0, len(index))
+
+    def energy(x, ops):
+        r = ops.take(ops.reshape(x, (4, 3)), index, axis=0)  # (pairs, 2, 3)
+        d = r[:, 0, :] - r[:, 1, :]
+        s = ops.sum(d * d, axis=-1)
+        return ops.sum(ops.asarray(weight) * (s**-6 - s**-3))
+
+    x0 = np.array([0, 0, 0, 1.1, 0, 0, 0, 1.2, 0, 0.1, 0.3, 1.0])
+    return simdiff.Problem(energy, x0=x0, name="pairs4")
+
+
+def test_numpy_array_guards_are_the_only_ones_dropped():
+    from types import SimpleNamespace
+
+    from simdiff.backends.torch import _numpy_guards_dropped
+
+    entries = [
+        SimpleNamespace(name="___from_numpy(L['fn'].index)", guard_type="TENSOR_MATCH"),
+        SimpleNamespace(name="L['x']", guard_type="TENSOR_MATCH"),
+        SimpleNamespace(name="___from_numpy(L['fn'].index)", guard_type="ID_MATCH"),
+    ]
+    assert _numpy_guards_dropped(entries) == [False, True, True]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch._prims_common.check` is deprecated:FutureWarning")
+def test_numpy_constants_and_take_compile_to_one_graph_with_the_right_derivatives():
+    """Two torch 2.13 failures: a numpy array in the problem made every fullgraph compile
+    fail ("Guard failed on the same frame"), and a compiled rev-rev Hessian through
+    index_select was zero.  Compiled == eager to 1e-12 for gradient and Hessian."""
+    p = _pair_energy_problem()
+    eager = simdiff.Derivatives(p, backend="torch")
+    auto = simdiff.Derivatives(p, backend="torch", compile="auto").expect_calls(10**9)
+    for _ in range(3):
+        got = auto.grad()
+    info = auto.cache_info()[0]
+    assert "compile_error" not in info and info["compile_s"] > 0
+    want = eager.grad()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    compiled = simdiff.Derivatives(p, backend="torch", compile=True)
+    want, got = eager.hessian(method="rev-rev"), compiled.hessian(method="rev-rev")
+    assert compiled.cache_info()[0]["path"] == "compiled"
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize(
+    ("kind", "params", "scalar", "refused"),
+    [
+        ("hessian", {"method": "fwd-fwd"}, True, True),
+        ("hessian", {"method": "fwd-fwd"}, False, False),
+        ("hessian", {"method": "fwd-rev"}, True, False),
+        ("derivative", {"order": 2}, True, True),
+        ("derivative", {"order": 1}, True, False),
+        ("derivative_tensor", {"order": 3}, True, True),
+        ("derivative_tensor", {"order": 2}, True, False),
+        ("biharmonic_nested", {}, True, True),
+        ("grad", {}, True, False),
+    ],
+)
+def test_torch_refuses_to_compile_two_forward_levels_over_a_scalar(kind, params, scalar, refused):
+    reason = get_backend("torch").compile_refusal(kind, params, scalar)
+    assert (reason is not None) == refused
+    assert get_backend("jax").compile_refusal(kind, params, scalar) is None
+
+
+def test_a_refused_compile_raises_under_true_and_runs_eager_under_auto(quad):
+    d = simdiff.Derivatives(quad, backend="torch", compile=True)
+    with pytest.raises(UnsupportedError, match="crashes the process in torch"):
+        d.hessian(method="fwd-fwd")
+    d = simdiff.Derivatives(quad, backend="torch", compile="auto").expect_calls(10**9)
+    for _ in range(4):
+        np.testing.assert_allclose(d.hessian(method="fwd-fwd"), [[6.0, 1.0], [1.0, 12.0]])
+    info = d.cache_info()[0]
+    assert info["path"] == "eager" and "crashes the process" in info["compile_error"]
+
+
+@pytest.mark.parametrize(("n", "m"), [(2, 1), (114, 1), (3, 3), (4, 12)])
+def test_the_compiled_torch_hessian_is_rev_rev_and_reported(quad, fake, n, m):
+    """The compiled-path rule: the one method that compiled on every entry measured."""
+    assert auto_hessian_method(get_backend("torch"), n, m, compiled=True) == "rev-rev"
+    d = simdiff.Derivatives(quad, backend="torch", compile=True)
+    fake(d)
+    np.testing.assert_allclose(d.hessian(), [[6.0, 1.0], [1.0, 12.0]])
+    assert d.cache_info()[0]["method"] == "rev-rev" and d.cache_info()[0]["path"] == "compiled"

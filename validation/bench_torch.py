@@ -11,8 +11,17 @@ break-even number of calls is ``compile_s / (eager_s - compiled_s)`` (``inf``
 where compiling does not pay).  The compiled and eager results are compared
 (largest relative difference, to be below 1e-12).
 
-Each problem's record is appended as one JSON line to ``--out`` as soon as it
-is measured (a long run can be stopped and its table printed from the file);
+The "policy" column is what ``compile="auto"`` keeps in steady state once
+it has compiled: the compiled callable where it compiled and its calls were
+faster than eager, else eager (its own check, median of three calls, decides
+the same on the same numbers).  Hessians use the method ``method="auto"``
+picks for the path (``TorchBackend.hessian_method(n, m, compiled=...)``).
+
+Each problem runs in its own process (``--timeout`` seconds at most), so a
+crash in generated code or a compile that does not end is a row of the table
+("crashed", "timed out") instead of the end of the run.  Its record is
+appended as one JSON line to ``--out`` as soon as it is measured (a long run
+can be stopped and resumed; problems already in the file are skipped);
 ``--table FILE`` prints the markdown table of such a file.
 
     python -m validation.bench_torch --out docs/results/bench_torch.jsonl
@@ -27,6 +36,8 @@ import math
 import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -37,6 +48,7 @@ import torch
 
 import problems
 import simdiff
+from simdiff._structure import StructuredHessian
 
 
 def _derivatives(p: simdiff.Problem) -> dict[str, Any]:
@@ -107,7 +119,9 @@ def measure(name: str, rounds: int, budget: float) -> dict[str, Any]:
             gain = row["eager_s"] - row["compiled_s"]
             row["break_even_calls"] = row["compile_s"] / gain if gain > 0 else math.inf
         info = {i["kind"]: i for i in ds["eager"].cache_info()}
-        row["method"] = info.get("hessian", {}).get("method") if kind == "hessian" else None
+        structured = isinstance(p.fn, StructuredHessian)  # method="auto" assembles it
+        method = info.get("hessian", {}).get("method") or ("structured" if structured else None)
+        row["method"] = method if kind == "hessian" else None
         rows.append(row)
     return {"problem": name, "rows": rows, "load": os.getloadavg(), "time": time.time()}
 
@@ -116,12 +130,15 @@ def table(path: Path) -> str:
     """Markdown table of a results file."""
     lines = [
         "| problem | n | m | derivative | JAX ms | torch eager / JAX | torch compiled / JAX "
-        "| compile s | break-even calls | compiled vs eager (rel) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| policy / JAX | compile s | break-even calls | compiled vs eager (rel) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     loads = []
     for line in path.read_text().splitlines():
         rec = json.loads(line)
+        if "failed" in rec:
+            lines.append(f"| {rec['problem']} | | | {rec['failed']} | | | | | | | |")
+            continue
         if "rows" not in rec:
             continue
         loads.append(rec["load"][0])
@@ -141,7 +158,7 @@ def table(path: Path) -> str:
                 f"| {r['problem']} | {r['n']} | {r['m']} | {r['derivative']}"
                 f"{' (' + r['method'] + ')' if r.get('method') else ''} | "
                 f"{'-' if j is None else f'{j * 1e3:.3g}'} | {ratio('eager_s')} | "
-                f"{ratio('compiled_s')} | {cs} | {be_s} | "
+                f"{ratio('compiled_s')} | {_policy(r, j)} | {cs} | {be_s} | "
                 f"{'-' if rel is None else f'{rel:.1e}'} |"
             )
     if loads:
@@ -149,6 +166,18 @@ def table(path: Path) -> str:
             f"\nLoad average (1 min) while measuring: {min(loads):.1f} to {max(loads):.1f}."
         )
     return "\n".join(lines)
+
+
+def _policy(r: dict, j: float | None) -> str:
+    """``compile="auto"``'s steady state: compiled where it compiled and is faster, else eager."""
+    eager, compiled = r.get("eager_s"), r.get("compiled_s")
+    if eager is None or j is None:
+        return "-"
+    if r.get("method") == "structured":  # assembled from term Hessians: not compiled
+        return f"{eager / j:.2f} (structured)"
+    if compiled is not None and compiled < eager:
+        return f"{compiled / j:.2f} (compiled)"
+    return f"{eager / j:.2f} (eager)"
 
 
 def default_order() -> list[str]:
@@ -179,11 +208,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--budget", type=float, default=3.0, help="seconds per configuration")
     parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per problem")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # in the child
     args = parser.parse_args(argv)
     if args.table:
         print(table(args.table))
         return
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch.compile internals
+    if args.one:  # the child process: one problem, one JSON line on stdout
+        print(json.dumps(measure(args.problems[0], args.rounds, args.budget)))
+        return
     names = args.problems or default_order()
     done = set()
     if args.out.exists():
@@ -195,11 +229,25 @@ def main(argv: list[str] | None = None) -> None:
         for name in names:
             if name in done:
                 continue
-            rec = measure(name, args.rounds, args.budget)
+            rec = _child(name, args)
             fh.write(json.dumps(rec) + "\n")
             fh.flush()
-            print(name, f"load {rec['load'][0]:.1f}", flush=True)
+            print(name, rec.get("failed") or f"load {rec['load'][0]:.1f}", flush=True)
     print(table(args.out))
+
+
+def _child(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """``measure(name)`` in a fresh process; a crash or a timeout becomes a record."""
+    cmd = [sys.executable, "-m", "validation.bench_torch", "--one", name]
+    cmd += ["--rounds", str(args.rounds), "--budget", str(args.budget)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"problem": name, "failed": f"timed out after {args.timeout:.0f} s"}
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or [""]
+        return {"problem": name, "failed": f"crashed (exit {done.returncode}): {tail[0][:120]}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,16 @@ input size ``n``, the output size ``m``, each method's time relative to the
 fastest on that backend, and the method ``method="auto"`` picks, so the rule
 in :func:`simdiff._api.auto_hessian_method` can be checked against the data.
 
+With ``--compiled`` the torch configurations run under ``torch.compile``
+(``Derivatives(..., compile=True)``) and the first call of each method (its
+compile time) is printed beside the steady state: the data behind the
+compiled-path rule, ``TorchBackend.hessian_method(n, m, compiled=True)``.
+Forward over forward is left out above ``--fwd-fwd-max`` inputs (its
+compile and run time grow with ``n`` times the reverse pass; 15x to 90x
+slower eager at ``n >= 39``).
+
     python -m validation.bench_torch_hessian --rounds 15
+    python -m validation.bench_torch_hessian --compiled --rounds 10
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import os
 import random
 import statistics
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -41,18 +51,28 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument(
         "--budget", type=float, default=2.0, help="seconds per configuration at most"
     )
+    parser.add_argument("--compiled", action="store_true", help="torch under torch.compile")
+    parser.add_argument("--fwd-fwd-max", type=int, default=40, help="largest n for fwd-fwd")
     args = parser.parse_args(argv)
-    calls = {}
+    warnings.filterwarnings("ignore", category=FutureWarning)  # torch.compile internals
+    calls, first, failed, refs = {}, {}, {}, {}
     for name in args.problems:
         p = problems.get(name)
         for backend in ("jax", "torch"):
-            d = simdiff.Derivatives(p, backend, check_finite=False)
-            ref = None
-            for m in METHODS:
-                h = np.asarray(d.hessian(method=m))  # builds, compiles on JAX
-                ref = h if ref is None else ref
+            compile = args.compiled and backend == "torch"
+            d = simdiff.Derivatives(p, backend, check_finite=False, compile=compile)
+            for m in _methods(p.n, args.fwd_fwd_max):
+                start = time.perf_counter()
+                try:
+                    h = np.asarray(d.hessian(method=m))  # builds, compiles on JAX (and torch)
+                except simdiff.UnsupportedError as exc:  # torch.compile failed (compile=True)
+                    failed[(name, backend, m)] = str(exc).splitlines()[0][:160]
+                    continue
+                first[(name, backend, m)] = time.perf_counter() - start
+                ref = refs.setdefault(name, h)  # JAX's first method: the reference
                 np.testing.assert_allclose(h, ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
                 calls[(name, backend, m)] = lambda d=d, m=m: d.hessian(method=m)
+            print(name, backend, "built", flush=True)
     once = {}
     for k, fn in calls.items():
         start = time.perf_counter()
@@ -69,6 +89,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             start = time.perf_counter()
             calls[k]()
             times[k].append(time.perf_counter() - start)
+    torch_label = "torch compiled" if args.compiled else "torch"
     print(f"load average {os.getloadavg()}, torch threads {torch.get_num_threads()}")
     print("| problem | n | m | backend | fwd-rev | rev-rev | fwd-fwd | fastest | auto |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -77,15 +98,30 @@ def main(argv: list[str] | None = None) -> list[dict]:
         p = problems.get(name)
         m_out = math.prod(p.output_shape)
         for backend in ("jax", "torch"):
-            med = {m: statistics.median(times[(name, backend, m)]) for m in METHODS}
+            ms = [m for m in _methods(p.n, args.fwd_fwd_max) if (name, backend, m) in times]
+            med = {m: statistics.median(times[(name, backend, m)]) for m in ms}
             best = min(med, key=med.__getitem__)
-            auto = auto_hessian_method(simdiff.backends.get_backend(backend), p.n, m_out)
-            cells = " | ".join(
-                f"{med[m] * 1e3:.3g} ms ({med[m] / med[best]:.2f}x)" for m in METHODS
+            compiled = args.compiled and backend == "torch"
+            auto = auto_hessian_method(
+                simdiff.backends.get_backend(backend), p.n, m_out, compiled=compiled
             )
-            print(f"| {name} | {p.n} | {m_out} | {backend} | {cells} | {best} | {auto} |")
+            cells = " | ".join(
+                f"{med[m] * 1e3:.3g} ms ({med[m] / med[best]:.2f}x)"
+                + (f", compile {first[(name, backend, m)]:.1f} s" if compiled else "")
+                if m in med
+                else (
+                    f"failed: {failed[(name, backend, m)]}" if (name, backend, m) in failed else "-"
+                )
+                for m in METHODS
+            )
+            label = torch_label if backend == "torch" else backend
+            print(f"| {name} | {p.n} | {m_out} | {label} | {cells} | {best} | {auto} |")
             rows.append({"problem": name, "n": p.n, "m": m_out, "backend": backend, **med})
     return rows
+
+
+def _methods(n: int, fwd_fwd_max: int) -> tuple[str, ...]:
+    return tuple(m for m in METHODS if m != "fwd-fwd" or n <= fwd_fwd_max)
 
 
 if __name__ == "__main__":

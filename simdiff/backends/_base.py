@@ -554,8 +554,12 @@ class Backend:
 
     # --- arrays
 
-    def hessian_method(self, n: int, m: int) -> str:
+    def hessian_method(self, n: int, m: int, compiled: bool = False) -> str:
         """Hessian method for ``method="auto"``: ``n`` inputs, ``m`` outputs (1 if scalar).
+
+        ``compiled``: the method for a callable run under the backend's
+        optional compiler (``compile=True | "auto"``), where the best method
+        may differ from the eager one; a backend without one ignores it.
 
         The default is JAX's measured rule (``python -m
         validation.bench_torch_hessian``, docs/performance.md): forward over
@@ -564,6 +568,16 @@ class Backend:
         as much as a forward pass over all inputs).  Backends override it.
         """
         return "fwd-fwd" if 1 < m and n <= m else "fwd-rev"
+
+    def compile_refusal(self, kind: str, params: dict[str, Any], scalar: bool) -> str | None:
+        """Why the optional compiler must not be tried on this derivative; ``None``: it may.
+
+        ``kind`` and ``params`` as ``Derivatives`` builds them; ``scalar``: the
+        problem returns a scalar.  For compilations known to crash the process
+        (which no ``try`` can catch); ``compile=True`` raises the reason,
+        ``"auto"`` runs eagerly and states it.
+        """
+        return None
 
     #: How ``Derivatives.hvp`` differentiates: "fwd-rev" (jvp of the gradient) or
     #: "rev-rev" (gradient of <grad f, v>); measured per backend (docs/performance.md).

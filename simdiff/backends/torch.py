@@ -300,13 +300,18 @@ class TorchOps(LoopOps):
         return torch.flip(x, dims=dims)
 
     def take(self, x: Any, indices: Any, axis: int | None = None) -> Any:
+        """``np.take`` by advanced indexing (``x[..., idx, ...]``), not ``index_select``.
+
+        torch.compile of a reverse-over-reverse Hessian through
+        ``index_select`` returned zeros (and forward over reverse crashed the
+        process) in torch 2.13; advanced indexing compiles to the right
+        Hessian (``tests/test_compile_policy.py``).
+        """
         x = self._tensor(x)
         idx = torch.as_tensor(indices, device=x.device)
         if axis is None:
             return x.reshape(-1)[idx]
-        return torch.index_select(x, axis, idx.reshape(-1)).reshape(
-            (*x.shape[: axis % x.ndim], *idx.shape, *x.shape[axis % x.ndim + 1 :])
-        )
+        return x[(slice(None),) * (axis % x.ndim) + (idx,)]
 
     def where(self, condition: Any, x1: Any, x2: Any) -> Any:
         if not (isinstance(x1, torch.Tensor) and isinstance(x2, torch.Tensor)):
@@ -436,6 +441,27 @@ class TorchOps(LoopOps):
         return _concrete(x)
 
 
+def _numpy_guards_dropped(entries: Any) -> list[bool]:
+    """Dynamo guard filter: keep every guard except the tensor guards of numpy arrays.
+
+    Dynamo turns a numpy array read inside the compiled frame into a graph
+    input (``___from_numpy(...)``); its ``TENSOR_MATCH`` guard records the
+    dispatch keys of torch.func's transform level and fails as soon as it is
+    checked, so ``fullgraph=True`` compiles failed with an ``AssertionError``
+    on every problem with a numpy constant or index array.  Shapes stay
+    static (one callable per shape); the array itself is passed on each call.
+    """
+    return [not (e.guard_type == "TENSOR_MATCH" and "___from_numpy(" in e.name) for e in entries]
+
+
+#: Elements per thread below which Inductor's C++ kernels run serially: ATen's eager
+#: grain size (``at::internal::GRAIN_SIZE``) instead of Inductor's default 512.  With 512,
+#: the 703-pair loops of LJ-38 ran under ``#pragma omp parallel``, and each graph paid an
+#: OpenMP fork/join per kernel: compiled LJ-38 gradient 6 to 37 ms against 1.3 ms eager on
+#: the 2-core machine under load; with this grain 0.4x JAX (docs/performance.md).
+INDUCTOR_MIN_CHUNK = 32768
+
+
 # torch's messages when a problem leaves the traced computation, and what it did
 _LEAK_ERRORS = (
     ("Can't call numpy() on Tensor that requires grad", "a round trip through numpy (x.numpy())"),
@@ -479,9 +505,25 @@ class TorchBackend(Backend):
         keeps each simdiff callable's graphs apart and ``recompile_limit`` (per
         call of ``torch.compile``) lifts the limit for it; torch's global
         settings are untouched.
+
+        A numpy array a problem reads (a constant, an index array such as
+        :class:`simdiff.pes.TermEnergy`'s pairs) becomes a graph input whose
+        tensor guard Dynamo records inside torch.func's transform and then
+        fails on the same frame ("Guard failed on the same frame it was
+        created": torch 2.13, every such problem under ``torch.func.grad``);
+        :func:`_numpy_guards_dropped` drops those guards (the array is still
+        read on every call, so a changed value is seen).
         """
         return torch.compile(  # type: ignore[call-overload]  # torch 2.13 keywords, not in stubs
-            fn, fullgraph=fullgraph, dynamic=False, isolate_recompiles=True, recompile_limit=1024
+            fn,
+            fullgraph=fullgraph,
+            dynamic=False,
+            isolate_recompiles=True,
+            recompile_limit=1024,
+            options={
+                "guard_filter_fn": _numpy_guards_dropped,
+                "cpp.min_chunk_size": INDUCTOR_MIN_CHUNK,
+            },
         )
 
     def warm_up(self) -> None:
@@ -500,13 +542,54 @@ class TorchBackend(Backend):
         return None
 
     @staticmethod
-    def hessian_method(n: int, m: int) -> str:
-        """Reverse over reverse, whatever the shape: torch.func's double backward beat
-        forward over reverse by 1.4x to 20x and forward over forward by 2.8x to 90x on
-        every catalogue entry measured, scalar and vector-valued
-        (``python -m validation.bench_torch_hessian``, docs/performance.md).
+    def hessian_method(n: int, m: int, compiled: bool = False) -> str:
+        """Reverse over reverse, whatever the shape, eager or compiled (measured rule).
+
+        Eager (``python -m validation.bench_torch_hessian``): torch.func's double
+        backward beat forward over reverse by 1.4x to 20x and forward over
+        forward by 2.8x to 90x on every catalogue entry measured, scalar and
+        vector-valued.  Compiled (``--compiled``, docs/performance.md): reverse
+        over reverse is the only method that compiled on every entry: forward
+        over reverse failed in Inductor on every energy that gathers atoms
+        (LJ-7/13/38: a scatter it cannot generate code for) and was within
+        0.9x-1.2x of reverse over reverse elsewhere; forward over forward
+        crashes on scalar functions (:meth:`compile_refusal`) and was 1.2x
+        faster on the one vector-valued entry (spherical, 0.13 vs 0.16 ms),
+        not enough to give the compiled path a second method.
         """
         return "rev-rev"
+
+    @staticmethod
+    def compile_refusal(kind: str, params: dict[str, Any], scalar: bool) -> str | None:
+        """Refuse torch.compile where it crashes: two forward-mode levels over a scalar function.
+
+        In torch 2.13 (CPU) the Inductor code of a ``jvp`` nested in a ``jvp``
+        of a scalar-valued function ends the process with a segmentation
+        fault on its first call (plain ``torch.compile(jacfwd(jacfwd(f)))``
+        of the Ishigami function, no simdiff involved): forward-over-forward
+        Hessians, nested directional derivatives of order >= 2, derivative
+        tensors of order >= 3 (``jacfwd(jacfwd(jacrev f))``), and by the same
+        construction the nested derivative sums of order >= 3 and the nested
+        biharmonic.  Vector-valued functions compiled (spherical: fwd-fwd
+        Hessian, nested second derivative).
+        """
+        if not scalar:
+            return None
+        order = params.get("order", 0)
+        crashes = (
+            (kind == "hessian" and params.get("method") == "fwd-fwd")
+            or (kind == "derivative" and order >= 2)
+            or (kind == "derivative_tensor" and order >= 3)
+            or (kind == "derivative_sum_nested" and order >= 3)
+            or kind == "biharmonic_nested"
+        )
+        if not crashes:
+            return None
+        return (
+            f"torch.compile of {kind} {params} (two nested forward-mode levels over a scalar "
+            "function) crashes the process in torch 2.13 (segmentation fault in the "
+            "generated code); not compiled"
+        )
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
