@@ -21,6 +21,7 @@ failed, or after ``max_steps`` attempted steps; :class:`SolveInfo` says which.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -147,8 +148,10 @@ def drive(
     return ys, SolveInfo(status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej)
 
 
-#: The controller's context on eager backends: its decisions are taken on plain numbers.
-_HOST = NumpyOps()
+@functools.cache
+def _host_ops() -> Any:
+    """The controller's context on eager backends: its decisions are taken on plain numbers."""
+    return NumpyOps()
 
 
 def _drive_eager(
@@ -176,7 +179,7 @@ def _drive_eager(
     end.  The arithmetic is that of :func:`drive`'s traced loop, so the
     numbers (and the derivatives) agree with JAX's to rounding.
     """
-    host = _HOST
+    host = _host_ops()
     m = int(save_at.shape[0])
     t = float(t0)
     h = float(ops.concrete(ops.stop_gradient(h0)))
