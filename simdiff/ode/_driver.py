@@ -80,10 +80,12 @@ def drive(
         NaN rows where the solve failed (status != 0; see :class:`SolveInfo`).
     info : SolveInfo
     """
-    if ops.eager and ops.concrete(y0) is not None and ops.concrete(h0) is not None:
-        return _drive_eager(
+    if ops.eager:
+        done = _drive_eager(
             step, state0, y0, t0, save_at, ops, h0=h0, controller=controller, max_steps=max_steps
         )
+        if done is not None:
+            return done
     m = int(save_at.shape[0])
     dim = int(y0.shape[0])
     times = ops.asarray(save_at)
@@ -165,8 +167,12 @@ def _drive_eager(
     h0: Any,
     controller: Any,
     max_steps: int,
-) -> tuple[Any, SolveInfo]:
+) -> tuple[Any, SolveInfo] | None:
     """:func:`drive` where the context is eager and its values concrete (not under vmap).
+
+    Returns ``None``, having computed nothing that is kept, as soon as a value
+    has no concrete value (``ops.concrete`` gives ``None``: a batched tensor
+    under ``torch.func.vmap``); :func:`drive` then runs its traced loop.
 
     The same method, controller and saving, but only the step itself runs in
     ``ops``: the controller (error norm, accept/reject, next step, save-time
@@ -182,7 +188,10 @@ def _drive_eager(
     host = _host_ops()
     m = int(save_at.shape[0])
     t = float(t0)
-    h = float(ops.concrete(ops.stop_gradient(h0)))
+    h_c = ops.concrete(ops.stop_gradient(h0))
+    if h_c is None or ops.concrete(ops.stop_gradient(y0)) is None:
+        return None
+    h = float(h_c)
     idx = int(np.count_nonzero(save_at == t0))
     rows: list[Any] = [y0] * idx
     y, state = y0, state0
@@ -194,11 +203,14 @@ def _drive_eager(
             remaining = t_next - t
             h_try = float(controller.try_step(h, remaining, host))
             y_new, err, state_new = step(ops.asarray(t), y, h_try, state)
+            y_c = ops.concrete(ops.stop_gradient(y))
+            y_new_c = ops.concrete(ops.stop_gradient(y_new))
             err_c = None if err is None else ops.concrete(ops.stop_gradient(err))
+            if y_c is None or y_new_c is None or (err is not None and err_c is None):
+                return None  # batched from here on (vmap): the traced loop takes over
             accept, h_next, failed = controller.decide(
-                h, h_try, remaining, ops.concrete(ops.stop_gradient(y)),
-                ops.concrete(ops.stop_gradient(y_new)), err_c, host,
-            )  # fmt: skip
+                h, h_try, remaining, y_c, y_new_c, err_c, host
+            )
             h = float(h_next)
             if bool(accept):
                 n_acc += 1
