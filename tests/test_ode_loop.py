@@ -39,8 +39,10 @@ def _problem(adjoint=None, solver=None, **kw):
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("group", [1, 4, 16])
 @pytest.mark.parametrize("block", [1, 7, 16, 64])
-def test_blocked_loop_stops_where_the_while_loop_stops(block: int) -> None:
+def test_blocked_loop_stops_where_the_while_loop_stops(block: int, group: int) -> None:
+    """Also with groups of masked steps, and a body that does not stop by itself."""
     ops = simdiff.get_ops("jax")
 
     def cond(c):
@@ -50,7 +52,7 @@ def test_blocked_loop_stops_where_the_while_loop_stops(block: int) -> None:
         return c[0] + 1, c[1] + 1.5
 
     want = ops.while_loop(cond, body, (0, ops.asarray(0.0)), 50)
-    got = blocked_loop(cond, body, (0, ops.asarray(0.0)), 50, block, ops, remat=True)
+    got = blocked_loop(cond, body, (0, ops.asarray(0.0)), 50, block, ops, remat=True, group=group)
     assert int(got[0]) == int(want[0]) == 25
     assert float(got[1]) == float(want[1]) == 37.5
 
@@ -109,6 +111,31 @@ def test_vmapped_gradients_follow_each_lane(backend: str = "torch") -> None:
     G = simdiff.grad(p, X, backend="torch")
     for row, x in zip(G, X, strict=True):
         np.testing.assert_allclose(row, simdiff.grad(p, x, backend="jax"), rtol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "solver",
+    [
+        Dopri5(rtol=1e-9, atol=1e-11, max_steps=500),
+        Dopri5(rtol=1e-9, atol=1e-11, max_steps=500, h0=0.01),
+        Rodas3(rtol=1e-6, atol=1e-9, max_steps=500),
+        FixedStep(n_steps=60),
+    ],
+    ids=["dopri5", "dopri5-h0", "rodas3", "rk4"],
+)
+def test_eager_loop_matches_the_traced_loop(solver) -> None:
+    """torch runs the controller on concrete values and branches in Python; under vmap
+    (no concrete values) it runs the traced loop with ``where``.  Same steps as JAX,
+    same numbers, same derivatives."""
+    p = _problem(solver=solver)
+    X = np.stack([p.x0, p.x0])
+    g_eager = simdiff.grad(p, backend="torch")
+    G_traced = simdiff.grad(p, X, backend="torch")
+    np.testing.assert_allclose(G_traced[0], g_eager, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(g_eager, simdiff.grad(p, backend="jax"), rtol=1e-10, atol=1e-12)
+    it, ij = p.solve_info(p.x0, backend="torch"), p.solve_info(p.x0, backend="jax")
+    assert (it["n_accepted"], it["n_rejected"]) == (ij["n_accepted"], ij["n_rejected"])
+    assert it["status"] == 0
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])

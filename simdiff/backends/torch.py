@@ -115,7 +115,13 @@ def _concrete(x: Any) -> Any:
     if not isinstance(x, torch.Tensor):
         return np.asarray(x)
     try:
-        return np.asarray(float(x.detach())) if x.ndim == 0 else x.detach().cpu().numpy()
+        if x.ndim == 0:
+            return np.asarray(float(x.detach()))
+        if torch._C._functorch.peek_interpreter_stack() is not None:
+            # inside torch.func.grad / jvp the tensor has no storage for .numpy(); its
+            # values are read by tolist (raises under vmap, where there is no one value)
+            return np.asarray(x.detach().tolist())
+        return x.detach().cpu().numpy()
     except RuntimeError:  # vmap / functional tensors without a value
         return None
 

@@ -21,12 +21,14 @@ failed, or after ``max_steps`` attempted steps; :class:`SolveInfo` says which.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .._tree import tree_map
+from ..backends.numpy import NumpyOps
 from ._base import SolveInfo
 
 __all__ = ["drive"]
@@ -78,6 +80,12 @@ def drive(
         NaN rows where the solve failed (status != 0; see :class:`SolveInfo`).
     info : SolveInfo
     """
+    if ops.eager:
+        done = _drive_eager(
+            step, state0, y0, t0, save_at, ops, h0=h0, controller=controller, max_steps=max_steps
+        )
+        if done is not None:
+            return done
     m = int(save_at.shape[0])
     dim = int(y0.shape[0])
     times = ops.asarray(save_at)
@@ -140,3 +148,90 @@ def drive(
     # (``0 * sum(y)`` ties the poison to the inputs even when no row was saved.)
     ys = (saved + 0.0 * ops.sum(y)) * ops.where(ok, 1.0, float("nan"))
     return ys, SolveInfo(status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej)
+
+
+@functools.cache
+def _host_ops() -> Any:
+    """The controller's context on eager backends: its decisions are taken on plain numbers."""
+    return NumpyOps()
+
+
+def _drive_eager(
+    step: Step,
+    state0: Any,
+    y0: Any,
+    t0: float,
+    save_at: np.ndarray,
+    ops: Any,
+    *,
+    h0: Any,
+    controller: Any,
+    max_steps: int,
+) -> tuple[Any, SolveInfo] | None:
+    """:func:`drive` where the context is eager and its values concrete (not under vmap).
+
+    Returns ``None``, having computed nothing that is kept, as soon as a value
+    has no concrete value (``ops.concrete`` gives ``None``: a batched tensor
+    under ``torch.func.vmap``); :func:`drive` then runs its traced loop.
+
+    The same method, controller and saving, but only the step itself runs in
+    ``ops``: the controller (error norm, accept/reject, next step, save-time
+    logic) runs on the concrete values in numpy, since it is taken on
+    ``stop_gradient`` values anyway, and the loop branches in Python.  So an
+    eager autodiff tape (torch) holds the accepted steps' stage arithmetic and
+    nothing else: no ``where`` over the state, the method's state or a save
+    buffer per step, no scalar tensors for the controller, and a rejected step
+    is not on the path of the output.  The saved rows are stacked once at the
+    end.  The arithmetic is that of :func:`drive`'s traced loop, so the
+    numbers (and the derivatives) agree with JAX's to rounding.
+    """
+    host = _host_ops()
+    m = int(save_at.shape[0])
+    t = float(t0)
+    h_c = ops.concrete(ops.stop_gradient(h0))
+    if h_c is None or ops.concrete(ops.stop_gradient(y0)) is None:
+        return None
+    h = float(h_c)
+    idx = int(np.count_nonzero(save_at == t0))
+    rows: list[Any] = [y0] * idx
+    y, state = y0, state0
+    n_acc = n_rej = 0
+    bad = False
+    with host.errstate():
+        while idx < m and not bad and n_acc + n_rej < max_steps:
+            t_next = float(save_at[idx])
+            remaining = t_next - t
+            h_try = float(controller.try_step(h, remaining, host))
+            y_new, err, state_new = step(ops.asarray(t), y, h_try, state)
+            y_c = ops.concrete(ops.stop_gradient(y))
+            y_new_c = ops.concrete(ops.stop_gradient(y_new))
+            err_c = None if err is None else ops.concrete(ops.stop_gradient(err))
+            if y_c is None or y_new_c is None or (err is not None and err_c is None):
+                return None  # batched from here on (vmap): the traced loop takes over
+            accept, h_next, failed = controller.decide(
+                h, h_try, remaining, y_c, y_new_c, err_c, host
+            )
+            h = float(h_next)
+            if bool(accept):
+                n_acc += 1
+                hits = h_try >= remaining
+                t = t_next if hits else t + h_try
+                y, state = y_new, state_new
+                if hits:
+                    rows.append(y_new)
+                    idx += 1
+            else:
+                n_rej += 1
+                bad = bool(failed)
+    status = 2.0 if bad else (0.0 if idx >= m else 1.0)
+    if status == 0.0:
+        ys = ops.stack(rows) + 0.0 * ops.sum(y)
+    else:  # NaN rows, tied to the inputs as in the traced loop
+        dim = int(y0.shape[0])
+        filled = rows + [ops.zeros((dim,))] * (m - len(rows))
+        ys = (ops.stack(filled) + 0.0 * ops.sum(y)) * float("nan")
+    info = SolveInfo(
+        status=ops.asarray(status), t=ops.asarray(t), y=y,
+        n_accepted=ops.asarray(float(n_acc)), n_rejected=ops.asarray(float(n_rej)),
+    )  # fmt: skip
+    return ys, info

@@ -51,17 +51,33 @@ def _positive_int(value: Any, what: str) -> None:
 
 
 def blocked_loop(
-    cond: Cond, body: Body, carry: Any, max_steps: int, block: int, ops: Any, remat: bool
+    cond: Cond,
+    body: Body,
+    carry: Any,
+    max_steps: int,
+    block: int,
+    ops: Any,
+    remat: bool,
+    group: int = 1,
 ) -> Any:
     """A bounded while loop as a scan over blocks of ``block`` guarded steps.
 
     ``ceil(max_steps / block)`` outer iterations each run ``ops.cond(cond,
     block_fn, identity)``: once ``cond`` fails the remaining blocks are skipped
     (one predicate each), and inside the last block the remaining steps are
-    skipped one by one, so the cost follows the steps taken.  With
+    skipped group by group, so the cost follows the steps taken.  With
     ``remat=True`` each block is wrapped in ``ops.checkpoint``: reverse mode
     stores the carry at each block boundary and recomputes one block at a time.
     ``cond`` must include the iteration bound (the driver counts steps).
+
+    Inside a block the steps run in groups of ``group`` under one ``ops.cond``
+    each; within a group every step runs and its result is kept where ``cond``
+    held (``ops.where``), so a group wastes at most ``group - 1`` step
+    evaluations at the end of the loop.  ``group=1`` is one ``cond`` per step.
+    Why groups: a ``cond`` per step is costly in reverse mode on JAX (each is
+    linearised and transposed on its own); for the Lotka–Volterra benchmark of
+    docs/ode.md groups of 16 cut the gradient's time by about 30% and left the
+    solve's unchanged.
 
     Examples
     --------
@@ -73,11 +89,20 @@ def blocked_loop(
     128.0
     """
 
+    group = max(1, min(int(group), int(block)))
+
+    def masked(c: Any, _: Any) -> tuple[Any, None]:
+        pred = cond(c)
+        return tree_map(lambda new, old: ops.where(pred, new, old), body(c), c), None
+
+    def run_group(c: Any) -> Any:
+        return body(c) if group == 1 else ops.scan(masked, c, None, length=group)[0]
+
     def guarded(c: Any, _: Any) -> tuple[Any, None]:
-        return ops.cond(cond(c), body, _identity, c), None
+        return ops.cond(cond(c), run_group, _identity, c), None
 
     def run_block(c: Any) -> Any:
-        return ops.scan(guarded, c, None, length=block)[0]
+        return ops.scan(guarded, c, None, length=-(-int(block) // group))[0]
 
     if remat:
         run_block = ops.checkpoint(run_block)
@@ -131,6 +156,12 @@ class CheckpointAdjoint(Adjoint):
         ``block`` unset the block is ``ceil(N / checkpoints)``.  With both
         set, ``block * checkpoints`` must reach ``max_steps``, else a
         ``ValueError`` names both numbers.
+    group : int, optional
+        Steps per guarded group inside a block (default 16; at most
+        ``block``): a finished solve skips the rest of its block group by
+        group, and a group runs (and discards) at most ``group - 1`` steps
+        past the end.  One ``cond`` per group instead of per step makes the
+        reverse pass about 30% cheaper on JAX (:func:`blocked_loop`).
 
     Examples
     --------
@@ -145,11 +176,13 @@ class CheckpointAdjoint(Adjoint):
 
     block: int | None = None
     checkpoints: int | None = None
+    group: int = 16
     name = "checkpoint"
 
     def __post_init__(self) -> None:
         _positive_int(self.block, "block")
         _positive_int(self.checkpoints, "checkpoints")
+        _positive_int(self.group, "group")
 
     def block_size(self, max_steps: int) -> int:
         """Steps per block for a loop bounded by ``max_steps``."""
@@ -172,7 +205,7 @@ class CheckpointAdjoint(Adjoint):
         block = self.block_size(max_steps)
         if ops.eager:
             return ops.while_loop(cond, body, carry, max_steps)
-        return blocked_loop(cond, body, carry, max_steps, block, ops, remat=True)
+        return blocked_loop(cond, body, carry, max_steps, block, ops, remat=True, group=self.group)
 
 
 @dataclass(frozen=True)
