@@ -80,12 +80,14 @@ def drive(
         NaN rows where the solve failed (status != 0; see :class:`SolveInfo`).
     info : SolveInfo
     """
+    adjoint.check(int(max_steps))
     if ops.eager:
         done = _drive_eager(
             step, state0, y0, t0, save_at, ops, h0=h0, controller=controller, max_steps=max_steps
         )
         if done is not None:
-            return done
+            ys, info = done
+            return adjoint.outputs(ys, ops), info
     m = int(save_at.shape[0])
     dim = int(y0.shape[0])
     times = ops.asarray(save_at)

@@ -132,6 +132,21 @@ class Adjoint:
     def loop(self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any) -> Any:
         raise NotImplementedError
 
+    def check(self, max_steps: int) -> None:
+        """Refuse, before any step runs, a configuration that cannot cover ``max_steps``.
+
+        The driver calls it on every path (the eager loop of torch and numpy
+        too, which does not run :meth:`loop`).
+        """
+
+    def outputs(self, tree: Any, ops: Any) -> Any:
+        """The loop's results as this strategy lets them be differentiated (unchanged here).
+
+        The driver applies it to what the eager loop returns, as :meth:`loop`
+        does on the traced path.
+        """
+        return tree
+
 
 @dataclass(frozen=True)
 class CheckpointAdjoint(Adjoint):
@@ -200,6 +215,9 @@ class CheckpointAdjoint(Adjoint):
         if self.checkpoints is not None:
             return -(-n // int(self.checkpoints))
         return max(1, math.isqrt(n - 1) + 1)
+
+    def check(self, max_steps: int) -> None:
+        self.block_size(max_steps)
 
     def loop(self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any) -> Any:
         block = self.block_size(max_steps)
@@ -278,8 +296,10 @@ class ForwardAdjoint(Adjoint):
     )
 
     def loop(self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any) -> Any:
-        out = ops.while_loop(cond, body, carry, max_steps)
-        return tree_map(lambda a: ops.forward_only(a, self.REVERSE_REFUSED), out)
+        return self.outputs(ops.while_loop(cond, body, carry, max_steps), ops)
+
+    def outputs(self, tree: Any, ops: Any) -> Any:
+        return tree_map(lambda a: ops.forward_only(a, self.REVERSE_REFUSED), tree)
 
 
 #: Names accepted by ``adjoint=`` in place of an object.
