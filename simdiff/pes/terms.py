@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from .._api import cached_derivatives
+from .._api import auto_hessian_method, cached_derivatives
 from .._problem import Problem
 from ..backends import get_backend
 from ..errors import InputError, InvalidIndexError, NonFiniteError, ShapeError
@@ -304,13 +304,16 @@ class TermEnergy:
         dtype = "float64" if dtype is None else dtype  # one cache entry for the default
         d = cached_derivatives(problem, backend, dtype=dtype, check_finite=False)
         total, w = y.shape
+        # the backend's rule for a scalar function (fwd-rev on JAX; rev-rev on torch,
+        # 2x faster than fwd-rev for the LJ13/38 pair blocks)
+        method = auto_hessian_method(d.backend, w, 1)
         size = min(bucket_size(total), TERM_CHUNK)
         out = np.empty((total, w, w))
         for s in range(0, total, size):
             part = y[s : s + size]
             if part.shape[0] < size:
                 part = np.concatenate([part, np.repeat(part[:1], size - part.shape[0], 0)])
-            out[s : s + size] = np.asarray(d.hessian(part, method="fwd-rev"))[: total - s]
+            out[s : s + size] = np.asarray(d.hessian(part, method=method))[: total - s]
         return out
 
     def term_hessians(self, x: np.ndarray, backend: str, dtype: Any = None) -> np.ndarray:
