@@ -194,13 +194,16 @@ class Store:
         tag = p / _TAG_FILE
         if not tag.exists():
             others = [c.name for c in p.iterdir() if not c.name.startswith(".")]
-            if others:
+            # A writer creating the store renames its tag into place between the two
+            # looks above: then the listing holds the tag, and this is a store.
+            if others and _TAG_FILE not in others:
                 raise self._refuse(
                     f"a directory without a simdiff store tag ({_TAG_FILE}), holding "
                     f"{sorted(others)[:3]}",
                     "simdiff did not create it and will not write into it: give another path",
                 )
-            return False
+            if not others:
+                return False
         try:
             info = json.loads(tag.read_text())
             fmt, version = info["format"], int(info["version"])

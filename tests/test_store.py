@@ -258,3 +258,24 @@ def test_two_writers_at_once_lose_nothing_and_a_reader_reads_meanwhile(tmp_path:
     keys = {e["problem"] for r in runs for e in s.entries(r["id"], arrays=False)}
     assert keys == {f"{t}{i}" for t in "ab" for i in range(40)}
     assert seen_while_running <= 80
+
+
+def test_a_reader_racing_the_writer_that_creates_the_store_sees_a_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tag is renamed into place between the reader's look for it and its listing."""
+    s = Store(tmp_path / "r")
+    s.start_run("demo", {})
+    tag = s.path / "simdiff-store.json"
+    real_exists = Path.exists
+    missed = []
+
+    def exists_once_missing(self: Path, *args: object, **kwargs: object) -> bool:
+        if self == tag and not missed:
+            missed.append(self)
+            return False  # as if the writer's rename came just after this look
+        return real_exists(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "exists", exists_once_missing)
+    assert [r["name"] for r in Store(tmp_path / "r").runs()] == ["demo"]
+    assert missed == [tag]
