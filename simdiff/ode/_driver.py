@@ -191,7 +191,8 @@ def _drive_eager(
     m = int(save_at.shape[0])
     t = float(t0)
     h_c = ops.concrete(ops.stop_gradient(h0))
-    if h_c is None or ops.concrete(ops.stop_gradient(y0)) is None:
+    y_c = ops.concrete(ops.stop_gradient(y0))  # the current state's value, carried with it
+    if h_c is None or y_c is None:
         return None
     h = float(h_c)
     idx = int(np.count_nonzero(save_at == t0))
@@ -205,10 +206,9 @@ def _drive_eager(
             remaining = t_next - t
             h_try = float(controller.try_step(h, remaining, host))
             y_new, err, state_new = step(ops.asarray(t), y, h_try, state)
-            y_c = ops.concrete(ops.stop_gradient(y))
             y_new_c = ops.concrete(ops.stop_gradient(y_new))
             err_c = None if err is None else ops.concrete(ops.stop_gradient(err))
-            if y_c is None or y_new_c is None or (err is not None and err_c is None):
+            if y_new_c is None or (err is not None and err_c is None):
                 return None  # batched from here on (vmap): the traced loop takes over
             accept, h_next, failed = controller.decide(
                 h, h_try, remaining, y_c, y_new_c, err_c, host
@@ -218,7 +218,7 @@ def _drive_eager(
                 n_acc += 1
                 hits = h_try >= remaining
                 t = t_next if hits else t + h_try
-                y, state = y_new, state_new
+                y, y_c, state = y_new, y_new_c, state_new
                 if hits:
                     rows.append(y_new)
                     idx += 1
