@@ -111,13 +111,112 @@ def _accepting_scalars(fn: Callable[..., Any], ops: TorchOps, arity: int = 0) ->
     return op
 
 
+def _in_transform() -> bool:
+    """Whether a ``torch.func`` transform (grad, jvp, vjp, vmap, jacfwd, ...) is active."""
+    return torch._C._functorch.peek_interpreter_stack() is not None
+
+
+def _autograd_applies(x: Any) -> bool:
+    """Whether a gradient at ``x`` may be taken by plain ``torch.autograd``.
+
+    Outside every ``torch.func`` transform and outside Dynamo's tracing
+    (torch.compile traces ``torch.func`` transforms; ``torch.autograd.grad``
+    is a graph break there), for one floating tensor argument.
+    """
+    return (
+        isinstance(x, torch.Tensor)
+        and x.is_floating_point()
+        and not _in_transform()
+        and not torch.compiler.is_compiling()
+    )
+
+
+def _plain_input(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """The tensor to differentiate at, and whether an outer autograd level tracks ``x``.
+
+    At the top level ``x`` is detached (the derivative is not recorded for
+    anyone); inside an outer plain-autograd derivative (the outer level of a
+    reverse-over-reverse HVP) ``x`` is used as it is and the derivative is
+    built with ``create_graph`` so that the outer level can differentiate it.
+    """
+    nested = bool(x.requires_grad and torch.is_grad_enabled())
+    return (x if nested else x.detach().requires_grad_(True)), nested
+
+
+def _grad(func: Callable[..., Any], argnums: Any = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """``torch.func.grad(func)``, taken by plain ``torch.autograd`` where no transform is active.
+
+    The same numbers (the same backward formulas run), without torch.func's
+    per-operation dispatch through its transform level: a long ODE gradient
+    (146 Dopri5 steps, ~224k ATen operations) took 0.64x to 0.76x of the
+    torch.func time (``python -m validation.bench_ode_tape``).  Inside a
+    transform (``jacrev``, ``jacfwd``, ``vmap``, ``jvp``, ``grad``), under
+    torch.compile, and for ``argnums``/``has_aux`` other than the defaults,
+    this is ``torch.func.grad``.  A derivative called inside an outer
+    plain-autograd derivative is built with ``create_graph`` (nesting works:
+    reverse-over-reverse Hessian-vector products).
+    """
+    functional = torch.func.grad(func, argnums=argnums, has_aux=has_aux)
+    if argnums != 0 or has_aux:
+        return functional
+
+    def grad(*args: Any, **kwargs: Any) -> Any:
+        if len(args) != 1 or kwargs or not _autograd_applies(args[0]):
+            return functional(*args, **kwargs)
+        x, nested = _plain_input(args[0])
+        with torch.enable_grad():
+            out = func(x)
+            if not (isinstance(out, torch.Tensor) and out.ndim == 0):
+                return functional(*args)  # torch.func's own error message
+            if not out.requires_grad:  # f does not depend on x
+                return torch.zeros_like(args[0])
+            (g,) = torch.autograd.grad(
+                out, x, create_graph=nested, allow_unused=True, materialize_grads=True
+            )
+        return g
+
+    grad.__doc__ = func.__doc__
+    return grad
+
+
+def _vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
+    """``torch.func.vjp``, by plain ``torch.autograd`` outside transforms (as :func:`_grad`).
+
+    The pullback may be called more than once (the graph is retained while
+    it lives); called inside a transform it falls back to ``torch.func.vjp``
+    (recomputing ``func``).
+    """
+    if has_aux or len(primals) != 1 or not _autograd_applies(primals[0]):
+        return torch.func.vjp(func, *primals, has_aux=has_aux)
+    x, nested = _plain_input(primals[0])
+    with torch.enable_grad():
+        out = func(x)
+    if not isinstance(out, torch.Tensor):
+        return torch.func.vjp(func, *primals)
+
+    def pullback(u: Any) -> tuple[Any]:
+        if _in_transform() or torch.compiler.is_compiling():
+            return torch.func.vjp(func, *primals)[1](u)  # type: ignore[no-any-return]
+        if not out.requires_grad:
+            return (torch.zeros_like(primals[0]),)
+        with torch.enable_grad():
+            create = nested or (isinstance(u, torch.Tensor) and u.requires_grad)
+            (g,) = torch.autograd.grad(
+                out, x, u, retain_graph=True, create_graph=create, allow_unused=True,
+                materialize_grads=True,
+            )  # fmt: skip
+        return (g,)
+
+    return (out if nested else out.detach()), pullback
+
+
 def _concrete(x: Any) -> Any:
     if not isinstance(x, torch.Tensor):
         return np.asarray(x)
     try:
         if x.ndim == 0:
             return np.asarray(float(x.detach()))
-        if torch._C._functorch.peek_interpreter_stack() is not None:
+        if _in_transform():
             # inside torch.func.grad / jvp the tensor has no storage for .numpy(); its
             # values are read by tolist (raises under vmap, where there is no one value)
             return np.asarray(x.detach().tolist())
@@ -418,7 +517,7 @@ class TorchOps(LoopOps):
 
         def wrapped(*args: Any) -> Any:
             args = tuple(self._tensor(a) if isinstance(a, _HOST) else a for a in args)
-            if torch._C._functorch.peek_interpreter_stack() is not None:
+            if _in_transform():
                 return fn(*args)
             return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)
 
@@ -485,9 +584,12 @@ class TorchBackend(Backend):
     #: rosenbrock32, lj38; ``validation/bench_torch.py``, docs/performance.md).
     hvp_method = "rev-rev"
     prefers_batched_calls = False
-    grad = staticmethod(torch.func.grad)
+    #: ``torch.func.grad`` / ``vjp``; at the top level (no transform active, not
+    #: compiling) by plain ``torch.autograd``: same numbers, 0.64-0.76x the time on
+    #: long eager computations (:func:`_grad`, docs/performance.md).
+    grad = staticmethod(_grad)
     jvp = staticmethod(torch.func.jvp)
-    vjp = staticmethod(torch.func.vjp)
+    vjp = staticmethod(_vjp)
     jacfwd = staticmethod(torch.func.jacfwd)
     jacrev = staticmethod(torch.func.jacrev)
 
