@@ -601,14 +601,28 @@ class Derivatives(OperatorMethods):
         # "auto" insists on one whole graph: a graph break would otherwise run
         # eagerly behind the compiled wrapper, and the break-even would be a fiction.
         compiler = T.compile if self.compile is True else _fullgraph(T.compile)
+        part = self.problem.compiles_parts
+        parts_ops = None
+        if part is not None and kind in _TOP_LEVEL_KINDS and all(a is None for a in axes):
+            # the problem compiles its own step (an ODE's adaptive loop is no graph)
+            parts_ops = T.ops_compiling_parts(self.dtype, device)
+        if parts_ops is not None:
+            compiler = lambda fn: _build(kind, params, self.problem, parts_ops, T)  # noqa: E731
         refusal = T.compile_refusal(kind, params, self.problem.is_scalar)
         if refusal is not None:  # a crash no try can catch: fail like a compile failure
             compiler = _refused(refusal)
         ident = (self.problem.name, self.problem.n, *key)  # what compile-time estimates match
-        return CompiledCall(core, compiler, self.compile, kind, lambda: self._expected_calls, ident)
+        call = CompiledCall(core, compiler, self.compile, kind, lambda: self._expected_calls, ident)
+        call.record["compiles"] = part if parts_ops is not None else "the whole callable"
+        return call
 
     def _count_compilation(self) -> None:
         self._traces += 1
+
+
+#: Derivatives whose transforms run at the top level on torch (plain autograd, no
+#: torch.func level), where a problem's own compiled parts (an ODE step) apply.
+_TOP_LEVEL_KINDS = frozenset({"value", "grad", "value_and_grad", "vjp"})
 
 
 def _fullgraph(compile: Callable) -> Callable[[Callable], Callable]:

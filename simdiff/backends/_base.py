@@ -267,11 +267,18 @@ class OpsBase:
         and the Taylor context over them), so a loop can stop as soon as its
         condition fails; False where functions are traced and compiled (JAX),
         so loops need ``ops.scan`` and static bounds.
+    compile_part : callable or None
+        ``compile_part(key, make) -> fn``: where set (a context from
+        :meth:`Backend.ops_compiling_parts`), an eager loop may run its body
+        (``make()``, a pure function of arrays, built once per ``key``) under
+        the backend's optional compiler; ``fn`` runs it eagerly where the
+        compiler does not apply.  ``None`` (the default): nothing is compiled.
     """
 
     name: str = "base"
     dtype: Any = None
     eager: bool = False
+    compile_part: Any = None
     pi = 3.141592653589793
     e = 2.718281828459045
     inf = float("inf")
@@ -523,6 +530,13 @@ class Backend:
 
     def ops(self, dtype: Any = None, device: Any = None) -> Ops:
         raise NotImplementedError
+
+    def ops_compiling_parts(self, dtype: Any = None, device: Any = None) -> Ops | None:
+        """A context whose eager loops compile their step (``OpsBase.compile_part``), or None.
+
+        None (the default) where the backend has no optional compiler.
+        """
+        return None
 
     def runs(self, ops: Any) -> bool:
         """Whether ``ops`` is this backend's own context (not, e.g., Taylor over it)."""

@@ -10,6 +10,7 @@ is not bounded by rematerialisation.  This is stated in docs/backends.md.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -576,6 +577,51 @@ _LEAK_ERRORS = (
 )
 
 
+_NON_LEAF_GRAD = "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed"
+
+
+class _PartCompiler:
+    """``ops.compile_part`` on torch: small pure functions compiled once each, run where it applies.
+
+    ``compile_part(key, make)`` returns a callable that runs ``make()``
+    compiled (``torch.compile``, one whole graph: ``fullgraph=True``) when no
+    ``torch.func`` transform is active and Dynamo is not tracing, and eagerly
+    otherwise (under ``vmap``, ``jacrev``, ``jvp``: the compiled graph would
+    see the transform's wrapped tensors).  A function that cannot be compiled
+    as one graph raises torch's error on its first compiled call.
+
+    ``compiled_calls`` and ``eager_calls`` count what ran.
+    """
+
+    def __init__(self, compile: Callable[..., Callable[..., Any]]) -> None:
+        self._compile = compile
+        self._parts: dict[Any, Callable[..., Any]] = {}
+        self.compiled_calls = 0
+        self.eager_calls = 0
+
+    def __call__(self, key: Any, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts[key] = self._part(make())
+        return part
+
+    def _part(self, pure: Callable[..., Any]) -> Callable[..., Any]:
+        compiled = self._compile(pure, fullgraph=True)
+
+        def part(*args: Any) -> Any:
+            if _in_transform() or torch.compiler.is_compiling():
+                self.eager_calls += 1
+                return pure(*args)
+            self.compiled_calls += 1
+            with warnings.catch_warnings():
+                # Dynamo reads .grad of the non-leaf inputs (the state, the FSAL stage)
+                # while it builds its guards; the warning is about that read, not ours
+                warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)
+                return compiled(*args)
+
+        return part
+
+
 class TorchBackend(Backend):
     name = "torch"
     ops_class = TorchOps
@@ -595,6 +641,12 @@ class TorchBackend(Backend):
 
     def ops(self, dtype: Any = None, device: Any = None) -> TorchOps:
         return TorchOps(torch.float64 if dtype is None else dtype, device)
+
+    def ops_compiling_parts(self, dtype: Any = None, device: Any = None) -> TorchOps:
+        """A context whose eager loops compile their step (:class:`_PartCompiler`)."""
+        ops = self.ops(dtype, device)
+        ops.compile_part = _PartCompiler(self.compile)
+        return ops
 
     def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
         return torch.func.vmap(fn, in_dims=in_axes)
