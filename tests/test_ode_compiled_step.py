@@ -118,3 +118,13 @@ def test_a_step_that_is_not_one_graph_is_refused_with_torchs_reason() -> None:
                    observable=lambda ys, ops: ops.sum(ys))  # fmt: skip
     with pytest.raises(UnsupportedError, match="torch.compile failed on grad"):
         simdiff.Derivatives(p, backend="torch", compile=True, probe=False).grad()
+
+
+def test_auto_compiles_the_step_once_the_announced_calls_pay(stand_in) -> None:
+    d = simdiff.Derivatives(_problem(), backend="torch", compile="auto").expect_calls(10**6)
+    for _ in range(3):  # two eager calls measure the eager time, the third compiles
+        d.grad()
+    assert stand_in.calls == [True]
+    info = d.cache_info()[0]
+    assert info["compiles"] == "the dopri5 step (stages and error estimate), one graph"
+    assert "compile_s" in info
