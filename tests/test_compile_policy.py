@@ -265,8 +265,10 @@ def test_numpy_constants_and_take_compile_to_one_graph_with_the_right_derivative
         ("derivative_tensor", {"order": 3}, False, True),
         ("derivative_tensor", {"order": 3}, True, False),
         ("derivative_tensor", {"order": 2}, False, False),
-        ("derivative_sum_nested", {"order": 4}, False, False),  # vmapped over directions
-        ("biharmonic_nested", {}, False, False),
+        ("derivative_sum_nested", {"order": 4}, False, True),  # vmapped over directions only
+        ("derivative_sum_nested", {"order": 4}, True, False),
+        ("biharmonic_nested", {}, False, True),
+        ("biharmonic_nested", {}, True, False),
         ("hvp", {"method": "fwd-rev"}, False, False),
         ("jacobian", {"mode": "fwd"}, False, False),
         ("grad", {}, False, False),
@@ -294,6 +296,8 @@ def test_a_batched_nested_derivative_is_compiled_not_refused(quad, fake):
     assert info[0]["path"] == "compiled" and info[0]["batched"]
     with pytest.raises(UnsupportedError, match="at one point"):
         d.derivative(3, np.ones(2), np.ones(2), method="nested")
+    with pytest.raises(UnsupportedError, match="at one point"):  # directions batched, not x
+        d.derivative(3, np.ones((5, 2)), np.ones(2), method="nested")
 
 
 def test_a_refused_compile_raises_under_true_and_runs_eager_under_auto(quad):

@@ -576,9 +576,10 @@ class Backend:
 
         ``kind`` and ``params`` as ``Derivatives`` builds them; ``scalar``: the
         problem returns a scalar; ``batched``: the callable is vmapped over a
-        batch of points.  For compilations known to crash the process
-        (which no ``try`` can catch); ``compile=True`` raises the reason,
-        ``"auto"`` runs eagerly and states it.
+        batch of points (``x`` batched; a batch of directions alone is not).
+        For compilations known to crash the process (which no ``try`` can
+        catch); ``compile=True`` raises the reason, ``"auto"`` runs eagerly
+        and states it.
         """
         return None
 

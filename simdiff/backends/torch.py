@@ -477,11 +477,7 @@ _LEAK_ERRORS = (
 )
 
 
-#: Operator kinds whose nested ``jvp`` run under ``vmap`` over directions even at one point.
-_VMAPPED_INSIDE = ("derivative_sum_nested", "biharmonic_nested")
-
-
-def _forward_levels(kind: str, params: dict[str, Any]) -> int:
+def _forward_levels(kind: str, params: dict[str, Any], scalar: bool = True) -> int:
     """Forward-mode (``jvp``/``jacfwd``) levels nested in the callable ``Derivatives`` builds.
 
     Examples
@@ -494,6 +490,8 @@ def _forward_levels(kind: str, params: dict[str, Any]) -> int:
     order = int(params.get("order", 0))
     if kind == "hessian":
         return {"fwd-fwd": 2, "fwd-rev": 1}.get(params.get("method", ""), 0)
+    if kind == "derivative_sum_nested" and order == 2 and scalar:
+        return 1  # forward over reverse (simdiff._operators_core._nested_order_k)
     if kind in ("derivative", "derivative_sum_nested"):
         return order
     if kind == "derivative_tensor":
@@ -603,42 +601,43 @@ class TorchBackend(Backend):
 
         In torch 2.13 (CPU) the compiled code of a ``jvp`` nested in a
         ``jvp`` can end the process with a segmentation fault on its first
-        call, which no ``try`` catches.  One subprocess per construction
+        call, which no ``try`` catches (Inductor's code: the same graphs run
+        under ``backend="aot_eager"``).  One subprocess per construction
         (``python -m validation.probe_compile_crash``, output in
         docs/results/probe_compile_crash.txt; plain ``torch.compile`` of
         ``torch.func`` code, no simdiff) found:
 
-        * at one point (no ``vmap``), two or more nested forward levels
-          (``jacfwd(jacfwd f)``, ``jvp`` of ``jvp``, ``jacfwd(jacfwd(jacrev
-          f))``) crashed on scalar *and* vector-valued functions (Ishigami
-          forward-over-forward, nested order 2 and 3; the seed function at
-          order 3; a two-output function at order 3), while other functions
-          of the same construction compiled, or raised a catchable error:
-          which functions crash is not predictable from the construction, so
-          every such construction at one point is refused;
-        * under ``vmap`` (a batch of points, or the directions of the nested
-          derivative sums and biharmonic) no construction crashed: they
-          compiled (nested order 2 to 4) or raised a catchable Dynamo error
-          (``vmap(jacfwd(jacfwd f))``: an internal assert in fake tensors),
-          which ``compile=True`` reports and ``"auto"`` turns into eager.
-        * one forward level (``jacfwd(jacrev f)``, HVPs, JVPs) compiled
-          everywhere.
+        * at one point, two or more nested forward levels (``jacfwd(jacfwd
+          f)``, ``jvp`` of ``jvp``, ``jacfwd(jacfwd(jacrev f))``, and the
+          same vmapped over directions, as the nested derivative sums and the
+          biharmonic build them) crashed on scalar *and* vector-valued
+          functions (Ishigami, the seed function at order 3, a two-output
+          function at order 3), while other functions of the same
+          construction compiled or raised a catchable error: which function
+          crashes is not predictable from the construction, so each such
+          construction at one point is refused;
+        * with the point batched (``vmap`` over points, ``batched``: claim
+          C5's batched third derivative) no construction crashed: nested
+          orders 2 to 4 compiled and ``vmap(jacfwd(jacfwd f))`` raised a
+          catchable Dynamo error, which ``compile=True`` reports and
+          ``"auto"`` turns into eager;
+        * one forward level (``jacfwd(jacrev f)``, HVPs, JVPs) compiled.
 
-        So the rule is on the construction and on ``batched`` (the callable
-        is vmapped over points), not on the output shape: ``scalar`` is not
-        used.  A one-time subprocess probe per construction was the
-        alternative; it cannot run the user's own function (closures do not
-        cross processes), and a stand-in function does not predict it (see
-        above), so it would be no more exact than this rule.
+        So the rule is on the construction and on whether the point is
+        batched, not on the output shape (``scalar`` only counts the levels of
+        the order-2 derivative sum, forward over reverse for a scalar).  A
+        one-time subprocess probe per construction was the alternative; it
+        cannot run the user's own function (closures do not cross processes)
+        and a stand-in function does not predict it (above), so it would be
+        no more exact than this rule and cost a compile per construction.
         """
-        del scalar  # measured: vector-valued functions crash alike
-        levels = _forward_levels(kind, params)
-        if levels < 2 or batched or kind in _VMAPPED_INSIDE:
+        levels = _forward_levels(kind, params, scalar)
+        if levels < 2 or batched:
             return None
         return (
             f"torch.compile of {kind} {params} at one point ({levels} nested forward-mode "
-            "levels, no vmap) can crash the process in torch 2.13 (segmentation fault in the "
-            "generated code; docs/performance.md); not compiled. Batched points compile."
+            "levels) can crash the process in torch 2.13 (segmentation fault in the generated "
+            "code; docs/performance.md); not compiled. Batched points compile."
         )
 
     def is_native(self, x: Any) -> bool:
