@@ -243,7 +243,7 @@ def C5(ctx: ClaimsContext) -> dict[str, Any]:
             + (
                 f"compile {e.first_call_s:.1f} s, steady {ms(e.steady_s)}"
                 if e.status == "ok"
-                else f"FAILED ({e.error[:150]})"
+                else f"FAILED ({e.error[:400]})"
             )
         )
     small = {
