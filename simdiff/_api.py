@@ -601,7 +601,8 @@ class Derivatives(OperatorMethods):
         # "auto" insists on one whole graph: a graph break would otherwise run
         # eagerly behind the compiled wrapper, and the break-even would be a fiction.
         compiler = T.compile if self.compile is True else _fullgraph(T.compile)
-        refusal = T.compile_refusal(kind, params, self.problem.is_scalar)
+        # batched: the point itself (axis 0 is x's); a batch of directions alone does not count
+        refusal = T.compile_refusal(kind, params, self.problem.is_scalar, batched=axes[0] == 0)
         if refusal is not None:  # a crash no try can catch: fail like a compile failure
             compiler = _refused(refusal)
         ident = (self.problem.name, self.problem.n, *key)  # what compile-time estimates match
