@@ -608,7 +608,8 @@ class Derivatives(OperatorMethods):
             parts_ops = T.ops_compiling_parts(self.dtype, device)
         if parts_ops is not None:
             compiler = lambda fn: _build(kind, params, self.problem, parts_ops, T)  # noqa: E731
-        refusal = T.compile_refusal(kind, params, self.problem.is_scalar)
+        # batched: the point itself (axis 0 is x's); a batch of directions alone does not count
+        refusal = T.compile_refusal(kind, params, self.problem.is_scalar, batched=axes[0] == 0)
         if refusal is not None:  # a crash no try can catch: fail like a compile failure
             compiler = _refused(refusal)
         ident = (self.problem.name, self.problem.n, *key)  # what compile-time estimates match

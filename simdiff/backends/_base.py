@@ -583,13 +583,17 @@ class Backend:
         """
         return "fwd-fwd" if 1 < m and n <= m else "fwd-rev"
 
-    def compile_refusal(self, kind: str, params: dict[str, Any], scalar: bool) -> str | None:
+    def compile_refusal(
+        self, kind: str, params: dict[str, Any], scalar: bool, batched: bool = False
+    ) -> str | None:
         """Why the optional compiler must not be tried on this derivative; ``None``: it may.
 
         ``kind`` and ``params`` as ``Derivatives`` builds them; ``scalar``: the
-        problem returns a scalar.  For compilations known to crash the process
-        (which no ``try`` can catch); ``compile=True`` raises the reason,
-        ``"auto"`` runs eagerly and states it.
+        problem returns a scalar; ``batched``: the callable is vmapped over a
+        batch of points (``x`` batched; a batch of directions alone is not).
+        For compilations known to crash the process (which no ``try`` can
+        catch); ``compile=True`` raises the reason, ``"auto"`` runs eagerly
+        and states it.
         """
         return None
 

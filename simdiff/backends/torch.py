@@ -622,6 +622,34 @@ class _PartCompiler:
         return part
 
 
+def _forward_levels(kind: str, params: dict[str, Any], scalar: bool = True) -> int:
+    """Forward-mode (``jvp``/``jacfwd``) levels nested in the callable ``Derivatives`` builds.
+
+    Examples
+    --------
+    >>> _forward_levels("hessian", {"method": "fwd-fwd"})
+    2
+    >>> _forward_levels("derivative", {"order": 3})
+    3
+    """
+    order = int(params.get("order", 0))
+    if kind == "hessian":
+        return {"fwd-fwd": 2, "fwd-rev": 1}.get(params.get("method", ""), 0)
+    if kind == "derivative_sum_nested" and order == 2 and scalar:
+        return 1  # forward over reverse (simdiff._operators_core._nested_order_k)
+    if kind in ("derivative", "derivative_sum_nested"):
+        return order
+    if kind == "derivative_tensor":
+        return max(order - 1, 0)
+    if kind == "biharmonic_nested":
+        return 2
+    if kind == "jvp" or (kind == "hvp" and params.get("method") != "rev-rev"):
+        return 1
+    if kind == "jacobian" and params.get("mode") == "fwd":
+        return 1
+    return 0
+
+
 class TorchBackend(Backend):
     name = "torch"
     ops_class = TorchOps
@@ -720,35 +748,50 @@ class TorchBackend(Backend):
         return "rev-rev"
 
     @staticmethod
-    def compile_refusal(kind: str, params: dict[str, Any], scalar: bool) -> str | None:
-        """Refuse torch.compile where it crashes: two forward-mode levels over a scalar function.
+    def compile_refusal(
+        kind: str, params: dict[str, Any], scalar: bool, batched: bool = False
+    ) -> str | None:
+        """Refuse torch.compile where it crashes: two nested forward levels at one point.
 
-        In torch 2.13 (CPU) the Inductor code of a ``jvp`` nested in a ``jvp``
-        of a scalar-valued function ends the process with a segmentation
-        fault on its first call (plain ``torch.compile(jacfwd(jacfwd(f)))``
-        of the Ishigami function, no simdiff involved): forward-over-forward
-        Hessians, nested directional derivatives of order >= 2, derivative
-        tensors of order >= 3 (``jacfwd(jacfwd(jacrev f))``), and by the same
-        construction the nested derivative sums of order >= 3 and the nested
-        biharmonic.  Vector-valued functions compiled (spherical: fwd-fwd
-        Hessian, nested second derivative).
+        In torch 2.13 (CPU) the compiled code of a ``jvp`` nested in a
+        ``jvp`` can end the process with a segmentation fault on its first
+        call, which no ``try`` catches (Inductor's code: the same graphs run
+        under ``backend="aot_eager"``).  One subprocess per construction
+        (``python -m validation.probe_compile_crash``, output in
+        docs/results/probe_compile_crash.txt; plain ``torch.compile`` of
+        ``torch.func`` code, no simdiff) found:
+
+        * at one point, two or more nested forward levels (``jacfwd(jacfwd
+          f)``, ``jvp`` of ``jvp``, ``jacfwd(jacfwd(jacrev f))``, and the
+          same vmapped over directions, as the nested derivative sums and the
+          biharmonic build them) crashed on scalar *and* vector-valued
+          functions (Ishigami, the seed function at order 3, a two-output
+          function at order 3), while other functions of the same
+          construction compiled or raised a catchable error: which function
+          crashes is not predictable from the construction, so each such
+          construction at one point is refused;
+        * with the point batched (``vmap`` over points, ``batched``: claim
+          C5's batched third derivative) no construction crashed: nested
+          orders 2 to 4 compiled and ``vmap(jacfwd(jacfwd f))`` raised a
+          catchable Dynamo error, which ``compile=True`` reports and
+          ``"auto"`` turns into eager;
+        * one forward level (``jacfwd(jacrev f)``, HVPs, JVPs) compiled.
+
+        So the rule is on the construction and on whether the point is
+        batched, not on the output shape (``scalar`` only counts the levels of
+        the order-2 derivative sum, forward over reverse for a scalar).  A
+        one-time subprocess probe per construction was the alternative; it
+        cannot run the user's own function (closures do not cross processes)
+        and a stand-in function does not predict it (above), so it would be
+        no more exact than this rule and cost a compile per construction.
         """
-        if not scalar:
-            return None
-        order = params.get("order", 0)
-        crashes = (
-            (kind == "hessian" and params.get("method") == "fwd-fwd")
-            or (kind == "derivative" and order >= 2)
-            or (kind == "derivative_tensor" and order >= 3)
-            or (kind == "derivative_sum_nested" and order >= 3)
-            or kind == "biharmonic_nested"
-        )
-        if not crashes:
+        levels = _forward_levels(kind, params, scalar)
+        if levels < 2 or batched:
             return None
         return (
-            f"torch.compile of {kind} {params} (two nested forward-mode levels over a scalar "
-            "function) crashes the process in torch 2.13 (segmentation fault in the "
-            "generated code); not compiled"
+            f"torch.compile of {kind} {params} at one point ({levels} nested forward-mode "
+            "levels) can crash the process in torch 2.13 (segmentation fault in the generated "
+            "code; docs/performance.md); not compiled. Batched points compile."
         )
 
     def is_native(self, x: Any) -> bool:
