@@ -319,3 +319,17 @@ def test_the_compiled_torch_hessian_is_rev_rev_and_reported(quad, fake, n, m):
     fake(d)
     np.testing.assert_allclose(d.hessian(), [[6.0, 1.0], [1.0, 12.0]])
     assert d.cache_info()[0]["method"] == "rev-rev" and d.cache_info()[0]["path"] == "compiled"
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch._prims_common.check` is deprecated:FutureWarning")
+def test_the_batched_nested_third_derivative_compiles_and_matches_eager():
+    """Claim C5's construction on the real torch.compile: compiled, and equal to eager to 1e-12."""
+    p = problems.get("seed")
+    xs = np.linspace(-2.0, 2.0, 64)[:, None]
+    vs = np.ones_like(xs)
+    want = simdiff.Derivatives(p, backend="torch").derivative(3, vs, xs, method="nested")
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    got = d.derivative(3, vs, xs, method="nested")
+    assert d.cache_info()[0]["path"] == "compiled" and "compile_error" not in d.cache_info()[0]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())

@@ -741,7 +741,7 @@ class TorchBackend(Backend):
         over reverse failed in Inductor on every energy that gathers atoms
         (LJ-7/13/38: a scatter it cannot generate code for) and was within
         0.9x-1.2x of reverse over reverse elsewhere; forward over forward
-        crashes on scalar functions (:meth:`compile_refusal`) and was 1.2x
+        can crash at one point (:meth:`compile_refusal`) and was 1.2x
         faster on the one vector-valued entry (spherical, 0.13 vs 0.16 ms),
         not enough to give the compiled path a second method.
         """
