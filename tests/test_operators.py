@@ -238,3 +238,24 @@ def test_covariance_factor_drops_null_directions():
     L = covariance_factor(3, weights=np.diag([4.0, 0.0, 1.0]))
     assert L.shape == (2, 3)
     np.testing.assert_allclose(L.T @ L, np.diag([4.0, 0.0, 1.0]), atol=1e-14)
+
+
+def test_covariance_factor_is_kept_per_sigma(monkeypatch):
+    """Repeated calls with the same Sigma (equal contents, new objects) factor it once."""
+    calls = []
+    eigh = np.linalg.eigh
+    monkeypatch.setattr(np.linalg, "eigh", lambda a: calls.append(1) or eigh(a))
+    S = SIGMA + 1e-3 * np.arange(N)[:, None] * np.arange(N)[None]  # not used by other tests
+    first = covariance_factor(N, weights=S)
+    again = covariance_factor(N, weights=S.copy())
+    assert len(calls) == 1 and again is first and not first.flags.writeable
+    np.testing.assert_allclose(first.T @ first, S, atol=1e-12)
+    ref = simdiff.laplacian(MLP, weights=S)  # the cached factor, through the API
+    assert len(calls) == 1
+    other = covariance_factor(N, weights=2.0 * S)
+    assert len(calls) == 2
+    np.testing.assert_allclose(other.T @ other, 2.0 * S, atol=1e-12)
+    assert _rel(simdiff.laplacian(MLP, weights=2.0 * S), 2.0 * ref) < 1e-12
+    for _ in range(2):  # a bad Sigma is refused every time, never kept
+        with pytest.raises(OptionError, match="positive semi-definite"):
+            covariance_factor(N, weights=-S)
