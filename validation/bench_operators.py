@@ -334,6 +334,66 @@ def bench_simulators(repeats: int, burgers_n: int) -> dict[str, Any]:
     return res
 
 
+def sigma_probe(points: int, repeats: int) -> str:
+    """Where the time of the Laplacian with weights goes (JAX, the MLP, one interleaved run).
+
+    The same operator with identity directions (``I``) and with the columns of
+    a Cholesky factor ``L``: through the API (``api_*``), the API's compiled
+    function called with device arrays (``fn_*``: no host work per call), a
+    fresh ``jax.jit`` of the one-point core with the directions as an argument
+    (``jit_*``) or closed over as constants, as folx's function closes over
+    ``L`` (``jit_L_const``); folx's two variants beside them.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from simdiff._operators_core import build_operator
+
+    be = get_backend("jax")  # float64 on (before any array is made)
+    p = mlp_problem()
+    n = SIZES[0]
+    X = jnp.asarray(np.random.default_rng(0).normal(size=(points, n)))
+    assert X.dtype == jnp.float64
+    L = np.linalg.cholesky(covariance(n))
+    d = simdiff.Derivatives(p, backend="jax", check_finite=False)
+    d.laplacian(X)
+    (fn,) = d._fns.values()  # the one compiled laplacian
+    params = {"order": 2, "method": "collapsed", "grouped": False, "unit": True}
+    core = build_operator("derivative_sum", params, p, be.ops(), be)
+    jc = jax.jit(jax.vmap(core, in_axes=(0, None, None)))
+    VI, VL, w = jnp.eye(n), jnp.asarray(np.ascontiguousarray(L.T)), jnp.ones(n)
+    const = jax.jit(jax.vmap(lambda x: core(x, jnp.asarray(L.T), jnp.ones(n))))
+    f1, f2 = folx_laplacian(p), folx_laplacian(p, L)
+    blk = _block(be)
+    cfg = {
+        "api_I": blk(lambda: d.laplacian(X)),
+        "api_L": blk(lambda: d.laplacian(X, factor=L)),
+        "fn_I": blk(lambda: fn(X, VI, w)),
+        "fn_L": blk(lambda: fn(X, VL, w)),
+        "jit_I": blk(lambda: jc(X, VI, w)),
+        "jit_L": blk(lambda: jc(X, VL, w)),
+        "jit_L_const": blk(lambda: const(X)),
+        "folx": blk(lambda: f1(X)),
+        "folx_sigma": blk(lambda: f2(X)),
+    }
+    r = interleave(cfg, repeats)
+    ref = r["folx_sigma"]
+    lines = [
+        f"### Laplacian with weights: where the time goes ({points} points, JAX, "
+        f"median of {repeats})",
+        "",
+        "| variant | steady ms | cold ms | steady / folx_sigma | cold / folx_sigma |",
+        "|---|---|---|---|---|",
+    ]
+    for name, v in r.items():
+        lines.append(
+            f"| {name} | {v['median_s'] * 1e3:.2f} | {v['cold_median_s'] * 1e3:.2f} | "
+            f"{v['median_s'] / ref['median_s']:.3f} | "
+            f"{v['cold_median_s'] / ref['cold_median_s']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -482,7 +542,16 @@ def main() -> None:
     ap.add_argument("--bih-points", type=int, default=8)
     ap.add_argument("--burgers-n", type=int, default=256)
     ap.add_argument("--quick", action="store_true", help="3 repeats, 64-point Burgers grid")
+    ap.add_argument(
+        "--sigma-probe", action="store_true", help="only the variants of the Sigma Laplacian"
+    )
     args = ap.parse_args()
+    if args.sigma_probe:
+        load0 = os.getloadavg()
+        text = sigma_probe(args.points, args.repeats)
+        load1 = os.getloadavg()
+        print(f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end\n\n{text}")
+        return
     if args.quick:
         args.repeats, args.burgers_n = 3, 64
     load0 = os.getloadavg()
