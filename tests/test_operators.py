@@ -259,3 +259,30 @@ def test_covariance_factor_is_kept_per_sigma(monkeypatch):
     for _ in range(2):  # a bad Sigma is refused every time, never kept
         with pytest.raises(OptionError, match="positive semi-definite"):
             covariance_factor(N, weights=-S)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch", "numpy"])
+def test_directions_are_transferred_once_and_follow_their_contents(backend, monkeypatch):
+    """Equal directions reuse the backend array; a changed array of the caller is seen."""
+    d = simdiff.Derivatives(MLP, backend=backend)
+    sent = []
+    orig = d.backend.from_numpy
+
+    def counted(a, *rest):  # host arrays only (to_backend passes backend arrays too)
+        if isinstance(a, np.ndarray):
+            sent.append(a.shape)
+        return orig(a, *rest)
+
+    monkeypatch.setattr(d.backend, "from_numpy", counted)
+    V = np.eye(N)
+    first = d.derivative_sum(2, V)
+    n_first = sent.count((N, N))
+    again = d.derivative_sum(2, V.copy())
+    host = backend == "numpy"  # numpy arrays are its native arrays: nothing to transfer
+    assert host or sent.count((N, N)) == n_first == 1
+    assert float(again) == float(first)
+    V[0] *= 2.0  # the caller changes its array: D^2 f[2 e_0] = 4 H_00
+    H = np.asarray(simdiff.hessian(MLP, X, backend="jax"))
+    assert _rel(d.derivative_sum(2, V), np.trace(H) + 3.0 * H[0, 0]) < 1e-10
+    assert host or sent.count((N, N)) == 2
+    assert float(d.derivative_sum(2, np.eye(N))) == float(first)  # the kept copy is unchanged
