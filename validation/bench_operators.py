@@ -16,7 +16,8 @@ burgers    Laplacian of 0.5 mean(u(T)^2) of viscous Burgers (256-point periodic
            nested Hessian.
 
 Timing: all configurations of one workload run interleaved (``--repeats``
-rounds, first calls excluded), in a balanced order (every configuration
+rounds, 3x as many for the short JAX MLP calls, fewer for the slow
+biharmonic and Burgers; first calls excluded), in a balanced order (every configuration
 follows every other equally often, :func:`balanced_orders`), each twice in a
 row: the median of the second calls ("steady", after a call of itself) is the
 time in the tables and targets; that of the first calls ("cold", after another
@@ -276,7 +277,8 @@ def bench_mlp(points: int, repeats: int, bih_points: int) -> dict[str, Any]:
             f1, f2 = folx_laplacian(p), folx_laplacian(p, L)
             cfg["folx"] = blk(lambda X=X, f1=f1: f1(X))
             cfg["folx_sigma"] = blk(lambda X=X, f2=f2: f2(X))
-        res[bname] = interleave(cfg, repeats)
+        # the JAX calls are short (~15 ms): 3x the rounds for the same wall time's noise
+        res[bname] = interleave(cfg, 3 * repeats if bname == "jax" else repeats)
         # stochastic biharmonic vs nested, fewer points (nested is r^2 fourth-order products)
         Xb = X[:bih_points]
         cfg_b = {
