@@ -212,12 +212,12 @@ class _PairLayout:
     Each unordered pair ``{a, b}`` occurs once, so its off-diagonal blocks are
     ``-B`` at ``(a, b)`` and ``-B^T`` at ``(b, a)``: written, not scatter-added
     (and symmetric by construction).  Batch by batch, while the blocks are in
-    cache: the diagonal blocks are sums over the pairs of each atom
-    (``np.bincount``); in a dense output, pairs in runs ``(a, b), (a, b + 1),
-    ...`` of at least :data:`RUN_MIN` (all pairs of a cluster: one run per atom)
-    are written by slices and the others through cached flat positions; in a
-    sparse output each block goes to its cached place in the row-sorted block
-    list (BSR).
+    cache: the diagonal blocks are sums over the pairs of each atom (slices
+    for runs, ``np.bincount`` for the other pairs); in a dense output, pairs
+    in runs ``(a, b), (a, b + 1), ...`` of at least :data:`RUN_MIN` (all pairs
+    of a cluster: one run per atom) are written by slices and the others
+    through cached flat positions; in a sparse output each block goes to its
+    cached place in the row-sorted block list (BSR).
     """
 
     def __init__(self, index: np.ndarray, n_particles: int, dim: int) -> None:
@@ -238,26 +238,42 @@ class _PairLayout:
         self._short_flat: np.ndarray | None = None
         self._bsr: tuple[np.ndarray, ...] | None = None
 
-    def diagonal(self, blocks: np.ndarray, start: int) -> np.ndarray:
-        """Sum of ``blocks`` (pairs ``start..``, shape ``(c, dim, dim)``) onto their atoms, flat."""
-        dd2 = self.dim * self.dim
-        c, n_out = blocks.shape[0], self.n_particles * dd2
-        e = np.arange(dd2)
-        w = blocks.reshape(-1)
-        out = np.bincount((self.lo[start : start + c, None] * dd2 + e).ravel(), w, n_out)
-        out += np.bincount((self.hi[start : start + c, None] * dd2 + e).ravel(), w, n_out)
-        return out
+    def _runs_in(self, start: int, stop: int) -> Iterator[tuple[int, int, int, int]]:
+        """``(s, e, a, b)``: the part ``s..e`` of each run inside pairs ``start..stop``,
+        its pairs ``(a, b), (a, b + 1), ...``."""
+        first = int(np.searchsorted(self.run_end, start, side="right"))
+        last = int(np.searchsorted(self.run_start, stop, side="left"))
+        for r in range(first, last):
+            s, e = max(int(self.run_start[r]), start), min(int(self.run_end[r]), stop)
+            yield s, e, int(self.lo[s]), int(self.hi[s])
+
+    def add_diagonal(self, diag: np.ndarray, blocks: np.ndarray, start: int) -> None:
+        """Add ``blocks`` (pairs ``start..``, ``(c, dim, dim)``) onto their atoms' ``diag`` blocks.
+
+        A run adds one sum to its first atom and a slice to the others; the
+        other pairs go through ``np.bincount``.
+        """
+        stop = start + blocks.shape[0]
+        for s, e, a, b in self._runs_in(start, stop):
+            part = blocks[s - start : e - start]
+            diag[a] += part.sum(axis=0)
+            diag[b : b + e - s] += part
+        k0, k1 = np.searchsorted(self.short, [start, stop])
+        if k1 > k0:
+            pairs = self.short[k0:k1]
+            dd2 = self.dim * self.dim
+            e2, n_out = np.arange(dd2), self.n_particles * dd2
+            w = blocks[pairs - start].reshape(-1)
+            flat = diag.reshape(-1)
+            flat += np.bincount((self.lo[pairs, None] * dd2 + e2).ravel(), w, n_out)
+            flat += np.bincount((self.hi[pairs, None] * dd2 + e2).ravel(), w, n_out)
 
     # ------------------------------------------------------------------ dense
     def put_dense(self, h: np.ndarray, blocks: np.ndarray, start: int) -> None:
         """Write ``-B`` / ``-B^T`` of pairs ``start..`` into ``h`` of shape ``(N, dim, N, dim)``."""
         stop = start + blocks.shape[0]
         neg = np.negative(blocks)
-        first = int(np.searchsorted(self.run_end, start, side="right"))
-        last = int(np.searchsorted(self.run_start, stop, side="left"))
-        for r in range(first, last):  # the parts of runs inside this batch
-            s, e = max(int(self.run_start[r]), start), min(int(self.run_end[r]), stop)
-            a, b = int(self.lo[s]), int(self.hi[s])
+        for s, e, a, b in self._runs_in(start, stop):
             part = neg[s - start : e - start]
             h[a, :, b : b + e - s, :] = part.transpose(1, 0, 2)  # h[a, p, b+l, q] = -B_l[p, q]
             h[b : b + e - s, :, a, :] = part.transpose(0, 2, 1)  # h[b+l, q, a, p] = -B_l[p, q]
@@ -499,14 +515,13 @@ class TermEnergy:
         disp = pos[self.index[:, 1]] - pos[self.index[:, 0]]
         out = layout.new_sparse() if sparse else np.zeros((big, dd, big, dd))
         put = layout.put_sparse if sparse else layout.put_dense
-        diag = np.zeros(big * dd * dd)
+        diag = np.zeros((big, dd, dd))
         for s, b in self._hessian_batches(self.block_problem, disp, backend, dtype, PAIR_CHUNK):
             if check_finite and not np.isfinite(b).all():
                 self._check_finite(b.reshape(-1, dd * dd), start=s)
-            diag += layout.diagonal(b, s)
+            layout.add_diagonal(diag, b, s)
             put(out, b, s)
-        d = diag.reshape(big, dd, dd)
-        d = 0.5 * (d + d.transpose(0, 2, 1))
+        d = 0.5 * (diag + diag.transpose(0, 2, 1))
         return layout.finish_sparse(out, d) if sparse else layout.finish_dense(out, d)
 
     def _check_finite(self, values: np.ndarray, start: int = 0) -> None:
