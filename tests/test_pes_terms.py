@@ -11,6 +11,7 @@ import scipy.sparse
 
 import simdiff
 import simdiff._api as api
+import simdiff.pes.terms as terms_module
 from problems.pes import fcc_cluster
 from simdiff.pes import (
     cluster_energy,
@@ -22,7 +23,6 @@ from simdiff.pes import (
     structured_hessian,
     term_energy,
 )
-import simdiff.pes.terms as terms_module
 from simdiff.pes.terms import bucket_size
 
 
