@@ -207,17 +207,16 @@ class _BlockAssembly:
 
 
 class _PairLayout:
-    """Where the blocks of distinct pairs go (built once per index array, for pairwise terms).
+    """Where the blocks of distinct pairs go in a dense Hessian (built once per index array).
 
     Each unordered pair ``{a, b}`` occurs once, so its off-diagonal blocks are
     ``-B`` at ``(a, b)`` and ``-B^T`` at ``(b, a)``: written, not scatter-added
     (and symmetric by construction).  Batch by batch, while the blocks are in
     cache: the diagonal blocks are sums over the pairs of each atom (slices
-    for runs, ``np.bincount`` for the other pairs); in a dense output, pairs
-    in runs ``(a, b), (a, b + 1), ...`` of at least :data:`RUN_MIN` (all pairs
-    of a cluster: one run per atom) are written by slices and the others
-    through cached flat positions; in a sparse output each block goes to its
-    cached place in the row-sorted block list (BSR).
+    for runs, ``np.bincount`` for the other pairs); pairs in runs ``(a, b),
+    (a, b + 1), ...`` of at least :data:`RUN_MIN` (all pairs of a cluster: one
+    run per atom) are written by slices and the others through cached flat
+    positions.
     """
 
     def __init__(self, index: np.ndarray, n_particles: int, dim: int) -> None:
@@ -236,7 +235,6 @@ class _PairLayout:
         np.add.at(in_run, self.run_end, -1)
         self.short = np.flatnonzero(np.cumsum(in_run)[:m] == 0)
         self._short_flat: np.ndarray | None = None
-        self._bsr: tuple[np.ndarray, ...] | None = None
 
     def _runs_in(self, start: int, stop: int) -> Iterator[tuple[int, int, int, int]]:
         """``(s, e, a, b)``: the part ``s..e`` of each run inside pairs ``start..stop``,
@@ -302,40 +300,6 @@ class _PairLayout:
         h[atoms, :, atoms, :] = diag
         n = self.n_particles * self.dim
         return h.reshape(n, n)
-
-    # ------------------------------------------------------------------ sparse
-    def _bsr_layout(self) -> tuple[np.ndarray, ...]:
-        if self._bsr is None:
-            big, m = self.n_particles, self.m
-            atoms = np.unique(np.concatenate([self.lo, self.hi]))
-            keys = np.concatenate([self.lo * big + self.hi, self.hi * big + self.lo,
-                                   atoms * big + atoms])  # fmt: skip
-            order = np.argsort(keys, kind="stable")
-            pos = np.empty_like(order)
-            pos[order] = np.arange(order.size)
-            rows = keys[order] // big
-            indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=big))])
-            self._bsr = (pos[:m], pos[m : 2 * m], pos[2 * m :], atoms, keys[order] % big, indptr)
-        return self._bsr
-
-    def new_sparse(self) -> np.ndarray:
-        """An empty BSR data array, ``(blocks, dim, dim)``."""
-        return np.empty((self._bsr_layout()[4].size, self.dim, self.dim))
-
-    def put_sparse(self, data: np.ndarray, blocks: np.ndarray, start: int) -> None:
-        """Place ``-B`` / ``-B^T`` of pairs ``start..`` in the BSR data."""
-        up, down = self._bsr_layout()[:2]
-        stop = start + blocks.shape[0]
-        neg = np.negative(blocks)
-        data[up[start:stop]] = neg
-        data[down[start:stop]] = neg.transpose(0, 2, 1)
-
-    def finish_sparse(self, data: np.ndarray, diag: np.ndarray) -> Any:
-        """Put the diagonal blocks in; the ``csr_array``."""
-        _, _, on_diag, atoms, cols, indptr = self._bsr_layout()
-        data[on_diag] = diag[atoms]
-        n = self.n_particles * self.dim
-        return scipy.sparse.bsr_array((data, cols, indptr), shape=(n, n)).tocsr()
 
 
 class TermEnergy:
@@ -500,9 +464,9 @@ class TermEnergy:
         b = self._batched_hessian(self.block_problem, disp, backend, dtype)
         return (0.5 * (b + b.transpose(0, 2, 1))).reshape(-1, dd * dd)
 
-    def _pair_hessian(self, x: np.ndarray, backend: str, dtype: Any, sparse: bool,
-                      check_finite: bool) -> Any:  # fmt: skip
-        """Hessian of a pairwise term with distinct pairs: blocks placed batch by batch.
+    def _pair_hessian(self, x: np.ndarray, backend: str, dtype: Any,
+                      check_finite: bool) -> np.ndarray:  # fmt: skip
+        """Dense Hessian of a pairwise term with distinct pairs: blocks placed batch by batch.
 
         Batches of :data:`PAIR_CHUNK` pair blocks :math:`B_t`; each is checked
         (``check_finite``), summed onto the diagonal blocks and written into the
@@ -513,16 +477,15 @@ class TermEnergy:
         self._check_fresh(x)
         pos = x.reshape(big, dd)
         disp = pos[self.index[:, 1]] - pos[self.index[:, 0]]
-        out = layout.new_sparse() if sparse else np.zeros((big, dd, big, dd))
-        put = layout.put_sparse if sparse else layout.put_dense
+        out = np.zeros((big, dd, big, dd))
         diag = np.zeros((big, dd, dd))
         for s, b in self._hessian_batches(self.block_problem, disp, backend, dtype, PAIR_CHUNK):
             if check_finite and not np.isfinite(b).all():
                 self._check_finite(b.reshape(-1, dd * dd), start=s)
             layout.add_diagonal(diag, b, s)
-            put(out, b, s)
+            layout.put_dense(out, b, s)
         d = 0.5 * (diag + diag.transpose(0, 2, 1))
-        return layout.finish_sparse(out, d) if sparse else layout.finish_dense(out, d)
+        return layout.finish_dense(out, d)
 
     def _check_finite(self, values: np.ndarray, start: int = 0) -> None:
         bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
@@ -587,9 +550,12 @@ class TermEnergy:
             return out.reshape(*batch, n, n)
         if self.n_terms == 0:
             return scipy.sparse.csr_array((n, n)) if sparse else np.zeros((n, n))
-        if self.pairwise and self.pair_layout().distinct:  # every pair once: blocks placed
-            return self._pair_hessian(x, backend, dtype, sparse, check_finite)
-        a = self.assembly()  # repeated pairs, other terms: blocks summed by a sparse product
+        if self.pairwise and not sparse and self.pair_layout().distinct:  # blocks placed
+            return self._pair_hessian(x, backend, dtype, check_finite)
+        # sparse output, repeated pairs, other terms: blocks summed by a sparse product (for
+        # a sparse output of distinct pairs faster than placing them: 20 vs 47 ms for the
+        # 68,957 cutoff pairs of LJ-2000)
+        a = self.assembly()
         values = self.block_values(x, backend, dtype)
         if check_finite:
             self._check_finite(values)
