@@ -309,7 +309,7 @@ class Derivatives(OperatorMethods):
         """``(f(x), grad f(x))`` in one reverse pass."""
         return self._call("value_and_grad", {}, x, [])
 
-    def hessian(self, x: Any = None, *, method: str = "auto") -> Any:
+    def hessian(self, x: Any = None, *, method: str = "auto", sparse: bool = False) -> Any:
         """Hessian, shape ``(out..., n, n)``; ``method`` is fwd-rev, rev-rev, fwd-fwd or structured.
 
         ``"auto"`` is ``"structured"`` when the problem's ``fn`` assembles its
@@ -320,17 +320,39 @@ class Derivatives(OperatorMethods):
         intermediates would exceed the memory budget is computed in chunks of
         Hessian-vector products, or refused with
         :class:`~simdiff.errors.MemoryBudgetError` if even one would not fit.
+
+        ``sparse=True`` returns the structured Hessian at one point as a
+        ``scipy.sparse.csr_array`` (memory and time ``O(pieces)``, no ``n^2``
+        output; a scipy array whatever the type of ``x``).  It needs a problem
+        with structure and ``method`` ``"auto"`` or ``"structured"``; otherwise
+        it raises :class:`~simdiff.errors.UnsupportedError` (no structure) or
+        :class:`~simdiff.errors.OptionError` (a dense AD method).
         """
         method = _choice(method, (*HESSIAN_METHODS, "structured"), "Hessian method")
+        if not isinstance(sparse, (bool, np.bool_)):
+            raise OptionError(f"sparse must be True or False; got {sparse!r}")
         fn = self.problem.fn
         structured = isinstance(fn, StructuredHessian)
+        if sparse and method not in ("auto", "structured"):
+            raise OptionError(
+                f"sparse=True gives the structured Hessian; method={method!r} is the dense AD "
+                "Hessian: use method='auto' (or 'structured') with sparse=True, or sparse=False"
+            )
         if method == "structured" or (method == "auto" and structured):
             if not structured:
+                what = "sparse=True" if sparse else "method='structured'"
                 raise UnsupportedError(
-                    f"method='structured' needs a problem whose fn assembles its Hessian from "
-                    f"structure (e.g. simdiff.pes.term_energy); {self.problem.name!r} has none"
+                    f"{what} needs a problem whose fn assembles its Hessian from "
+                    f"structure (e.g. simdiff.pes.term_energy); {self.problem.name!r} has none: "
+                    "use the dense Hessian (sparse=False) or simdiff.hvp (matrix-free)"
                 )
-            return self._structured_hessian(x)
+            return self._structured_hessian(x, sparse=bool(sparse))
+        if sparse:  # method "auto" on a problem without structure
+            raise UnsupportedError(
+                f"sparse=True needs a problem whose fn assembles its Hessian from structure "
+                f"(e.g. simdiff.pes.term_energy); {self.problem.name!r} has none: use the dense "
+                "Hessian (sparse=False) or simdiff.hvp (matrix-free)"
+            )
         if method == "auto":
             m = math.prod(self.problem.output_shape)
             compiled = self.compile is not False and self.backend.optional_compiler
@@ -415,13 +437,19 @@ class Derivatives(OperatorMethods):
         return A.convert_out(out, src, A.backend_of(out))
 
     # ------------------------------------------------------------------ structure
-    def _structured_hessian(self, x: Any) -> Any:
+    def _structured_hessian(self, x: Any, sparse: bool = False) -> Any:
         x = self.problem.x0 if x is None else x
         src, a, _, _ = self._prepare(x, "x", (self.problem.n,), self.check_finite)
         xs = np.asarray(src.to_numpy(a), dtype=np.float64)
         h = self.problem.fn.structured_hessian(
-            xs, self.backend.name, np.dtype(self.dtype).name, check_finite=self.check_finite
+            xs,
+            self.backend.name,
+            np.dtype(self.dtype).name,
+            check_finite=self.check_finite,
+            sparse=sparse,
         )
+        if sparse:  # a scipy.sparse array, whatever the array type of x
+            return h.astype(self.dtype, copy=False)
         return A.convert_out(h.astype(self.dtype, copy=False), src, get_backend("numpy"))
 
     def _dense_chunk(self) -> int | None:
@@ -733,6 +761,7 @@ def hessian(
     method: str = "auto",
     dtype: Any = None,
     compile: bool | str = False,
+    sparse: bool = False,
 ) -> Any:
     """Hessian, shape ``(out..., n, n)`` (``(n, n)`` for a scalar problem).
 
@@ -741,6 +770,13 @@ def hessian(
     it from the problem's structure (a sum of terms, :func:`simdiff.pes.term_energy`,
     :func:`simdiff.pes.cluster_problem`).  ``"auto"`` is ``"structured"`` where
     the problem has structure, else the backend's choice (:func:`auto_hessian_method`).
+
+    The result is dense, as JAX and torch users expect.  ``sparse=True``
+    returns the structured Hessian as a ``scipy.sparse.csr_array`` instead
+    (one point ``x`` of shape ``(n,)``; no ``n^2`` output, so ``O(terms)`` for
+    a sum of terms with a cutoff); it raises
+    :class:`~simdiff.errors.UnsupportedError` for a problem without structure
+    and :class:`~simdiff.errors.OptionError` with a dense AD ``method``.
 
     Examples
     --------
@@ -751,7 +787,7 @@ def hessian(
            [2., 0.]])
     """
     return cached_derivatives(problem, backend, dtype=dtype, compile=compile).hessian(
-        x, method=method
+        x, method=method, sparse=sparse
     )
 
 

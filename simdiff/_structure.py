@@ -22,9 +22,11 @@ __all__ = ["StructuredHessian", "memory_budget"]
 class StructuredHessian(Protocol):
     """What a problem's ``fn`` provides to have its Hessian assembled from structure.
 
-    ``structured_hessian(x, backend, dtype, check_finite=...)`` returns the
-    Hessian at the points ``x`` (numpy, shape ``(n,)`` or ``(batch, n)``) as a
-    numpy array of shape ``(n, n)`` or ``(batch, n, n)``; with ``check_finite``
+    ``structured_hessian(x, backend, dtype, check_finite=..., sparse=...)``
+    returns the Hessian at the points ``x`` (numpy, shape ``(n,)`` or
+    ``(batch, n)``) as a numpy array of shape ``(n, n)`` or ``(batch, n, n)``,
+    or with ``sparse=True`` at one point as a ``scipy.sparse.csr_array``
+    (:class:`~simdiff.errors.ShapeError` for a batch); with ``check_finite``
     it raises :class:`~simdiff.errors.NonFiniteError` for a non-finite result,
     checking its pieces (``O(pieces)``) rather than the ``n^2`` output;
     ``dense_hessian_bytes(n)`` estimates the
@@ -35,8 +37,14 @@ class StructuredHessian(Protocol):
     def __call__(self, x: Any, ops: Any) -> Any: ...
 
     def structured_hessian(
-        self, x: np.ndarray, backend: str, dtype: Any, *, check_finite: bool = True
-    ) -> np.ndarray: ...
+        self,
+        x: np.ndarray,
+        backend: str,
+        dtype: Any,
+        *,
+        check_finite: bool = True,
+        sparse: bool = False,
+    ) -> Any: ...
 
     def dense_hessian_bytes(self, n: int) -> int: ...
 
