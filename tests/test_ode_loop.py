@@ -173,6 +173,11 @@ def test_reverse_memory_grows_like_sqrt_max_steps() -> None:
     assert large / small < 20  # sqrt(100) = 10; storing every step would give ~100
     direct = peak(40_000, DirectAdjoint())
     assert direct > 10 * large
+    # Rematerialised right-hand sides: a recomputed block stores each stage's
+    # input, not the intermediates of every right-hand-side evaluation.
+    assert peak(40_000, CheckpointAdjoint(remat_rhs=True)) < peak(
+        40_000, CheckpointAdjoint(remat_rhs=False)
+    )
 
 
 def test_fixed_step_beyond_stability_limit_raises() -> None:
