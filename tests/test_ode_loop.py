@@ -64,7 +64,8 @@ def test_adjoints_give_the_same_derivatives(backend: str) -> None:
     ref = _problem()
     g = simdiff.grad(ref, backend=backend)
     H = simdiff.hessian(ref, backend=backend)
-    for adjoint in (DirectAdjoint(), CheckpointAdjoint(block=5)):
+    stores = CheckpointAdjoint(remat_rhs=False)  # the stages' intermediates, not recomputed
+    for adjoint in (DirectAdjoint(), CheckpointAdjoint(block=5), stores):
         p = _problem(adjoint)
         np.testing.assert_allclose(simdiff.grad(p, backend=backend), g, rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(simdiff.hessian(p, backend=backend), H, rtol=1e-11, atol=1e-12)
@@ -145,6 +146,8 @@ def test_checkpoint_budget_too_small_names_both_numbers(backend: str) -> None:
         simdiff.grad(p, backend=backend)
     with pytest.raises(InputError, match="block must be a positive integer"):
         CheckpointAdjoint(block=0)
+    with pytest.raises(InputError, match="remat_rhs must be True or False"):
+        CheckpointAdjoint(remat_rhs=1)  # type: ignore[arg-type]
     with pytest.raises(InputError, match="adjoint must be"):
         _problem("recursive")
 
@@ -170,6 +173,11 @@ def test_reverse_memory_grows_like_sqrt_max_steps() -> None:
     assert large / small < 20  # sqrt(100) = 10; storing every step would give ~100
     direct = peak(40_000, DirectAdjoint())
     assert direct > 10 * large
+    # Rematerialised right-hand sides: a recomputed block stores each stage's
+    # input, not the intermediates of every right-hand-side evaluation.
+    assert peak(40_000, CheckpointAdjoint(remat_rhs=True)) < peak(
+        40_000, CheckpointAdjoint(remat_rhs=False)
+    )
 
 
 def test_fixed_step_beyond_stability_limit_raises() -> None:

@@ -171,7 +171,8 @@ class EmbeddedPair(Solver):
         else:
             h0 = ops.asarray(float(self.h0))
         controller = AdaptiveController(self.rtol, self.atol, self.error_order, abs(span))
+        adjoint = make_adjoint(adjoint)
         return drive(
-            compiled_stepper(self, rhs, p, ops), state0, y0, t0, save_at, ops, h0=h0,
-            controller=controller, max_steps=self.max_steps, adjoint=make_adjoint(adjoint),
+            compiled_stepper(self, adjoint.step_rhs(rhs, ops), p, ops), state0, y0, t0, save_at,
+            ops, h0=h0, controller=controller, max_steps=self.max_steps, adjoint=adjoint,
         )  # fmt: skip

@@ -41,6 +41,8 @@ __all__ = [
 
 Cond = Callable[[Any], Any]
 Body = Callable[[Any], Any]
+#: ``rhs(t, y, p, ops) -> dy/dt``, as in :mod:`simdiff.ode._base`.
+Rhs = Callable[[Any, Any, Any, Any], Any]
 
 
 def _positive_int(value: Any, what: str) -> None:
@@ -48,6 +50,11 @@ def _positive_int(value: Any, what: str) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise InputError(f"{what} must be a positive integer or None; got {value!r}")
+
+
+#: Above this many blocks, :func:`blocked_loop` guards runs of about ``sqrt(blocks)``
+#: blocks with one more ``cond`` (a skipped block is not free in reverse mode).
+SKIP_TREE_MIN = 8
 
 
 def blocked_loop(
@@ -111,7 +118,19 @@ def blocked_loop(
         return ops.cond(cond(c), run_block, _identity, c), None
 
     n_blocks = -(-int(max_steps) // int(block))
-    return ops.scan(outer, carry, None, length=n_blocks)[0]
+    if n_blocks <= SKIP_TREE_MIN:
+        return ops.scan(outer, carry, None, length=n_blocks)[0]
+    # Blocks in runs of ``per`` under one more guard: a finished solve skips the
+    # remaining runs, not every remaining block one by one.
+    per = math.isqrt(n_blocks - 1) + 1
+
+    def run_blocks(c: Any) -> Any:
+        return ops.scan(outer, c, None, length=per)[0]
+
+    def top(c: Any, _: Any) -> tuple[Any, None]:
+        return ops.cond(cond(c), run_blocks, _identity, c), None
+
+    return ops.scan(top, carry, None, length=-(-n_blocks // per))[0]
 
 
 def _identity(c: Any) -> Any:
@@ -147,6 +166,15 @@ class Adjoint:
         """
         return tree
 
+    def step_rhs(self, rhs: Rhs, ops: Any) -> Rhs:
+        """The right-hand side a solver's step evaluates inside this strategy's loop.
+
+        Unchanged here; :class:`CheckpointAdjoint` rematerialises it on traced
+        contexts.  The solvers call it once per solve (``integrate``), for the
+        stages inside the loop only.
+        """
+        return rhs
+
 
 @dataclass(frozen=True)
 class CheckpointAdjoint(Adjoint):
@@ -177,6 +205,17 @@ class CheckpointAdjoint(Adjoint):
         group, and a group runs (and discards) at most ``group - 1`` steps
         past the end.  One ``cond`` per group instead of per step makes the
         reverse pass about 30% cheaper on JAX (:func:`blocked_loop`).
+    remat_rhs : bool, optional
+        Rematerialise each right-hand-side evaluation in reverse mode (default
+        True; traced contexts, i.e. JAX, only).  The recomputed block then
+        stores each stage's input ``(t_i, y_i)`` instead of every intermediate
+        of the right-hand side, and the reverse sweep evaluates the stage again
+        next to its transpose.  On small systems, where a step's cost is the
+        number of kernels it launches, this halves the per-step kernels of
+        the recomputation (Lotka-Volterra: 83 to 41) and makes the gradient
+        about 20% faster (docs/ode.md); on a right-hand side whose arithmetic
+        dominates (large fields) it costs one more evaluation per stage in
+        reverse: ``remat_rhs=False`` then stores the intermediates instead.
 
     Examples
     --------
@@ -192,12 +231,15 @@ class CheckpointAdjoint(Adjoint):
     block: int | None = None
     checkpoints: int | None = None
     group: int = 16
+    remat_rhs: bool = True
     name = "checkpoint"
 
     def __post_init__(self) -> None:
         _positive_int(self.block, "block")
         _positive_int(self.checkpoints, "checkpoints")
         _positive_int(self.group, "group")
+        if not isinstance(self.remat_rhs, bool):
+            raise InputError(f"remat_rhs must be True or False; got {self.remat_rhs!r}")
 
     def block_size(self, max_steps: int) -> int:
         """Steps per block for a loop bounded by ``max_steps``."""
@@ -218,6 +260,16 @@ class CheckpointAdjoint(Adjoint):
 
     def check(self, max_steps: int) -> None:
         self.block_size(max_steps)
+
+    def step_rhs(self, rhs: Rhs, ops: Any) -> Rhs:
+        """``rhs`` under ``ops.checkpoint`` on traced contexts with ``remat_rhs`` (else ``rhs``)."""
+        if ops.eager or not self.remat_rhs:
+            return rhs
+
+        def rematerialised(t: Any, y: Any, p: Any, ops_: Any) -> Any:
+            return ops.checkpoint(lambda t_, y_, p_: rhs(t_, y_, p_, ops_))(t, y, p)
+
+        return rematerialised
 
     def loop(self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any) -> Any:
         block = self.block_size(max_steps)

@@ -141,16 +141,18 @@ class FixedStep(Solver):
         rows = tableau_arrays(self.tableau, ops)
         weights = ops.asarray(list(self.tableau.b))
         tableau = self.tableau
-
-        def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, None, Any]:
-            ks = rk_stages(rhs, t, y, h, p, ops, tableau, rows=rows)
-            return y + h * weighted(weights, ks, ops), None, state
-
         if self.checkpoint and adjoint is None:
             adjoint = CheckpointAdjoint(block=1)
+        adjoint = make_adjoint(adjoint)
+        stage_rhs = adjoint.step_rhs(rhs, ops)
+
+        def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, None, Any]:
+            ks = rk_stages(stage_rhs, t, y, h, p, ops, tableau, rows=rows)
+            return y + h * weighted(weights, ks, ops), None, state
+
         return drive(
             step, (), y0, t0, save_at, ops, h0=ops.asarray(dt),
-            controller=FixedController(dt), max_steps=n_total, adjoint=make_adjoint(adjoint),
+            controller=FixedController(dt), max_steps=n_total, adjoint=adjoint,
         )  # fmt: skip
 
 

@@ -114,7 +114,14 @@ def weighted(w: Any, ks: Any, ops: Any) -> Any:
     """``sum_i w_i ks[i]`` over the leading (stage) axis of ``ks``: one matmul.
 
     States of any shape (fields of a PDE) are flattened for the product.
+    On compiled contexts (``ops.eager`` false: JAX) a one-dimensional ``w``
+    is applied as a broadcast product and a sum over the stages instead: XLA
+    fuses that with the surrounding arithmetic, while a ``dot`` is a library
+    call of its own (for the Lotka-Volterra benchmark of docs/ode.md, 37 to
+    29 kernels per Dopri5 step).
     """
+    if not ops.eager and len(w.shape) == 1:
+        return ops.sum(ops.reshape(w, (-1,) + (1,) * (len(ks.shape) - 1)) * ks, axis=0)
     if len(ks.shape) == 2:
         return ops.matmul(w, ks)
     flat = ops.matmul(w, ops.reshape(ks, (int(ks.shape[0]), -1)))
