@@ -67,7 +67,7 @@ def main() -> None:
     keep = ("kind", "compile_s", "compiles")
     print("cache_info:", [{k: i[k] for k in keep if k in i} for i in d.cache_info()])
     td = torchdiffeq_callables(p, np.ones(4))
-    want = td["grad"]()
+    want = np.asarray(td["grad"](), dtype=float)
     print(f"grad vs torchdiffeq max rel diff {np.max(np.abs(g - want)) / np.max(np.abs(want)):.1e}")
     ts: dict[str, list[float]] = {"compiled grad": [], "torchdiffeq grad": []}
     for _ in range(args.repeats):
