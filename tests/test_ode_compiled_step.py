@@ -66,6 +66,31 @@ def test_the_step_is_the_compiled_part_for_top_level_derivatives(stand_in) -> No
         assert info["compiles"] == "the dopri5 step (stages and error estimate), one graph"
 
 
+def test_every_step_of_a_gradient_runs_the_same_graph(monkeypatch) -> None:
+    """Dynamo specialises a graph on which inputs require grad: the first step
+    (``y0`` a constant) gets the tracking pattern of the later ones, not a graph of its own."""
+    patterns: set[tuple[bool, ...]] = set()
+
+    def recording(self, fn, fullgraph=False):
+        def run(*args):
+            leaves = torch.utils._pytree.tree_leaves(args)
+            patterns.add(tuple(x.requires_grad for x in leaves if isinstance(x, torch.Tensor)))
+            return fn(*args)
+
+        return run
+
+    monkeypatch.setattr(TorchBackend, "compile", recording)
+    d = simdiff.Derivatives(_problem(), backend="torch", compile=True)
+    g = d.grad()
+    assert len(patterns) == 1
+    (pattern,) = patterns
+    assert pattern[:2] == (False, True)  # t untracked, y tracked (also on the first step)
+    np.testing.assert_array_equal(g, simdiff.Derivatives(_problem(), backend="torch").grad())
+    patterns.clear()
+    d.value()
+    assert patterns and not any(any(p) for p in patterns)
+
+
 def test_hessians_and_non_adaptive_solvers_compile_the_whole_callable(stand_in) -> None:
     d = simdiff.Derivatives(_problem(), backend="torch", compile=True)
     d.hessian()

@@ -174,7 +174,8 @@ def compiled_stepper(solver: Any, rhs: Any, p: Any, ops: Any) -> Step:
 
         return pure  # type: ignore[return-value]
 
-    part = ops.compile_part(("ode step", solver, rhs), make)
+    # y, the method's state and p carry the gradient: one graph whether or not y0 is tracked
+    part = ops.compile_part(("ode step", solver, rhs), make, grad_args=(1, 3, 4))
 
     def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, Any, Any]:
         return part(t, y, ops.asarray(h), state, p)  # type: ignore[no-any-return]
