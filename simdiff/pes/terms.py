@@ -36,8 +36,8 @@ __all__ = ["TermEnergy", "check_index", "structured_hessian", "term_energy"]
 #: Terms per vectorised call of the term Hessian (larger sums are computed in batches of this).
 TERM_CHUNK = 2**18
 
-#: Pair blocks per vectorised call on the pairwise path: each batch is symmetrised, checked
-#: and summed into the diagonal blocks while it is still in cache.
+#: Pair blocks per vectorised call on the dense pairwise path: each batch is checked, summed
+#: into the diagonal blocks and written into the output while it is still in cache.
 PAIR_CHUNK = 2**15
 
 #: Shortest run of pairs ``(i, j), (i, j + 1), ...`` written into a dense Hessian by two
