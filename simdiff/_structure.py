@@ -22,11 +22,17 @@ __all__ = ["StructuredHessian", "memory_budget"]
 class StructuredHessian(Protocol):
     """What a problem's ``fn`` provides to have its Hessian assembled from structure.
 
-    ``structured_hessian(x, backend, dtype, check_finite=...)`` returns the
+    ``structured_hessian(x, backend, dtype, check_finite=..., compile=...,
+    expected_calls=...)`` returns the
     Hessian at the points ``x`` (numpy, shape ``(n,)`` or ``(batch, n)``) as a
     numpy array of shape ``(n, n)`` or ``(batch, n, n)``; with ``check_finite``
     it raises :class:`~simdiff.errors.NonFiniteError` for a non-finite result,
     checking its pieces (``O(pieces)``) rather than the ``n^2`` output;
+    ``compile`` and ``expected_calls`` (Hessians the caller will ask for, or
+    ``None``) are the caller's compile policy (:class:`simdiff.Derivatives`),
+    applied to the computation of the pieces;
+    ``structured_cache_info(backend, dtype, compile)`` returns the
+    ``cache_info()`` records of that computation (the path it ran, and why);
     ``dense_hessian_bytes(n)`` estimates the
     bytes of intermediates the dense AD Hessian (``n`` tangents pushed through
     the whole function at once) would hold.
@@ -35,8 +41,19 @@ class StructuredHessian(Protocol):
     def __call__(self, x: Any, ops: Any) -> Any: ...
 
     def structured_hessian(
-        self, x: np.ndarray, backend: str, dtype: Any, *, check_finite: bool = True
+        self,
+        x: np.ndarray,
+        backend: str,
+        dtype: Any,
+        *,
+        check_finite: bool = True,
+        compile: bool | str = False,
+        expected_calls: int | None = None,
     ) -> np.ndarray: ...
+
+    def structured_cache_info(
+        self, backend: str, dtype: Any, compile: bool | str = False
+    ) -> list[dict[str, Any]]: ...
 
     def dense_hessian_bytes(self, n: int) -> int: ...
 
