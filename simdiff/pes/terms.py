@@ -275,6 +275,8 @@ class TermEnergy:
         #: a pair term that depends on its atoms only through r_1 - r_0 (``of_difference``):
         #: its Hessian is [[B, -B], [-B, B]], one dim x dim block B per pair
         self.pairwise = k == 2 and callable(getattr(term, "of_difference", None))
+        if self.pairwise:  # contiguous atom columns for the energy's gathers
+            self._first, self._second = index[:, 0].copy(), index[:, 1].copy()
         self._assembly: _BlockAssembly | None = None
         #: the Derivatives of the term sums this energy used: (backend, dtype, compile, rows)
         self._pieces: dict[tuple[str, str, str, int], Any] = {}
@@ -285,8 +287,13 @@ class TermEnergy:
         pos = ops.reshape(x, (self.n_particles, self.dim))
         if self.n_terms == 0:
             return ops.sum(pos) * 0.0
-        r = ops.take(pos, self.index, axis=0)  # (m, k, dim)
-        energy = ops.sum(self.term(r, ops))
+        if self.pairwise:  # two gathers of (m, dim): a backward without (m, 2, dim) zeros
+            d = ops.take(pos, self._second, axis=0) - ops.take(pos, self._first, axis=0)
+            pair: Any = self.term
+            energy = ops.sum(pair.of_difference(d, ops))
+        else:
+            r = ops.take(pos, self.index, axis=0)  # (m, k, dim)
+            energy = ops.sum(self.term(r, ops))
         if self.reference is None:
             return energy
         moved = pos - ops.asarray(self.reference)
