@@ -173,6 +173,8 @@ def _policy(r: dict, j: float | None) -> str:
     eager, compiled = r.get("eager_s"), r.get("compiled_s")
     if eager is None or j is None:
         return "-"
+    if r.get("method") == "structured":  # assembled from term Hessians: not compiled
+        return f"{eager / j:.2f} (structured)"
     if compiled is not None and compiled < eager:
         return f"{compiled / j:.2f} (compiled)"
     return f"{eager / j:.2f} (eager)"
