@@ -16,6 +16,11 @@ it has compiled: the compiled callable where it compiled and its calls were
 faster than eager, else eager (its own check, median of three calls, decides
 the same on the same numbers).  Hessians use the method ``method="auto"``
 picks for the path (``TorchBackend.hessian_method(n, m, compiled=...)``).
+``--auto`` measures the policy instead: a fourth configuration,
+``compile="auto"`` told to expect 10^9 calls (so it compiles wherever
+compiling can pay), timed once it settled; the column is then its own time
+and path, and where it stayed eager its reason (``cache_info()``'s
+``compile_error``) is kept in the record as ``auto_reason``.
 
 Each problem runs in its own process (``--timeout`` seconds at most), so a
 crash in generated code or a compile that does not end is a row of the table
@@ -26,6 +31,7 @@ can be stopped and resumed; problems already in the file are skipped);
 
     python -m validation.bench_torch --out docs/results/bench_torch.jsonl
     python -m validation.bench_torch --table docs/results/bench_torch.jsonl
+    python -m validation.bench_torch --auto heat_modes --out pde.jsonl
 """
 
 from __future__ import annotations
@@ -70,19 +76,34 @@ def _timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, out
 
 
-def measure(name: str, rounds: int, budget: float) -> dict[str, Any]:
-    """One problem: every derivative in the three configurations, interleaved."""
+#: Calls after which ``compile="auto"`` (told to expect many) has settled on its path:
+#: warm-up, eager timing, then the compile (or its failure) on the third.
+AUTO_SETTLE_CALLS = 4
+
+
+def measure(name: str, rounds: int, budget: float, auto: bool = False) -> dict[str, Any]:
+    """One problem: every derivative in the three configurations, interleaved.
+
+    ``auto``: a fourth, ``compile="auto"`` told to expect 10^9 calls (so it
+    compiles wherever it can), timed after it settled; its path and, where it
+    stayed eager, the reason (``cache_info()``'s ``compile_error``) are kept.
+    """
     p = problems.get(name)
     ds = {
         "jax": simdiff.Derivatives(p, "jax", check_finite=False),
         "eager": simdiff.Derivatives(p, "torch", check_finite=False),
         "compiled": simdiff.Derivatives(p, "torch", compile=True, check_finite=False),
     }
+    if auto:
+        ds["auto"] = simdiff.Derivatives(p, "torch", compile="auto", check_finite=False)
+        ds["auto"].expect_calls(10**9)
     calls, first, results, errors = {}, {}, {}, {}
     for kind, call in _derivatives(p).items():
         for config, d in ds.items():
             try:
                 first[(kind, config)], out = _timed(lambda c=call, d=d: c(d))
+                for _ in range(AUTO_SETTLE_CALLS - 1 if config == "auto" else 0):
+                    out = call(d)
             except simdiff.UnsupportedError as exc:
                 errors[(kind, config)] = str(exc)[:300]
                 continue
@@ -119,6 +140,11 @@ def measure(name: str, rounds: int, budget: float) -> dict[str, Any]:
             gain = row["eager_s"] - row["compiled_s"]
             row["break_even_calls"] = row["compile_s"] / gain if gain > 0 else math.inf
         info = {i["kind"]: i for i in ds["eager"].cache_info()}
+        if auto:
+            ai = {i["kind"]: i for i in ds["auto"].cache_info()}.get(kind, {})
+            row["auto_path"] = ai.get("path")
+            if ai.get("compile_error"):
+                row["auto_reason"] = str(ai["compile_error"])[:400]
         structured = isinstance(p.fn, StructuredHessian)  # method="auto" assembles it
         method = info.get("hessian", {}).get("method") or ("structured" if structured else None)
         row["method"] = method if kind == "hessian" else None
@@ -169,10 +195,15 @@ def table(path: Path) -> str:
 
 
 def _policy(r: dict, j: float | None) -> str:
-    """``compile="auto"``'s steady state: compiled where it compiled and is faster, else eager."""
+    """``compile="auto"``'s steady state: compiled where it compiled and is faster, else eager.
+
+    Measured (``--auto``): the ``compile="auto"`` configuration's own time and path.
+    """
     eager, compiled = r.get("eager_s"), r.get("compiled_s")
     if eager is None or j is None:
         return "-"
+    if r.get("auto_s") is not None:
+        return f"{r['auto_s'] / j:.2f} ({r.get('auto_path')}, measured)"
     if r.get("method") == "structured":  # assembled from term Hessians: not compiled
         return f"{eager / j:.2f} (structured)"
     if compiled is not None and compiled < eager:
@@ -209,6 +240,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=3.0, help="seconds per configuration")
     parser.add_argument("--table", type=Path, help="print the table of a results file and stop")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per problem")
+    parser.add_argument(
+        "--auto", action="store_true", help='also time compile="auto" (the policy, measured)'
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # in the child
     args = parser.parse_args(argv)
     if args.table:
@@ -216,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch.compile internals
     if args.one:  # the child process: one problem, one JSON line on stdout
-        print(json.dumps(measure(args.problems[0], args.rounds, args.budget)))
+        print(json.dumps(measure(args.problems[0], args.rounds, args.budget, args.auto)))
         return
     names = args.problems or default_order()
     done = set()
@@ -240,6 +274,7 @@ def _child(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """``measure(name)`` in a fresh process; a crash or a timeout becomes a record."""
     cmd = [sys.executable, "-m", "validation.bench_torch", "--one", name]
     cmd += ["--rounds", str(args.rounds), "--budget", str(args.budget)]
+    cmd += ["--auto"] if args.auto else []
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
