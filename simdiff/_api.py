@@ -323,7 +323,7 @@ class Derivatives(OperatorMethods):
         """``(f(x), grad f(x))`` in one reverse pass."""
         return self._call("value_and_grad", {}, x, [])
 
-    def hessian(self, x: Any = None, *, method: str = "auto") -> Any:
+    def hessian(self, x: Any = None, *, method: str = "auto", sparse: bool = False) -> Any:
         """Hessian, shape ``(out..., n, n)``; ``method`` is fwd-rev, rev-rev, fwd-fwd or structured.
 
         ``"auto"`` is ``"structured"`` when the problem's ``fn`` assembles its
@@ -334,17 +334,39 @@ class Derivatives(OperatorMethods):
         intermediates would exceed the memory budget is computed in chunks of
         Hessian-vector products, or refused with
         :class:`~simdiff.errors.MemoryBudgetError` if even one would not fit.
+
+        ``sparse=True`` returns the structured Hessian at one point as a
+        ``scipy.sparse.csr_array`` (memory and time ``O(pieces)``, no ``n^2``
+        output; a scipy array whatever the type of ``x``).  It needs a problem
+        with structure and ``method`` ``"auto"`` or ``"structured"``; otherwise
+        it raises :class:`~simdiff.errors.UnsupportedError` (no structure) or
+        :class:`~simdiff.errors.OptionError` (a dense AD method).
         """
         method = _choice(method, (*HESSIAN_METHODS, "structured"), "Hessian method")
+        if not isinstance(sparse, (bool, np.bool_)):
+            raise OptionError(f"sparse must be True or False; got {sparse!r}")
         fn = self.problem.fn
         structured = isinstance(fn, StructuredHessian)
+        if sparse and method not in ("auto", "structured"):
+            raise OptionError(
+                f"sparse=True gives the structured Hessian; method={method!r} is the dense AD "
+                "Hessian: use method='auto' (or 'structured') with sparse=True, or sparse=False"
+            )
         if method == "structured" or (method == "auto" and structured):
             if not structured:
+                what = "sparse=True" if sparse else "method='structured'"
                 raise UnsupportedError(
-                    f"method='structured' needs a problem whose fn assembles its Hessian from "
-                    f"structure (e.g. simdiff.pes.term_energy); {self.problem.name!r} has none"
+                    f"{what} needs a problem whose fn assembles its Hessian from "
+                    f"structure (e.g. simdiff.pes.term_energy); {self.problem.name!r} has none: "
+                    "use the dense Hessian (sparse=False) or simdiff.hvp (matrix-free)"
                 )
-            return self._structured_hessian(x)
+            return self._structured_hessian(x, sparse=bool(sparse))
+        if sparse:  # method "auto" on a problem without structure
+            raise UnsupportedError(
+                f"sparse=True needs a problem whose fn assembles its Hessian from structure "
+                f"(e.g. simdiff.pes.term_energy); {self.problem.name!r} has none: use the dense "
+                "Hessian (sparse=False) or simdiff.hvp (matrix-free)"
+            )
         if method == "auto":
             m = math.prod(self.problem.output_shape)
             compiled = self.compile is not False and self.backend.optional_compiler
@@ -429,7 +451,7 @@ class Derivatives(OperatorMethods):
         return A.convert_out(out, src, A.backend_of(out))
 
     # ------------------------------------------------------------------ structure
-    def _structured_hessian(self, x: Any) -> Any:
+    def _structured_hessian(self, x: Any, sparse: bool = False) -> Any:
         x = self.problem.x0 if x is None else x
         src, a, _, _ = self._prepare(x, "x", (self.problem.n,), self.check_finite)
         xs = np.asarray(src.to_numpy(a), dtype=np.float64)
@@ -438,10 +460,13 @@ class Derivatives(OperatorMethods):
             self.backend.name,
             np.dtype(self.dtype).name,
             check_finite=self.check_finite,
+            sparse=sparse,
             compile=self.compile,
             expected_calls=self._expected_calls,
         )
         self._structured_calls += 1
+        if sparse:  # a scipy.sparse array, whatever the array type of x
+            return h.astype(self.dtype, copy=False)
         return A.convert_out(h.astype(self.dtype, copy=False), src, get_backend("numpy"))
 
     def _dense_chunk(self) -> int | None:
@@ -621,14 +646,29 @@ class Derivatives(OperatorMethods):
         # "auto" insists on one whole graph: a graph break would otherwise run
         # eagerly behind the compiled wrapper, and the break-even would be a fiction.
         compiler = T.compile if self.compile is True else _fullgraph(T.compile)
-        refusal = T.compile_refusal(kind, params, self.problem.is_scalar)
+        part = self.problem.compiles_parts
+        parts_ops = None
+        if part is not None and kind in _TOP_LEVEL_KINDS and all(a is None for a in axes):
+            # the problem compiles its own step (an ODE's adaptive loop is no graph)
+            parts_ops = T.ops_compiling_parts(self.dtype, device)
+        if parts_ops is not None:
+            compiler = lambda fn: _build(kind, params, self.problem, parts_ops, T)  # noqa: E731
+        # batched: the point itself (axis 0 is x's); a batch of directions alone does not count
+        refusal = T.compile_refusal(kind, params, self.problem.is_scalar, batched=axes[0] == 0)
         if refusal is not None:  # a crash no try can catch: fail like a compile failure
             compiler = _refused(refusal)
         ident = (self.problem.name, self.problem.n, *key)  # what compile-time estimates match
-        return CompiledCall(core, compiler, self.compile, kind, lambda: self._expected_calls, ident)
+        call = CompiledCall(core, compiler, self.compile, kind, lambda: self._expected_calls, ident)
+        call.record["compiles"] = part if parts_ops is not None else "the whole callable"
+        return call
 
     def _count_compilation(self) -> None:
         self._traces += 1
+
+
+#: Derivatives whose transforms run at the top level on torch (plain autograd, no
+#: torch.func level), where a problem's own compiled parts (an ODE step) apply.
+_TOP_LEVEL_KINDS = frozenset({"value", "grad", "value_and_grad", "vjp"})
 
 
 def _fullgraph(compile: Callable) -> Callable[[Callable], Callable]:
@@ -738,6 +778,7 @@ def hessian(
     method: str = "auto",
     dtype: Any = None,
     compile: bool | str = False,
+    sparse: bool = False,
 ) -> Any:
     """Hessian, shape ``(out..., n, n)`` (``(n, n)`` for a scalar problem).
 
@@ -746,6 +787,13 @@ def hessian(
     it from the problem's structure (a sum of terms, :func:`simdiff.pes.term_energy`,
     :func:`simdiff.pes.cluster_problem`).  ``"auto"`` is ``"structured"`` where
     the problem has structure, else the backend's choice (:func:`auto_hessian_method`).
+
+    The result is dense, as JAX and torch users expect.  ``sparse=True``
+    returns the structured Hessian as a ``scipy.sparse.csr_array`` instead
+    (one point ``x`` of shape ``(n,)``; no ``n^2`` output, so ``O(terms)`` for
+    a sum of terms with a cutoff); it raises
+    :class:`~simdiff.errors.UnsupportedError` for a problem without structure
+    and :class:`~simdiff.errors.OptionError` with a dense AD ``method``.
 
     Examples
     --------
@@ -756,7 +804,7 @@ def hessian(
            [2., 0.]])
     """
     return cached_derivatives(problem, backend, dtype=dtype, compile=compile).hessian(
-        x, method=method
+        x, method=method, sparse=sparse
     )
 
 

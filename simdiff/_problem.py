@@ -251,6 +251,11 @@ class Problem:
         """Whether the problem returns a scalar."""
         return self.output_shape == ()
 
+    #: What the problem compiles by itself under ``compile=True | "auto"`` on a backend
+    #: with an optional compiler (``ops.compile_part``: an ODE's step), or None when
+    #: the whole derivative is compiled instead.
+    compiles_parts: str | None = None
+
     def supports(self, backend: str) -> bool:
         """Whether ``fn`` runs in context ``backend``."""
         return backend in self.backends

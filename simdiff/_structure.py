@@ -22,10 +22,12 @@ __all__ = ["StructuredHessian", "memory_budget"]
 class StructuredHessian(Protocol):
     """What a problem's ``fn`` provides to have its Hessian assembled from structure.
 
-    ``structured_hessian(x, backend, dtype, check_finite=..., compile=...,
-    expected_calls=...)`` returns the
-    Hessian at the points ``x`` (numpy, shape ``(n,)`` or ``(batch, n)``) as a
-    numpy array of shape ``(n, n)`` or ``(batch, n, n)``; with ``check_finite``
+    ``structured_hessian(x, backend, dtype, check_finite=..., sparse=...,
+    compile=..., expected_calls=...)``
+    returns the Hessian at the points ``x`` (numpy, shape ``(n,)`` or
+    ``(batch, n)``) as a numpy array of shape ``(n, n)`` or ``(batch, n, n)``,
+    or with ``sparse=True`` at one point as a ``scipy.sparse.csr_array``
+    (:class:`~simdiff.errors.ShapeError` for a batch); with ``check_finite``
     it raises :class:`~simdiff.errors.NonFiniteError` for a non-finite result,
     checking its pieces (``O(pieces)``) rather than the ``n^2`` output;
     ``compile`` and ``expected_calls`` (Hessians the caller will ask for, or
@@ -47,9 +49,10 @@ class StructuredHessian(Protocol):
         dtype: Any,
         *,
         check_finite: bool = True,
+        sparse: bool = False,
         compile: bool | str = False,
         expected_calls: int | None = None,
-    ) -> np.ndarray: ...
+    ) -> Any: ...
 
     def structured_cache_info(
         self, backend: str, dtype: Any, compile: bool | str = False

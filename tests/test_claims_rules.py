@@ -18,7 +18,14 @@ from validation.claims._verdict import (
 from validation.claims.batching import c2_verdict
 from validation.claims.functional import c9_verdict
 from validation.claims.overhead import C6_THRESHOLD_S, C7_THRESHOLD, C8_THRESHOLD
-from validation.claims.speed import BREAK_EVEN_CALLS, C1_THRESHOLD, c1_verdict
+from validation.claims.speed import (
+    BREAK_EVEN_CALLS,
+    C1_THRESHOLD,
+    C5_THRESHOLD,
+    c1_verdict,
+    c5_verdict,
+    compile_failure,
+)
 
 RNG = np.random.default_rng(7)
 
@@ -101,6 +108,31 @@ def test_decide_from_samples_both_ways_and_depends() -> None:
 def test_c1_rule(eager, compiled, want) -> None:
     assert C1_THRESHOLD == 8.0
     assert c1_verdict(iv(*eager), iv(*compiled)).startswith(want)
+
+
+@pytest.mark.parametrize(
+    ("eager_over_compiled", "want"),
+    [((2.0, 3.0), "confirmed"), ((0.8, 1.2), "refuted"), ((1.2, 2.0), "depends: the interval")],
+)
+def test_c5_rule(eager_over_compiled, want) -> None:
+    assert C5_THRESHOLD == 1.5
+    assert c5_verdict(iv(*eager_over_compiled)).startswith(want)
+
+
+def test_c5_and_c1_say_why_torch_compile_gave_no_time() -> None:
+    """A refused or failed compile is a stated reason, not a bare "not measurable"."""
+
+    class Entry:
+        status, error = "unsupported", "torch.compile of derivative at one point can crash"
+
+    nan = Interval(math.nan, math.nan, math.nan, 0)
+    why = compile_failure(Entry())
+    assert why == "torch.compile unsupported: torch.compile of derivative at one point can crash"
+    assert c5_verdict(nan, why) == f"depends: not measurable here: {why}"
+    assert c5_verdict(nan) == "depends: not measurable here"
+    assert why in c1_verdict(iv(10.0, 12.0), nan, compile_failure=why)
+    Entry.status = "ok"
+    assert compile_failure(Entry()) == ""
 
 
 @pytest.mark.parametrize(

@@ -252,34 +252,63 @@ def test_numpy_constants_and_take_compile_to_one_graph_with_the_right_derivative
 
 
 @pytest.mark.parametrize(
-    ("kind", "params", "scalar", "refused"),
+    ("kind", "params", "batched", "refused"),
     [
-        ("hessian", {"method": "fwd-fwd"}, True, True),
-        ("hessian", {"method": "fwd-fwd"}, False, False),
-        ("hessian", {"method": "fwd-rev"}, True, False),
-        ("derivative", {"order": 2}, True, True),
-        ("derivative", {"order": 1}, True, False),
-        ("derivative_tensor", {"order": 3}, True, True),
-        ("derivative_tensor", {"order": 2}, True, False),
-        ("biharmonic_nested", {}, True, True),
-        ("grad", {}, True, False),
+        ("hessian", {"method": "fwd-fwd"}, False, True),
+        ("hessian", {"method": "fwd-fwd"}, True, False),
+        ("hessian", {"method": "fwd-rev"}, False, False),
+        ("hessian", {"method": "rev-rev"}, False, False),
+        ("derivative", {"order": 2}, False, True),
+        ("derivative", {"order": 3}, False, True),
+        ("derivative", {"order": 3}, True, False),  # claim C5's batched 3rd derivative
+        ("derivative", {"order": 1}, False, False),
+        ("derivative_tensor", {"order": 3}, False, True),
+        ("derivative_tensor", {"order": 3}, True, False),
+        ("derivative_tensor", {"order": 2}, False, False),
+        ("derivative_sum_nested", {"order": 4}, False, True),  # vmapped over directions only
+        ("derivative_sum_nested", {"order": 4}, True, False),
+        ("biharmonic_nested", {}, False, True),
+        ("biharmonic_nested", {}, True, False),
+        ("hvp", {"method": "fwd-rev"}, False, False),
+        ("jacobian", {"mode": "fwd"}, False, False),
+        ("grad", {}, False, False),
     ],
 )
-def test_torch_refuses_to_compile_two_forward_levels_over_a_scalar(kind, params, scalar, refused):
-    reason = get_backend("torch").compile_refusal(kind, params, scalar)
+@pytest.mark.parametrize("scalar", [True, False])
+def test_torch_refuses_to_compile_two_forward_levels_at_one_point(
+    kind, params, batched, refused, scalar
+):
+    """The measured rule: nested forward levels crash at one point (scalar or not), not batched."""
+    reason = get_backend("torch").compile_refusal(kind, params, scalar, batched=batched)
     assert (reason is not None) == refused
-    assert get_backend("jax").compile_refusal(kind, params, scalar) is None
+    if refused:
+        assert "at one point" in reason and "Batched points compile" in reason
+    assert get_backend("jax").compile_refusal(kind, params, scalar, batched=batched) is None
+
+
+def test_a_batched_nested_derivative_is_compiled_not_refused(quad, fake):
+    """C5's construction (batched nested 3rd derivative) reaches the compiler; at one point it does not."""
+    d = simdiff.Derivatives(quad, backend="torch", compile=True)
+    fake(d)
+    xs, vs = np.ones((5, 2)), np.ones((5, 2))
+    np.testing.assert_allclose(d.derivative(3, vs, xs, method="nested"), np.full(5, 12.0))
+    info = [i for i in d.cache_info() if i["kind"] == "derivative"]
+    assert info[0]["path"] == "compiled" and info[0]["batched"]
+    with pytest.raises(UnsupportedError, match="at one point"):
+        d.derivative(3, np.ones(2), np.ones(2), method="nested")
+    with pytest.raises(UnsupportedError, match="at one point"):  # directions batched, not x
+        d.derivative(3, np.ones((5, 2)), np.ones(2), method="nested")
 
 
 def test_a_refused_compile_raises_under_true_and_runs_eager_under_auto(quad):
     d = simdiff.Derivatives(quad, backend="torch", compile=True)
-    with pytest.raises(UnsupportedError, match="crashes the process in torch"):
+    with pytest.raises(UnsupportedError, match="can crash the process in torch"):
         d.hessian(method="fwd-fwd")
     d = simdiff.Derivatives(quad, backend="torch", compile="auto").expect_calls(10**9)
     for _ in range(4):
         np.testing.assert_allclose(d.hessian(method="fwd-fwd"), [[6.0, 1.0], [1.0, 12.0]])
     info = d.cache_info()[0]
-    assert info["path"] == "eager" and "crashes the process" in info["compile_error"]
+    assert info["path"] == "eager" and "can crash the process" in info["compile_error"]
 
 
 @pytest.mark.parametrize(("n", "m"), [(2, 1), (114, 1), (3, 3), (4, 12)])
@@ -290,6 +319,20 @@ def test_the_compiled_torch_hessian_is_rev_rev_and_reported(quad, fake, n, m):
     fake(d)
     np.testing.assert_allclose(d.hessian(), [[6.0, 1.0], [1.0, 12.0]])
     assert d.cache_info()[0]["method"] == "rev-rev" and d.cache_info()[0]["path"] == "compiled"
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch._prims_common.check` is deprecated:FutureWarning")
+def test_the_batched_nested_third_derivative_compiles_and_matches_eager():
+    """Claim C5's construction on the real torch.compile: compiled, and equal to eager to 1e-12."""
+    p = problems.get("seed")
+    xs = np.linspace(-2.0, 2.0, 64)[:, None]
+    vs = np.ones_like(xs)
+    want = simdiff.Derivatives(p, backend="torch").derivative(3, vs, xs, method="nested")
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    got = d.derivative(3, vs, xs, method="nested")
+    assert d.cache_info()[0]["path"] == "compiled" and "compile_error" not in d.cache_info()[0]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
 
 
 # ------------------------------------------------------------------ structured PES Hessians

@@ -238,3 +238,51 @@ def test_covariance_factor_drops_null_directions():
     L = covariance_factor(3, weights=np.diag([4.0, 0.0, 1.0]))
     assert L.shape == (2, 3)
     np.testing.assert_allclose(L.T @ L, np.diag([4.0, 0.0, 1.0]), atol=1e-14)
+
+
+def test_covariance_factor_is_kept_per_sigma(monkeypatch):
+    """Repeated calls with the same Sigma (equal contents, new objects) factor it once."""
+    calls = []
+    eigh = np.linalg.eigh
+    monkeypatch.setattr(np.linalg, "eigh", lambda a: calls.append(1) or eigh(a))
+    S = SIGMA + 1e-3 * np.arange(N)[:, None] * np.arange(N)[None]  # not used by other tests
+    first = covariance_factor(N, weights=S)
+    again = covariance_factor(N, weights=S.copy())
+    assert len(calls) == 1 and again is first and not first.flags.writeable
+    np.testing.assert_allclose(first.T @ first, S, atol=1e-12)
+    ref = simdiff.laplacian(MLP, weights=S)  # the cached factor, through the API
+    assert len(calls) == 1
+    other = covariance_factor(N, weights=2.0 * S)
+    assert len(calls) == 2
+    np.testing.assert_allclose(other.T @ other, 2.0 * S, atol=1e-12)
+    assert _rel(simdiff.laplacian(MLP, weights=2.0 * S), 2.0 * ref) < 1e-12
+    for _ in range(2):  # a bad Sigma is refused every time, never kept
+        with pytest.raises(OptionError, match="positive semi-definite"):
+            covariance_factor(N, weights=-S)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch", "numpy"])
+def test_directions_are_transferred_once_and_follow_their_contents(backend, monkeypatch):
+    """Equal directions reuse the backend array; a changed array of the caller is seen."""
+    d = simdiff.Derivatives(MLP, backend=backend)
+    sent = []
+    orig = d.backend.from_numpy
+
+    def counted(a, *rest):  # host arrays only (to_backend passes backend arrays too)
+        if isinstance(a, np.ndarray):
+            sent.append(a.shape)
+        return orig(a, *rest)
+
+    monkeypatch.setattr(d.backend, "from_numpy", counted)
+    V = np.eye(N)
+    first = d.derivative_sum(2, V)
+    n_first = sent.count((N, N))
+    again = d.derivative_sum(2, V.copy())
+    host = backend == "numpy"  # numpy arrays are its native arrays: nothing to transfer
+    assert host or sent.count((N, N)) == n_first == 1
+    assert float(again) == float(first)
+    V[0] *= 2.0  # the caller changes its array: D^2 f[2 e_0] = 4 H_00
+    H = np.asarray(simdiff.hessian(MLP, X, backend="jax"))
+    assert _rel(d.derivative_sum(2, V), np.trace(H) + 3.0 * H[0, 0]) < 1e-10
+    assert host or sent.count((N, N)) == 2
+    assert float(d.derivative_sum(2, np.eye(N))) == float(first)  # the kept copy is unchanged

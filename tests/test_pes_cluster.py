@@ -193,6 +193,28 @@ def test_coincident_start_rejected():
         cluster_problem(lennard_jones, [[0, 0, 0], [1.0, 0, 0], [0, 0, 0]])
 
 
+def test_coincidence_check_is_exact_and_sees_periodic_images():
+    """Found among many particles (k-d tree), through a periodic image, and not for a pair
+    1e-12 apart (distinct, so finite): the first coincident pair in row order is named."""
+    from simdiff.pes import check_positions
+
+    pos = np.random.default_rng(0).random((300, 3)) * 5
+    near = pos.copy()
+    near[200] = near[40] + 1e-12
+    assert check_positions(near, 300).shape == (300, 3)
+    same = near.copy()
+    same[250], same[120] = same[90], same[60]
+    with pytest.raises(ValueError, match="particles 60 and 120 coincide"):
+        check_positions(same, 300)
+    box = np.full(3, 5.0)
+    image = pos.copy()
+    image[7] = np.round(pos[3] * 8) / 8 + [5.0, 0.0, -5.0]  # binary fractions: exact images
+    image[3] = np.round(pos[3] * 8) / 8
+    with pytest.raises(ValueError, match="particles 3 and 7 coincide"):
+        check_positions(image, 300, box=box)
+    assert check_positions(image, 300).shape == (300, 3)  # without the box: distinct
+
+
 def test_coincident_point_gives_inf_energy_and_reported_derivatives(backend):
     p = problems.get("lj7")
     x = p.x0.copy()

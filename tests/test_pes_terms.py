@@ -11,6 +11,7 @@ import scipy.sparse
 
 import simdiff
 import simdiff._api as api
+import simdiff.pes.terms as terms_module
 from problems.pes import fcc_cluster
 from simdiff.pes import (
     cluster_energy,
@@ -215,6 +216,65 @@ def test_chunked_dense_hessian_within_memory_budget(monkeypatch):
         simdiff.hessian(p, method="fwd-rev")
     assert isinstance(info.value, MemoryError)
     np.testing.assert_allclose(simdiff.hessian(p), full, atol=1e-12)  # structured still works
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["all-pairs", "cutoff"])
+def test_public_sparse_equals_dense_and_dense_ad(backend, rng, cut):
+    """simdiff.hessian(p, sparse=True) / Derivatives.hessian(sparse=True): a csr_array equal to
+    the dense structured Hessian and to the dense AD Hessian (runs of pairs and single pairs)."""
+    pair = smooth_cutoff(lennard_jones, r_on=1.4, r_cut=1.8) if cut else lennard_jones
+    pos = fcc_cluster(40) + 0.02 * rng.standard_normal((40, 3))
+    p = cluster_problem(pair, pos)
+    layout = p.fn.pair_layout()
+    assert layout.distinct and layout.short.size > 0 and layout.run_start.size > 0  # both paths
+    hd = simdiff.hessian(p, backend=backend)
+    hs = simdiff.hessian(p, backend=backend, sparse=True)
+    assert isinstance(hs, scipy.sparse.csr_array) and hs.shape == (120, 120)
+    ad = simdiff.hessian(p, backend=backend, method="fwd-rev")
+    scale = np.abs(ad).max()
+    np.testing.assert_allclose(hd, ad, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(hs.toarray(), hd, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_array_equal(hd, hd.T)
+    d = simdiff.Derivatives(p, backend=backend)
+    np.testing.assert_array_equal(d.hessian(sparse=True).toarray(), hs.toarray())
+    if cut:  # only blocks of interacting pairs are stored
+        assert hs.nnz == 9 * (40 + 2 * p.fn.n_terms)
+
+
+def test_pair_runs_split_across_batches(monkeypatch, rng):
+    """Runs of pairs cut by batch boundaries, pairs shuffled and reversed: same Hessian."""
+    monkeypatch.setattr(terms_module, "PAIR_CHUNK", 16)
+    pos = fcc_cluster(30) + 0.02 * rng.standard_normal((30, 3))
+    p = cluster_problem(lennard_jones, pos)
+    ad = simdiff.hessian(p, method="fwd-rev")
+    scale = np.abs(ad).max()
+    index = pair_index(pos)[rng.permutation(435)]
+    flip = rng.random(435) < 0.5
+    index[flip] = index[flip, ::-1]
+    q = term_energy(p.fn.term, index, pos)
+    assert p.fn.pair_layout().run_start.size > 0 and q.fn.pair_layout().run_start.size == 0
+    for problem in (p, q):
+        h = simdiff.hessian(problem)
+        np.testing.assert_allclose(h, ad, rtol=0, atol=1e-12 * scale)
+        np.testing.assert_allclose(simdiff.hessian(problem, sparse=True).toarray(), h,
+                                   rtol=0, atol=1e-12 * scale)  # fmt: skip
+
+
+def test_sparse_bad_requests():
+    plain = simdiff.Problem(lambda x, ops: ops.sum(x**4), np.ones(3), name="quartic")
+    with pytest.raises(simdiff.UnsupportedError, match="sparse=True needs .* 'quartic' has none"):
+        simdiff.hessian(plain, sparse=True)
+    with pytest.raises(simdiff.UnsupportedError, match="sparse=True needs"):
+        simdiff.hessian(plain, method="structured", sparse=True)
+    p = cluster_problem(lennard_jones, fcc_cluster(4))
+    with pytest.raises(simdiff.errors.OptionError, match="method='fwd-rev' is the dense AD"):
+        simdiff.hessian(p, method="fwd-rev", sparse=True)
+    with pytest.raises(simdiff.errors.OptionError, match="sparse must be True or False"):
+        simdiff.Derivatives(p).hessian(sparse="yes")
+    with pytest.raises(simdiff.ShapeError, match="one Hessian"):
+        simdiff.hessian(p, np.stack([p.x0, p.x0]), sparse=True)
+    for err in (simdiff.UnsupportedError, simdiff.errors.OptionError, simdiff.ShapeError):
+        assert issubclass(err, simdiff.SimdiffError)
 
 
 def test_structured_method_needs_structure():

@@ -3,9 +3,11 @@
 Issue 11's Lotka–Volterra misfit (``validation.bench_ode.lv_long``), three
 gradients of the same problem in one interleaved run:
 
-- ``simdiff-torch``: :class:`simdiff.Derivatives` (``torch.func.grad``);
-- ``simdiff fn, autograd``: the same simdiff function (the same driver and
-  steps) differentiated by plain ``torch.autograd.grad``;
+- ``simdiff-torch``: :class:`simdiff.Derivatives` (top-level gradients by
+  plain ``torch.autograd``, ``TorchBackend.grad``);
+- ``simdiff fn, torch.func.grad``: the same simdiff function (the same
+  driver and steps) differentiated by ``torch.func.grad``, the path
+  ``Derivatives`` took before;
 - ``torchdiffeq``: ``odeint(method="dopri5")`` with plain autograd, as in
   ``validation.bench_ode``.
 
@@ -25,6 +27,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch.profiler import profile
 
@@ -38,14 +41,13 @@ def configurations() -> dict[str, dict[str, Callable[[], object]]]:
     d = simdiff.Derivatives(p, backend="torch")
     ops = simdiff.get_ops("torch")
 
-    def autograd_grad() -> object:
-        xr = x.clone().requires_grad_(True)
-        return torch.autograd.grad(p.fn(xr, ops), xr)[0]
+    def func_grad() -> object:
+        return torch.func.grad(lambda y: p.fn(y, ops))(x)
 
-    td = torchdiffeq_callables(p)
+    td = torchdiffeq_callables(p, np.linspace(1.0, -0.5, p.n))
     return {
-        "simdiff-torch (torch.func.grad)": {"value": lambda: d.value(x), "grad": lambda: d.grad(x)},
-        "simdiff fn, torch.autograd.grad": {"grad": autograd_grad},
+        "simdiff-torch (Derivatives)": {"value": lambda: d.value(x), "grad": lambda: d.grad(x)},
+        "simdiff fn, torch.func.grad": {"grad": func_grad},
         "torchdiffeq (autograd)": {"value": td["value"], "grad": td["grad"]},
     }
 

@@ -11,8 +11,14 @@ median.  One process, one run: ratios within a size are comparable.
 - ``struct-cut-jax``, ``struct-cut-torch``: the same with the C2-switched
   potential, ``r_on = 2.0``, ``r_cut = 2.5`` sigma (pairs within ``r_cut``
   plus the skin at the geometry)
-- ``struct-cut-sparse``: ``simdiff.pes.structured_hessian(p, sparse=True)`` (JAX):
-  the same Hessian as a ``scipy.sparse.csr_array``, no ``n^2`` output
+- ``struct-cut-sparse``: ``simdiff.hessian(p, sparse=True)`` (JAX): the same
+  Hessian as a ``scipy.sparse.csr_array``, no ``n^2`` output
+- ``blocks-jax``, ``blocks-cut-jax``: only the pair blocks (the batched
+  vmapped block Hessians, what every output needs), for the profile of where
+  the time goes
+- ``zeros-touch``: ``np.zeros((n, n))`` with one entry per 4 KiB page written:
+  what any fresh dense ``(n, n)`` result costs (the kernel zeroes every page
+  it hands out), the floor of a dense output
 - ``rebuild-cut-jax``: what a new geometry costs: ``cluster_problem`` at the
   start geometry plus a fresh random displacement of 0.01 sigma (a new
   neighbour list, a new problem) and its ``simdiff.hessian``; the compiled
@@ -29,7 +35,8 @@ relative to its largest entry; ``struct-cut-*`` are compared with
 ``struct-cut-jax``, and ``struct-cut-jax`` with the dense AD Hessian of the
 switched all-pairs energy where that is measured.
 
-    python -m validation.bench_pes_scaling --sizes 38 150 500 1000 2000 --repeats 5 --threads 1
+    python -m validation.bench_pes_scaling --sizes 38 150 500 1000 2000 --repeats 5 \
+        --threads 1 --profile
 
 ``--threads 1`` pins torch's and XLA's intra-op threads: on an oversubscribed
 machine torch's default of one thread per core slowed the torch term Hessians
@@ -50,13 +57,18 @@ from collections.abc import Callable
 import numpy as np
 
 CONFIGS = ("struct-jax", "struct-torch", "struct-cut-jax", "struct-cut-torch",
-           "struct-cut-sparse", "rebuild-cut-jax", "dense-ad-jax", "ase-vib")  # fmt: skip
+           "struct-cut-sparse", "rebuild-cut-jax", "dense-ad-jax", "ase-vib", "blocks-jax",
+           "blocks-cut-jax", "zeros-touch")  # fmt: skip
+#: what each configuration returns (the verdicts name the output an exponent is for)
+OUTPUT = {"struct-cut-sparse": "sparse", "blocks-jax": "blocks only",
+          "blocks-cut-jax": "blocks only", "zeros-touch": "dense zeros only"}  # fmt: skip
 
 
 def _builders(n_atoms: int, args: argparse.Namespace) -> dict[str, Callable[[], object]]:
     import simdiff
     from problems.pes import fcc_cluster
-    from simdiff.pes import cluster_problem, lennard_jones, smooth_cutoff, structured_hessian
+    from simdiff.pes import cluster_problem, lennard_jones, smooth_cutoff
+    from simdiff.pes.terms import PAIR_CHUNK
 
     pos = fcc_cluster(n_atoms)
     full = cluster_problem(lennard_jones, pos, name=f"lj{n_atoms}")
@@ -68,13 +80,31 @@ def _builders(n_atoms: int, args: argparse.Namespace) -> dict[str, Callable[[], 
         moved = pos + 0.01 * rng.standard_normal(pos.shape)
         return simdiff.hessian(cluster_problem(pair, moved, name=f"lj{n_atoms}-cut-moved"))
 
+    def blocks(p: simdiff.Problem) -> Callable[[], object]:
+        fn = p.fn  # the pair blocks alone, batch by batch, as the assembly computes them
+        pos_ = p.x0.reshape(-1, 3)
+        disp = pos_[fn.index[:, 1]] - pos_[fn.index[:, 0]]
+        return lambda: [b for _, b in fn._hessian_batches(fn.block_problem, disp, "jax", None,
+                                                          PAIR_CHUNK)]  # fmt: skip
+
+    n = 3 * n_atoms
+
+    def zeros_touch() -> np.ndarray:
+        h = np.zeros((n, n))
+        h.reshape(-1)[::512] = 1.0
+        return h
+
     fns: dict[str, Callable[[], object]] = {
         "struct-jax": lambda: simdiff.hessian(full),
         "struct-cut-jax": lambda: simdiff.hessian(cut),
-        "struct-cut-sparse": lambda: structured_hessian(cut, sparse=True),
+        "struct-cut-sparse": lambda: simdiff.hessian(cut, sparse=True),
         "struct-cut-torch": lambda: simdiff.hessian(cut, backend="torch"),
         "rebuild-cut-jax": rebuild,
     }
+    if args.profile:
+        fns["blocks-jax"] = blocks(full)
+        fns["blocks-cut-jax"] = blocks(cut)
+        fns["zeros-touch"] = zeros_touch
     if n_atoms <= args.torch_max:
         fns["struct-torch"] = lambda: simdiff.hessian(full, backend="torch")
     if n_atoms <= args.dense_max:
@@ -111,7 +141,9 @@ def measure(n_atoms: int, args: argparse.Namespace) -> list[dict]:
     results: dict[str, np.ndarray] = {}
     for name, fn in fns.items():
         t0 = time.perf_counter()
-        results[name] = _dense(fn())
+        out = fn()
+        if not name.startswith(("blocks", "zeros")):
+            results[name] = _dense(out)
         recs[name] = {"config": name, "n_atoms": n_atoms, "first_s": time.perf_counter() - t0,
                       "times": []}  # fmt: skip
     names = list(fns)
@@ -128,13 +160,13 @@ def measure(n_atoms: int, args: argparse.Namespace) -> list[dict]:
     out = []
     for name, rec in recs.items():
         base = ref_cut if name.startswith("struct-cut") and name != "struct-cut-jax" else ref
-        if name in ("struct-cut-jax", "rebuild-cut-jax"):  # reference / another geometry
+        if name in ("struct-cut-jax", "rebuild-cut-jax") or name not in results:
             rec["rel_err"] = None
         else:
             rec["rel_err"] = float(np.abs(results[name] - base).max() / np.abs(base).max())
         rec["median_s"] = statistics.median(rec["times"])
         rec["min_s"] = min(rec["times"])
-        rec["pairs"] = n_cut if "cut" in name else n_pairs
+        rec["pairs"] = n_cut if "cut" in name else (None if name == "zeros-touch" else n_pairs)
         del rec["times"]
         out.append(rec)
         print(json.dumps(rec), file=sys.stderr, flush=True)
@@ -161,17 +193,23 @@ def print_tables(records: list[dict]) -> None:
             err = "-" if r["rel_err"] is None else f"{r['rel_err']:.1e}"
             if c == "struct-jax":
                 err = "(reference)"
-            print(f"| {n_atoms} | {3 * n_atoms} | {c} | {r['pairs']} | {r['first_s']:.3g} "
+            pairs = "-" if r["pairs"] is None else r["pairs"]
+            print(f"| {n_atoms} | {3 * n_atoms} | {c} | {pairs} | {r['first_s']:.3g} "
                   f"| {r['median_s']:.3g} | {r['min_s']:.3g} | {err} |")  # fmt: skip
     print()
-    print("| configuration | sizes | exponent k, median time ~ N^k | k over N >= 500 |")
-    print("|---|---|---|---|")
+    print("| configuration | output | sizes | exponent k, median time ~ N^k | k over N >= 500 "
+          "| k over N >= 500 of the minima |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     for c in CONFIGS:
         ns = [n for n in sizes if (c, n) in by]
+        if not ns:
+            continue
         k = _slope(ns, [by[(c, n)]["median_s"] for n in ns])
         big = [n for n in ns if n >= 500]
         k_big = _slope(big, [by[(c, n)]["median_s"] for n in big])
-        print(f"| {c} | {', '.join(map(str, ns))} | {k:.2f} | {k_big:.2f} |")
+        k_min = _slope(big, [by[(c, n)]["min_s"] for n in big])
+        out = OUTPUT.get(c, "dense")
+        print(f"| {c} | {out} | {', '.join(map(str, ns))} | {k:.2f} | {k_big:.2f} | {k_min:.2f} |")
     print()
     print("| N | ASE Vibrations time / struct-jax median | ASE max error / max abs H |")
     print("|---|---|---|")
@@ -189,6 +227,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--torch-max", type=int, default=1000, help="largest N, torch all pairs")
     parser.add_argument("--ase-max", type=int, default=150, help="largest N for ASE Vibrations")
     parser.add_argument("--threads", type=int, help="intra-op threads for torch and XLA")
+    parser.add_argument("--profile", action="store_true",
+                        help="also time the pair blocks alone and dense zeros")  # fmt: skip
     args = parser.parse_args(argv)
     if args.threads:  # before JAX is imported (the builders import it)
         os.environ["XLA_FLAGS"] = (f"--xla_cpu_multi_thread_eigen=false "

@@ -267,11 +267,18 @@ class OpsBase:
         and the Taylor context over them), so a loop can stop as soon as its
         condition fails; False where functions are traced and compiled (JAX),
         so loops need ``ops.scan`` and static bounds.
+    compile_part : callable or None
+        ``compile_part(key, make) -> fn``: where set (a context from
+        :meth:`Backend.ops_compiling_parts`), an eager loop may run its body
+        (``make()``, a pure function of arrays, built once per ``key``) under
+        the backend's optional compiler; ``fn`` runs it eagerly where the
+        compiler does not apply.  ``None`` (the default): nothing is compiled.
     """
 
     name: str = "base"
     dtype: Any = None
     eager: bool = False
+    compile_part: Any = None
     pi = 3.141592653589793
     e = 2.718281828459045
     inf = float("inf")
@@ -524,6 +531,13 @@ class Backend:
     def ops(self, dtype: Any = None, device: Any = None) -> Ops:
         raise NotImplementedError
 
+    def ops_compiling_parts(self, dtype: Any = None, device: Any = None) -> Ops | None:
+        """A context whose eager loops compile their step (``OpsBase.compile_part``), or None.
+
+        None (the default) where the backend has no optional compiler.
+        """
+        return None
+
     def runs(self, ops: Any) -> bool:
         """Whether ``ops`` is this backend's own context (not, e.g., Taylor over it)."""
         return type(ops) is self.ops_class
@@ -569,13 +583,17 @@ class Backend:
         """
         return "fwd-fwd" if 1 < m and n <= m else "fwd-rev"
 
-    def compile_refusal(self, kind: str, params: dict[str, Any], scalar: bool) -> str | None:
+    def compile_refusal(
+        self, kind: str, params: dict[str, Any], scalar: bool, batched: bool = False
+    ) -> str | None:
         """Why the optional compiler must not be tried on this derivative; ``None``: it may.
 
         ``kind`` and ``params`` as ``Derivatives`` builds them; ``scalar``: the
-        problem returns a scalar.  For compilations known to crash the process
-        (which no ``try`` can catch); ``compile=True`` raises the reason,
-        ``"auto"`` runs eagerly and states it.
+        problem returns a scalar; ``batched``: the callable is vmapped over a
+        batch of points (``x`` batched; a batch of directions alone is not).
+        For compilations known to crash the process (which no ``try`` can
+        catch); ``compile=True`` raises the reason, ``"auto"`` runs eagerly
+        and states it.
         """
         return None
 

@@ -10,6 +10,7 @@ is not bounded by rematerialisation.  This is stated in docs/backends.md.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -111,13 +112,112 @@ def _accepting_scalars(fn: Callable[..., Any], ops: TorchOps, arity: int = 0) ->
     return op
 
 
+def _in_transform() -> bool:
+    """Whether a ``torch.func`` transform (grad, jvp, vjp, vmap, jacfwd, ...) is active."""
+    return torch._C._functorch.peek_interpreter_stack() is not None
+
+
+def _autograd_applies(x: Any) -> bool:
+    """Whether a gradient at ``x`` may be taken by plain ``torch.autograd``.
+
+    Outside every ``torch.func`` transform and outside Dynamo's tracing
+    (torch.compile traces ``torch.func`` transforms; ``torch.autograd.grad``
+    is a graph break there), for one floating tensor argument.
+    """
+    return (
+        isinstance(x, torch.Tensor)
+        and x.is_floating_point()
+        and not _in_transform()
+        and not torch.compiler.is_compiling()
+    )
+
+
+def _plain_input(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """The tensor to differentiate at, and whether an outer autograd level tracks ``x``.
+
+    At the top level ``x`` is detached (the derivative is not recorded for
+    anyone); inside an outer plain-autograd derivative (the outer level of a
+    reverse-over-reverse HVP) ``x`` is used as it is and the derivative is
+    built with ``create_graph`` so that the outer level can differentiate it.
+    """
+    nested = bool(x.requires_grad and torch.is_grad_enabled())
+    return (x if nested else x.detach().requires_grad_(True)), nested
+
+
+def _grad(func: Callable[..., Any], argnums: Any = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """``torch.func.grad(func)``, taken by plain ``torch.autograd`` where no transform is active.
+
+    The same numbers (the same backward formulas run), without torch.func's
+    per-operation dispatch through its transform level: a long ODE gradient
+    (146 Dopri5 steps, ~224k ATen operations) took 0.64x to 0.76x of the
+    torch.func time (``python -m validation.bench_ode_tape``).  Inside a
+    transform (``jacrev``, ``jacfwd``, ``vmap``, ``jvp``, ``grad``), under
+    torch.compile, and for ``argnums``/``has_aux`` other than the defaults,
+    this is ``torch.func.grad``.  A derivative called inside an outer
+    plain-autograd derivative is built with ``create_graph`` (nesting works:
+    reverse-over-reverse Hessian-vector products).
+    """
+    functional = torch.func.grad(func, argnums=argnums, has_aux=has_aux)
+    if argnums != 0 or has_aux:
+        return functional
+
+    def grad(*args: Any, **kwargs: Any) -> Any:
+        if len(args) != 1 or kwargs or not _autograd_applies(args[0]):
+            return functional(*args, **kwargs)
+        x, nested = _plain_input(args[0])
+        with torch.enable_grad():
+            out = func(x)
+            if not (isinstance(out, torch.Tensor) and out.ndim == 0):
+                return functional(*args)  # torch.func's own error message
+            if not out.requires_grad:  # f does not depend on x
+                return torch.zeros_like(args[0])
+            (g,) = torch.autograd.grad(
+                out, x, create_graph=nested, allow_unused=True, materialize_grads=True
+            )
+        return g
+
+    grad.__doc__ = func.__doc__
+    return grad
+
+
+def _vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
+    """``torch.func.vjp``, by plain ``torch.autograd`` outside transforms (as :func:`_grad`).
+
+    The pullback may be called more than once (the graph is retained while
+    it lives); called inside a transform it falls back to ``torch.func.vjp``
+    (recomputing ``func``).
+    """
+    if has_aux or len(primals) != 1 or not _autograd_applies(primals[0]):
+        return torch.func.vjp(func, *primals, has_aux=has_aux)
+    x, nested = _plain_input(primals[0])
+    with torch.enable_grad():
+        out = func(x)
+    if not isinstance(out, torch.Tensor):
+        return torch.func.vjp(func, *primals)
+
+    def pullback(u: Any) -> tuple[Any]:
+        if _in_transform() or torch.compiler.is_compiling():
+            return torch.func.vjp(func, *primals)[1](u)  # type: ignore[no-any-return]
+        if not out.requires_grad:
+            return (torch.zeros_like(primals[0]),)
+        with torch.enable_grad():
+            create = nested or (isinstance(u, torch.Tensor) and u.requires_grad)
+            (g,) = torch.autograd.grad(
+                out, x, u, retain_graph=True, create_graph=create, allow_unused=True,
+                materialize_grads=True,
+            )  # fmt: skip
+        return (g,)
+
+    return (out if nested else out.detach()), pullback
+
+
 def _concrete(x: Any) -> Any:
     if not isinstance(x, torch.Tensor):
         return np.asarray(x)
     try:
         if x.ndim == 0:
             return np.asarray(float(x.detach()))
-        if torch._C._functorch.peek_interpreter_stack() is not None:
+        if _in_transform():
             # inside torch.func.grad / jvp the tensor has no storage for .numpy(); its
             # values are read by tolist (raises under vmap, where there is no one value)
             return np.asarray(x.detach().tolist())
@@ -418,7 +518,7 @@ class TorchOps(LoopOps):
 
         def wrapped(*args: Any) -> Any:
             args = tuple(self._tensor(a) if isinstance(a, _HOST) else a for a in args)
-            if torch._C._functorch.peek_interpreter_stack() is not None:
+            if _in_transform():
                 return fn(*args)
             return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)
 
@@ -477,6 +577,79 @@ _LEAK_ERRORS = (
 )
 
 
+_NON_LEAF_GRAD = "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed"
+
+
+class _PartCompiler:
+    """``ops.compile_part`` on torch: small pure functions compiled once each, run where it applies.
+
+    ``compile_part(key, make)`` returns a callable that runs ``make()``
+    compiled (``torch.compile``, one whole graph: ``fullgraph=True``) when no
+    ``torch.func`` transform is active and Dynamo is not tracing, and eagerly
+    otherwise (under ``vmap``, ``jacrev``, ``jvp``: the compiled graph would
+    see the transform's wrapped tensors).  A function that cannot be compiled
+    as one graph raises torch's error on its first compiled call.
+
+    ``compiled_calls`` and ``eager_calls`` count what ran.
+    """
+
+    def __init__(self, compile: Callable[..., Callable[..., Any]]) -> None:
+        self._compile = compile
+        self._parts: dict[Any, Callable[..., Any]] = {}
+        self.compiled_calls = 0
+        self.eager_calls = 0
+
+    def __call__(self, key: Any, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts[key] = self._part(make())
+        return part
+
+    def _part(self, pure: Callable[..., Any]) -> Callable[..., Any]:
+        compiled = self._compile(pure, fullgraph=True)
+
+        def part(*args: Any) -> Any:
+            if _in_transform() or torch.compiler.is_compiling():
+                self.eager_calls += 1
+                return pure(*args)
+            self.compiled_calls += 1
+            with warnings.catch_warnings():
+                # Dynamo reads .grad of the non-leaf inputs (the state, the FSAL stage)
+                # while it builds its guards; the warning is about that read, not ours
+                warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)
+                return compiled(*args)
+
+        return part
+
+
+def _forward_levels(kind: str, params: dict[str, Any], scalar: bool = True) -> int:
+    """Forward-mode (``jvp``/``jacfwd``) levels nested in the callable ``Derivatives`` builds.
+
+    Examples
+    --------
+    >>> _forward_levels("hessian", {"method": "fwd-fwd"})
+    2
+    >>> _forward_levels("derivative", {"order": 3})
+    3
+    """
+    order = int(params.get("order", 0))
+    if kind == "hessian":
+        return {"fwd-fwd": 2, "fwd-rev": 1}.get(params.get("method", ""), 0)
+    if kind == "derivative_sum_nested" and order == 2 and scalar:
+        return 1  # forward over reverse (simdiff._operators_core._nested_order_k)
+    if kind in ("derivative", "derivative_sum_nested"):
+        return order
+    if kind == "derivative_tensor":
+        return max(order - 1, 0)
+    if kind == "biharmonic_nested":
+        return 2
+    if kind == "jvp" or (kind == "hvp" and params.get("method") != "rev-rev"):
+        return 1
+    if kind == "jacobian" and params.get("mode") == "fwd":
+        return 1
+    return 0
+
+
 class TorchBackend(Backend):
     name = "torch"
     ops_class = TorchOps
@@ -485,14 +658,23 @@ class TorchBackend(Backend):
     #: rosenbrock32, lj38; ``validation/bench_torch.py``, docs/performance.md).
     hvp_method = "rev-rev"
     prefers_batched_calls = False
-    grad = staticmethod(torch.func.grad)
+    #: ``torch.func.grad`` / ``vjp``; at the top level (no transform active, not
+    #: compiling) by plain ``torch.autograd``: same numbers, 0.64-0.76x the time on
+    #: long eager computations (:func:`_grad`, docs/performance.md).
+    grad = staticmethod(_grad)
     jvp = staticmethod(torch.func.jvp)
-    vjp = staticmethod(torch.func.vjp)
+    vjp = staticmethod(_vjp)
     jacfwd = staticmethod(torch.func.jacfwd)
     jacrev = staticmethod(torch.func.jacrev)
 
     def ops(self, dtype: Any = None, device: Any = None) -> TorchOps:
         return TorchOps(torch.float64 if dtype is None else dtype, device)
+
+    def ops_compiling_parts(self, dtype: Any = None, device: Any = None) -> TorchOps:
+        """A context whose eager loops compile their step (:class:`_PartCompiler`)."""
+        ops = self.ops(dtype, device)
+        ops.compile_part = _PartCompiler(self.compile)
+        return ops
 
     def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
         return torch.func.vmap(fn, in_dims=in_axes)
@@ -559,42 +741,57 @@ class TorchBackend(Backend):
         over reverse failed in Inductor on every energy that gathers atoms
         (LJ-7/13/38: a scatter it cannot generate code for) and was within
         0.9x-1.2x of reverse over reverse elsewhere; forward over forward
-        crashes on scalar functions (:meth:`compile_refusal`) and was 1.2x
+        can crash at one point (:meth:`compile_refusal`) and was 1.2x
         faster on the one vector-valued entry (spherical, 0.13 vs 0.16 ms),
         not enough to give the compiled path a second method.
         """
         return "rev-rev"
 
     @staticmethod
-    def compile_refusal(kind: str, params: dict[str, Any], scalar: bool) -> str | None:
-        """Refuse torch.compile where it crashes: two forward-mode levels over a scalar function.
+    def compile_refusal(
+        kind: str, params: dict[str, Any], scalar: bool, batched: bool = False
+    ) -> str | None:
+        """Refuse torch.compile where it crashes: two nested forward levels at one point.
 
-        In torch 2.13 (CPU) the Inductor code of a ``jvp`` nested in a ``jvp``
-        of a scalar-valued function ends the process with a segmentation
-        fault on its first call (plain ``torch.compile(jacfwd(jacfwd(f)))``
-        of the Ishigami function, no simdiff involved): forward-over-forward
-        Hessians, nested directional derivatives of order >= 2, derivative
-        tensors of order >= 3 (``jacfwd(jacfwd(jacrev f))``), and by the same
-        construction the nested derivative sums of order >= 3 and the nested
-        biharmonic.  Vector-valued functions compiled (spherical: fwd-fwd
-        Hessian, nested second derivative).
+        In torch 2.13 (CPU) the compiled code of a ``jvp`` nested in a
+        ``jvp`` can end the process with a segmentation fault on its first
+        call, which no ``try`` catches (Inductor's code: the same graphs run
+        under ``backend="aot_eager"``).  One subprocess per construction
+        (``python -m validation.probe_compile_crash``, output in
+        docs/results/probe_compile_crash.txt; plain ``torch.compile`` of
+        ``torch.func`` code, no simdiff) found:
+
+        * at one point, two or more nested forward levels (``jacfwd(jacfwd
+          f)``, ``jvp`` of ``jvp``, ``jacfwd(jacfwd(jacrev f))``, and the
+          same vmapped over directions, as the nested derivative sums and the
+          biharmonic build them) crashed on scalar *and* vector-valued
+          functions (Ishigami, the seed function at order 3, a two-output
+          function at order 3), while other functions of the same
+          construction compiled or raised a catchable error: which function
+          crashes is not predictable from the construction, so each such
+          construction at one point is refused;
+        * with the point batched (``vmap`` over points, ``batched``: claim
+          C5's batched third derivative) no construction crashed: nested
+          orders 2 to 4 compiled and ``vmap(jacfwd(jacfwd f))`` raised a
+          catchable Dynamo error, which ``compile=True`` reports and
+          ``"auto"`` turns into eager;
+        * one forward level (``jacfwd(jacrev f)``, HVPs, JVPs) compiled.
+
+        So the rule is on the construction and on whether the point is
+        batched, not on the output shape (``scalar`` only counts the levels of
+        the order-2 derivative sum, forward over reverse for a scalar).  A
+        one-time subprocess probe per construction was the alternative; it
+        cannot run the user's own function (closures do not cross processes)
+        and a stand-in function does not predict it (above), so it would be
+        no more exact than this rule and cost a compile per construction.
         """
-        if not scalar:
-            return None
-        order = params.get("order", 0)
-        crashes = (
-            (kind == "hessian" and params.get("method") == "fwd-fwd")
-            or (kind == "derivative" and order >= 2)
-            or (kind == "derivative_tensor" and order >= 3)
-            or (kind == "derivative_sum_nested" and order >= 3)
-            or kind == "biharmonic_nested"
-        )
-        if not crashes:
+        levels = _forward_levels(kind, params, scalar)
+        if levels < 2 or batched:
             return None
         return (
-            f"torch.compile of {kind} {params} (two nested forward-mode levels over a scalar "
-            "function) crashes the process in torch 2.13 (segmentation fault in the "
-            "generated code); not compiled"
+            f"torch.compile of {kind} {params} at one point ({levels} nested forward-mode "
+            "levels) can crash the process in torch 2.13 (segmentation fault in the generated "
+            "code; docs/performance.md); not compiled. Batched points compile."
         )
 
     def is_native(self, x: Any) -> bool:

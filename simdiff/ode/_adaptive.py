@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import InputError
 from ._base import Rhs, SolveInfo, Solver
-from ._driver import drive
+from ._driver import compiled_stepper, drive
 from .adjoint import Adjoint, make_adjoint
 
 __all__ = [
@@ -130,6 +130,9 @@ class EmbeddedPair(Solver):
     error_order: int = 1
     #: Whether ``init`` returns ``f(t0, y0)`` (first same as last).
     fsal: bool = False
+    #: Whether the step is compiled as one graph under ``compile=True | "auto"`` on torch
+    #: (:func:`~simdiff.ode._driver.compiled_stepper`); checked for Dopri5 only.
+    step_compiles: bool = False
 
     def init(self, rhs: Rhs, t0: Any, y0: Any, p: Any, ops: Any) -> Any:
         """The state before the first step (``()``: the method carries nothing)."""
@@ -169,6 +172,6 @@ class EmbeddedPair(Solver):
             h0 = ops.asarray(float(self.h0))
         controller = AdaptiveController(self.rtol, self.atol, self.error_order, abs(span))
         return drive(
-            self.stepper(rhs, p, ops), state0, y0, t0, save_at, ops, h0=h0,
+            compiled_stepper(self, rhs, p, ops), state0, y0, t0, save_at, ops, h0=h0,
             controller=controller, max_steps=self.max_steps, adjoint=make_adjoint(adjoint),
         )  # fmt: skip

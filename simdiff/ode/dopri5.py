@@ -102,6 +102,7 @@ class Dopri5(EmbeddedPair):
     order = 5
     error_order = 4
     fsal = True
+    step_compiles = True
 
     def __post_init__(self) -> None:
         check_tolerances(self.rtol, self.atol, self.max_steps, self.h0)

@@ -10,6 +10,7 @@ import numpy as np
 from .._problem import CheckOptions, Problem
 from ..backends import get_backend
 from ..errors import InputError, InputTypeError, ShapeError, SolverError
+from ._adaptive import EmbeddedPair
 from ._base import Rhs, SolveInfo, Solver, status_message
 from .adjoint import Adjoint, make_adjoint
 from .dopri5 import Dopri5
@@ -217,6 +218,17 @@ class ODEProblem(Problem):
         )  # fmt: skip
 
     # ------------------------------------------------------------------ internals
+    @property
+    def compiles_parts(self) -> str | None:  # type: ignore[override]
+        """The adaptive solvers' step (stages and error estimate) under ``compile=True | "auto"``.
+
+        The adaptive loop cannot be one graph (its length depends on the
+        values); its step can (:func:`simdiff.ode._driver.compiled_stepper`).
+        """
+        if isinstance(self.solver, EmbeddedPair) and self.solver.step_compiles:
+            return f"the {self.solver.name} step (stages and error estimate), one graph"
+        return None
+
     @property
     def dim(self) -> int:
         """State dimension."""

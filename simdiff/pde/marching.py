@@ -54,7 +54,8 @@ def march(
     -----
     On torch, ``ops.checkpoint`` is the identity under ``torch.func``
     transforms (they reject the saved-tensor hooks ``torch.utils.checkpoint``
-    relies on), so checkpointing bounds memory on JAX only.
+    relies on), so checkpointing bounds memory on JAX and, on torch, only in
+    top-level gradients and VJPs (taken by plain ``torch.autograd``).
 
     Examples
     --------

@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 import numpy as np
+import scipy.spatial
 
 from .._problem import Problem
 from ..errors import InputError, ShapeError
@@ -116,13 +117,24 @@ def check_positions(
     if not np.all(np.isfinite(pos)):
         i = int(np.flatnonzero(~np.isfinite(pos).all(axis=1))[0])
         raise InputError(f"coordinates must be finite; particle {i} is at {pos[i]}")
-    d = pos[:, None, :] - pos[None, :, :]
-    if box is not None:
-        d = d - box * np.round(d / box)
-    r2 = np.sum(d * d, axis=-1)
-    np.fill_diagonal(r2, np.inf)
-    if np.any(r2 == 0.0):
-        i, j = (int(k) for k in np.argwhere(r2 == 0.0)[0])
+    # candidates by a k-d tree (O(N log N), not N^2 distances), within a radius far above
+    # rounding; then the exact test, distance 0 by minimum image, on those pairs only
+    scale = max(1.0, float(np.abs(pos).max(initial=0.0)))
+    if box is None:
+        tree = scipy.spatial.cKDTree(pos)
+    else:
+        scale = max(scale, float(np.max(box)))
+        tree = scipy.spatial.cKDTree(np.mod(pos, box), boxsize=box)
+    near = tree.query_pairs(1e-9 * scale, output_type="ndarray")
+    if near.size:
+        near = np.sort(near, axis=1)
+        near = near[np.lexsort((near[:, 1], near[:, 0]))]
+        d = pos[near[:, 0]] - pos[near[:, 1]]
+        if box is not None:
+            d = d - box * np.round(d / box)
+        near = near[np.sum(d * d, axis=-1) == 0.0]
+    if near.size:
+        i, j = (int(k) for k in near[0])
         raise InputError(
             f"particles {i} and {j} coincide (distance 0): the energy is +inf and its "
             "derivatives are undefined"

@@ -19,7 +19,7 @@ output; ``scipy.sparse`` on request).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,14 @@ __all__ = ["TermEnergy", "check_index", "structured_hessian", "term_energy"]
 
 #: Terms per vectorised call of the term Hessian (larger sums are computed in batches of this).
 TERM_CHUNK = 2**18
+
+#: Pair blocks per vectorised call on the pairwise path: each batch is symmetrised, checked
+#: and summed into the diagonal blocks while it is still in cache.
+PAIR_CHUNK = 2**15
+
+#: Shortest run of pairs ``(i, j), (i, j + 1), ...`` written into a dense Hessian by two
+#: slice assignments; pairs outside such runs are written by one scattered assignment.
+RUN_MIN = 16
 
 #: Floats of intermediates per term and tangent in the dense AD Hessian, per coordinate of a
 #: term.  Measured for Lennard-Jones pairs, all pairs and with a cutoff, N = 38..150
@@ -224,6 +232,102 @@ class _BlockAssembly:
         return h.reshape(n, n)
 
 
+class _PairLayout:
+    """Where the blocks of distinct pairs go in a dense Hessian (built once per index array).
+
+    Each unordered pair ``{a, b}`` occurs once, so its off-diagonal blocks are
+    ``-B`` at ``(a, b)`` and ``-B^T`` at ``(b, a)``: written, not scatter-added
+    (and symmetric by construction).  Batch by batch, while the blocks are in
+    cache: the diagonal blocks are sums over the pairs of each atom (slices
+    for runs, ``np.bincount`` for the other pairs); pairs in runs ``(a, b),
+    (a, b + 1), ...`` of at least :data:`RUN_MIN` (all pairs of a cluster: one
+    run per atom) are written by slices and the others through cached flat
+    positions.
+    """
+
+    def __init__(self, index: np.ndarray, n_particles: int, dim: int) -> None:
+        m = index.shape[0]
+        lo, hi = index.min(axis=1), index.max(axis=1)
+        self.n_particles, self.dim, self.m = n_particles, dim, m
+        self.lo, self.hi = lo, hi
+        self.distinct = np.unique(lo * n_particles + hi).size == m
+        new = np.flatnonzero((lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1] + 1)) + 1
+        starts = np.concatenate([[0], new]).astype(np.int64)
+        ends = np.concatenate([new, [m]]).astype(np.int64)
+        long = ends - starts >= RUN_MIN
+        self.run_start, self.run_end = starts[long], ends[long]
+        in_run = np.zeros(m + 1, dtype=np.int64)
+        np.add.at(in_run, self.run_start, 1)
+        np.add.at(in_run, self.run_end, -1)
+        self.short = np.flatnonzero(np.cumsum(in_run)[:m] == 0)
+        self._short_flat: np.ndarray | None = None
+
+    def _runs_in(self, start: int, stop: int) -> Iterator[tuple[int, int, int, int]]:
+        """``(s, e, a, b)``: the part ``s..e`` of each run inside pairs ``start..stop``,
+        its pairs ``(a, b), (a, b + 1), ...``."""
+        first = int(np.searchsorted(self.run_end, start, side="right"))
+        last = int(np.searchsorted(self.run_start, stop, side="left"))
+        for r in range(first, last):
+            s, e = max(int(self.run_start[r]), start), min(int(self.run_end[r]), stop)
+            yield s, e, int(self.lo[s]), int(self.hi[s])
+
+    def add_diagonal(self, diag: np.ndarray, blocks: np.ndarray, start: int) -> None:
+        """Add ``blocks`` (pairs ``start..``, ``(c, dim, dim)``) onto their atoms' ``diag`` blocks.
+
+        A run adds one sum to its first atom and a slice to the others; the
+        other pairs go through ``np.bincount``.
+        """
+        stop = start + blocks.shape[0]
+        for s, e, a, b in self._runs_in(start, stop):
+            part = blocks[s - start : e - start]
+            diag[a] += part.sum(axis=0)
+            diag[b : b + e - s] += part
+        k0, k1 = np.searchsorted(self.short, [start, stop])
+        if k1 > k0:
+            pairs = self.short[k0:k1]
+            dd2 = self.dim * self.dim
+            e2, n_out = np.arange(dd2), self.n_particles * dd2
+            w = blocks[pairs - start].reshape(-1)
+            flat = diag.reshape(-1)
+            flat += np.bincount((self.lo[pairs, None] * dd2 + e2).ravel(), w, n_out)
+            flat += np.bincount((self.hi[pairs, None] * dd2 + e2).ravel(), w, n_out)
+
+    # ------------------------------------------------------------------ dense
+    def put_dense(self, h: np.ndarray, blocks: np.ndarray, start: int) -> None:
+        """Write ``-B`` / ``-B^T`` of pairs ``start..`` into ``h`` of shape ``(N, dim, N, dim)``."""
+        stop = start + blocks.shape[0]
+        neg = np.negative(blocks)
+        for s, e, a, b in self._runs_in(start, stop):
+            part = neg[s - start : e - start]
+            h[a, :, b : b + e - s, :] = part.transpose(1, 0, 2)  # h[a, p, b+l, q] = -B_l[p, q]
+            h[b : b + e - s, :, a, :] = part.transpose(0, 2, 1)  # h[b+l, q, a, p] = -B_l[p, q]
+        k0, k1 = np.searchsorted(self.short, [start, stop])
+        if k1 > k0:
+            flat = self._short_positions()[k0:k1]
+            part = neg[self.short[k0:k1] - start]
+            h.reshape(-1)[flat[:, 0]] = part.reshape(k1 - k0, -1)
+            h.reshape(-1)[flat[:, 1]] = part.transpose(0, 2, 1).reshape(k1 - k0, -1)
+
+    def _short_positions(self) -> np.ndarray:
+        """Flat positions of the blocks ``(lo, hi)`` and ``(hi, lo)`` of pairs outside runs."""
+        if self._short_flat is None:
+            dd = self.dim
+            n, p = self.n_particles * dd, np.arange(dd)
+            lo = self.lo[self.short][:, None, None]
+            hi = self.hi[self.short][:, None, None]
+            up = (lo * dd + p[:, None]) * n + hi * dd + p
+            down = (hi * dd + p[:, None]) * n + lo * dd + p
+            self._short_flat = np.stack([up, down], axis=1).reshape(-1, 2, dd * dd)
+        return self._short_flat
+
+    def finish_dense(self, h: np.ndarray, diag: np.ndarray) -> np.ndarray:
+        """Put the diagonal blocks ``(N, dim, dim)`` in; the ``(n, n)`` matrix."""
+        atoms = np.arange(self.n_particles)
+        h[atoms, :, atoms, :] = diag
+        n = self.n_particles * self.dim
+        return h.reshape(n, n)
+
+
 class TermEnergy:
     r"""The energy :math:`\sum_t` ``term(R[index[t]])`` of flat coordinates: a problem's ``fn``.
 
@@ -281,6 +385,7 @@ class TermEnergy:
         #: the Derivatives of the term sums this energy used: (backend, dtype, compile, rows)
         self._pieces: dict[tuple[str, str, str, int], Any] = {}
         self._piece_calls: dict[tuple[str, str, str, int], int] = {}
+        self._pair_layout: _PairLayout | None = None
 
     # ------------------------------------------------------------------ energy
     def __call__(self, x: Any, ops: Any) -> Any:
@@ -326,24 +431,26 @@ class TermEnergy:
                 "geometry (simdiff.pes.cluster_problem(pair, x, ...))"
             )
 
-    def _batched_hessian(self, kind: str, y: np.ndarray, backend: str, dtype: Any,
-                         compile: bool | str = False,
-                         expected_calls: int | None = None) -> np.ndarray:  # fmt: skip
-        """Term Hessians (``kind`` "term" or "difference") at the rows of ``y``: ``(rows, w, w)``.
+    def _hessian_batches(self, kind: str, y: np.ndarray, backend: str, dtype: Any,
+                         chunk: int = TERM_CHUNK, compile: bool | str = False,
+                         expected_calls: int | None = None,
+                         ) -> Iterator[tuple[int, np.ndarray]]:  # fmt: skip
+        """``(start, hessians)`` of one term (``kind`` "term" or "difference") at the rows of ``y``.
 
         The Hessian of the sum of the terms over the rows is block-diagonal, its
         blocks the term Hessians, so ``w`` Hessian-vector products of that sum
-        (direction ``j``: ``e_j`` in every row; the backend's HVP) give them all
-        at once: one call of :meth:`simdiff.Derivatives.hvp`, on every backend.
-        Rows are padded (with copies of the first) to :func:`bucket_size`, and
-        beyond :data:`TERM_CHUNK` computed in fixed-size batches: one compilation
-        serves a range of term counts, and memory stays bounded.  ``compile``
-        and ``expected_calls`` are the caller's compile policy
-        (:class:`simdiff.Derivatives`), applied to these HVPs.
+        (direction ``j``: ``e_j`` in every row; the backend's HVP) give a batch
+        of them at once: one call of :meth:`simdiff.Derivatives.hvp`, on every
+        backend.  The rows are split into equal batches of at most ``chunk``
+        rows, each padded (with copies of its first row) to :func:`bucket_size`,
+        so one compilation serves a range of term counts and memory stays
+        bounded.  ``compile`` and ``expected_calls`` are the caller's compile
+        policy (:class:`simdiff.Derivatives`), applied to these HVPs.
         """
         dtype = "float64" if dtype is None else dtype  # one cache entry for the default
         total, w = y.shape
-        size = min(bucket_size(total), TERM_CHUNK)
+        batches = -(-total // chunk)  # equal batches, padded to a bucket: little padding
+        size = min(bucket_size(-(-total // batches)), chunk)
         problem = _shared_problem(kind, self.term, self.k, self.dim, size)
         if not get_backend(backend).optional_compiler:
             compile = False  # JAX always compiles: one cache entry, one trace
@@ -351,16 +458,26 @@ class TermEnergy:
         key = (backend, dtype, str(compile), size)
         self._pieces[key] = d
         self._piece_calls[key] = self._piece_calls.get(key, 0) + 1
-        chunks = -(-total // size)
-        d.expect_calls(None if expected_calls is None else expected_calls * chunks)
+        d.expect_calls(None if expected_calls is None else expected_calls * batches)
         v = _tangents(size, w)
-        out = np.empty((total, w, w))
         for s in range(0, total, size):
             part = y[s : s + size]
-            if part.shape[0] < size:
-                part = np.concatenate([part, np.repeat(part[:1], size - part.shape[0], 0)])
+            rows = part.shape[0]
+            if rows < size:
+                part = np.concatenate([part, np.repeat(part[:1], size - rows, 0)])
             hv = np.asarray(d.hvp(v, part.reshape(-1))).reshape(w, size, w)
-            out[s : s + size] = hv.transpose(1, 2, 0)[: total - s]  # [t, i, j] = (H e_j)[t, i]
+            yield s, hv.transpose(1, 2, 0)[:rows]  # [t, i, j] = (H e_j)[t, i]
+
+    def _batched_hessian(self, kind: str, y: np.ndarray, backend: str, dtype: Any,
+                         compile: bool | str = False,
+                         expected_calls: int | None = None) -> np.ndarray:  # fmt: skip
+        """Term Hessians at the rows of ``y``, ``(rows, w, w)`` (see :meth:`_hessian_batches`)."""
+        total, w = y.shape
+        out = np.empty((total, w, w))
+        batches = self._hessian_batches(kind, y, backend, dtype, TERM_CHUNK, compile,
+                                        expected_calls)  # fmt: skip
+        for s, h in batches:
+            out[s : s + h.shape[0]] = h
         return out
 
     def structured_cache_info(self, backend: str, dtype: Any = None,
@@ -421,15 +538,47 @@ class TermEnergy:
         b = self._batched_hessian("difference", disp, backend, dtype, compile, expected_calls)
         return (0.5 * (b + b.transpose(0, 2, 1))).reshape(-1, dd * dd)
 
-    def _check_finite(self, values: np.ndarray) -> None:
+    def _pair_hessian(self, x: np.ndarray, backend: str, dtype: Any, check_finite: bool,
+                      compile: bool | str = False,
+                      expected_calls: int | None = None) -> np.ndarray:  # fmt: skip
+        """Dense Hessian of a pairwise term with distinct pairs: blocks placed batch by batch.
+
+        Batches of :data:`PAIR_CHUNK` pair blocks :math:`B_t`; each is checked
+        (``check_finite``), summed onto the diagonal blocks and written into the
+        output while in cache (:class:`_PairLayout`), so no ``(m, dim, dim)``
+        array of all blocks is kept.
+        """
+        layout, dd, big = self.pair_layout(), self.dim, self.n_particles
+        self._check_fresh(x)
+        pos = x.reshape(big, dd)
+        disp = pos[self.index[:, 1]] - pos[self.index[:, 0]]
+        out = np.zeros((big, dd, big, dd))
+        diag = np.zeros((big, dd, dd))
+        batches = self._hessian_batches("difference", disp, backend, dtype, PAIR_CHUNK, compile,
+                                        expected_calls)  # fmt: skip
+        for s, b in batches:
+            if check_finite and not np.isfinite(b).all():
+                self._check_finite(b.reshape(-1, dd * dd), start=s)
+            layout.add_diagonal(diag, b, s)
+            layout.put_dense(out, b, s)
+        d = 0.5 * (diag + diag.transpose(0, 2, 1))
+        return layout.finish_dense(out, d)
+
+    def _check_finite(self, values: np.ndarray, start: int = 0) -> None:
         bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
         if bad.size:
-            t = int(bad[0]) if self.pairwise else int(bad[0]) // (self.k * self.k)
+            t = start + (int(bad[0]) if self.pairwise else int(bad[0]) // (self.k * self.k))
             raise NonFiniteError(
                 f"the Hessian of term {t} (atoms {self.index[t].tolist()}) of "
                 f"{self.__name__!r} is not finite ({bad.size} non-finite blocks); the term is "
                 "singular at this geometry (coincident atoms?)"
             )
+
+    def pair_layout(self) -> _PairLayout:
+        """Where a pairwise term's blocks go in the Hessian (built once per energy)."""
+        if self._pair_layout is None:
+            self._pair_layout = _PairLayout(self.index, self.n_particles, self.dim)
+        return self._pair_layout
 
     def assembly(self) -> _BlockAssembly:
         """The block layout of the Hessian (built once per energy, from :attr:`index`)."""
@@ -486,6 +635,11 @@ class TermEnergy:
             return out.reshape(*batch, n, n)
         if self.n_terms == 0:
             return scipy.sparse.csr_array((n, n)) if sparse else np.zeros((n, n))
+        if self.pairwise and not sparse and self.pair_layout().distinct:  # blocks placed
+            return self._pair_hessian(x, backend, dtype, check_finite, compile, expected_calls)
+        # sparse output, repeated pairs, other terms: blocks summed by a sparse product (for
+        # a sparse output of distinct pairs faster than placing them: 20 vs 47 ms for the
+        # 68,957 cutoff pairs of LJ-2000)
         a = self.assembly()
         values = self.block_values(x, backend, dtype, compile, expected_calls)
         if check_finite:

@@ -23,7 +23,16 @@ from ._verdict import Interval, bootstrap, break_even_calls, decide
 rosenbrock = catalogue("basic").rosenbrock
 seed = catalogue("basic").seed
 
-__all__ = ["BREAK_EVEN_CALLS", "C1", "C1_THRESHOLD", "C3", "C5", "c1_verdict"]
+__all__ = [
+    "BREAK_EVEN_CALLS",
+    "C1",
+    "C1_THRESHOLD",
+    "C3",
+    "C5",
+    "c1_verdict",
+    "c5_verdict",
+    "compile_failure",
+]
 
 #: C1: the article's figure, PyTorch 8 ms against JAX's "under 1 ms".
 C1_THRESHOLD = 8.0
@@ -33,12 +42,16 @@ BREAK_EVEN_CALLS = 10.0
 C5_THRESHOLD = 1.5
 
 
-def c1_verdict(eager: Interval, compiled: Interval, threshold: float = C1_THRESHOLD) -> str:
+def c1_verdict(
+    eager: Interval, compiled: Interval, threshold: float = C1_THRESHOLD, compile_failure: str = ""
+) -> str:
     """C1's rule: JAX against torch.func eager (by the article's factor) *and* torch.compile.
 
     ``eager`` and ``compiled`` are torch / JAX steady-time intervals.  JAX must
     beat eager torch by ``threshold`` and must not lose to compiled torch; if
     compiled torch beats JAX the claim is not simply confirmed.
+    ``compile_failure``: why torch.compile gave no time (its error), stated
+    in the verdict.
 
     Examples
     --------
@@ -51,7 +64,7 @@ def c1_verdict(eager: Interval, compiled: Interval, threshold: float = C1_THRESH
     """
     on_eager = decide(eager, threshold)
     if math.isnan(compiled.ratio):
-        beats_compiled = "not measured"
+        beats_compiled = f"not measured ({compile_failure})" if compile_failure else "not measured"
     else:
         beats_compiled = decide(compiled, 1.0)
     if on_eager == "confirmed" and beats_compiled == "confirmed":
@@ -66,6 +79,36 @@ def c1_verdict(eager: Interval, compiled: Interval, threshold: float = C1_THRESH
     if on_eager == "refuted":
         return f"refuted: torch.func eager / JAX = {eager}, not the article's {threshold:g}x"
     return on_eager
+
+
+def compile_failure(entry: Any) -> str:
+    """Why a ``torch-compile`` entry has no time: "" if it ran, else its status and error."""
+    if entry.status == "ok":
+        return ""
+    return f"torch.compile {entry.status}: {entry.error[:300]}"
+
+
+def c5_verdict(iv: Interval, failure: str = "", threshold: float = C5_THRESHOLD) -> str:
+    """C5's rule: torch eager / torch.compile steady interval against the article's 1.5x.
+
+    ``failure`` (:func:`compile_failure`): torch.compile did not run the
+    workload (it raised, or simdiff refused to compile a construction that
+    crashes the process); the verdict then says so with the reason instead
+    of a bare "not measurable".
+
+    Examples
+    --------
+    >>> from validation.claims._verdict import Interval
+    >>> import math
+    >>> from validation.claims.speed import c5_verdict
+    >>> c5_verdict(Interval(2.5, 2.0, 3.0, 9))
+    'confirmed'
+    >>> c5_verdict(Interval(math.nan, math.nan, math.nan, 0), "torch.compile error: boom")
+    'depends: not measurable here: torch.compile error: boom'
+    """
+    if failure:
+        return f"depends: not measurable here: {failure}"
+    return decide(iv, threshold, condition="on the workload's size")
 
 
 def C1(ctx: ClaimsContext) -> dict[str, Any]:
@@ -97,7 +140,7 @@ def C1(ctx: ClaimsContext) -> dict[str, Any]:
         f"(compiled/JAX {compiled}; it overtakes eager torch after "
         f"{even['torch.compile over torch eager']:.0f} calls)"
         if tc.status == "ok"
-        else f"torch.compile failed: {tc.error[:160]}"
+        else f"torch.compile failed: {tc.error[:300]}"
     )
     measured = (
         f"3rd derivative at 10,000 points: JAX {ms(j.steady_s)} steady ({ms(j.first_call_s)} "
@@ -108,7 +151,7 @@ def C1(ctx: ClaimsContext) -> dict[str, Any]:
         interval=eager,
         threshold=C1_THRESHOLD,
         ratio_means="torch.func eager / JAX, steady, order 3",
-        verdict=c1_verdict(eager, compiled),
+        verdict=c1_verdict(eager, compiled, compile_failure=compile_failure(tc)),
         series={"steady_s": {c: m.entry("derivative3", c).steady_s for c in configs}},
         details={
             "compiled_over_jax": [compiled.ratio, compiled.lo, compiled.hi],
@@ -200,7 +243,7 @@ def C5(ctx: ClaimsContext) -> dict[str, Any]:
             + (
                 f"compile {e.first_call_s:.1f} s, steady {ms(e.steady_s)}"
                 if e.status == "ok"
-                else f"FAILED ({e.error[:150]})"
+                else f"FAILED ({e.error[:400]})"
             )
         )
     small = {
@@ -209,7 +252,7 @@ def C5(ctx: ClaimsContext) -> dict[str, Any]:
     failures = [
         e.derivative for e in m.result.entries if e.config == "torch-compile" and e.status != "ok"
     ]
-    verdict = decide(iv, C5_THRESHOLD, condition="on the workload's size")
+    verdict = c5_verdict(iv, compile_failure(m1.entry("derivative3", "torch-compile")))
     if failures:
         verdict += f" (fails on {', '.join(failures)})"
     return claim_result(
