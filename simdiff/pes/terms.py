@@ -466,7 +466,8 @@ class TermEnergy:
             if rows < size:
                 part = np.concatenate([part, np.repeat(part[:1], size - rows, 0)])
             hv = np.asarray(d.hvp(v, part.reshape(-1))).reshape(w, size, w)
-            yield s, hv.transpose(1, 2, 0)[:rows]  # [t, i, j] = (H e_j)[t, i]
+            h = hv.transpose(1, 2, 0)[:rows]  # [t, i, j] = (H e_j)[t, i]
+            yield s, 0.5 * (h + h.transpose(0, 2, 1))  # symmetric to the last bit
 
     def _batched_hessian(self, kind: str, y: np.ndarray, backend: str, dtype: Any,
                          compile: bool | str = False,
