@@ -253,6 +253,7 @@ class Derivatives(OperatorMethods):
         self._info: dict[tuple, dict[str, Any]] = {}
         self._traces = 0
         self._expected_calls: int | None = None
+        self._structured_calls = 0
 
     # ------------------------------------------------------------------ public
     @property
@@ -268,11 +269,24 @@ class Derivatives(OperatorMethods):
         under ``compile=True | "auto"`` on torch, ``eager_s`` (seconds per eager
         call), ``compile_s``, ``compiled_s``, ``break_even_calls``, ``reason``
         and, when torch.compile failed, ``compile_error`` with torch's reason.
+        A structured Hessian (``method="structured"``) adds one record per
+        computation of its pieces (``kind="hessian"``, ``method="structured"``,
+        ``piece``, ``piece_kind``: e.g. the term Hessians of
+        :class:`simdiff.pes.TermEnergy` as HVPs of the sum of the terms), with
+        the path that computation ran under the same compile policy.
         """
         out = []
         for key, info in self._info.items():
             fn = self._fns[key]
             out.append({**info, **fn.record} if isinstance(fn, CompiledCall) else dict(info))
+        if self._structured_calls:  # the structured Hessian: its pieces' computations
+            pieces = self.problem.fn.structured_cache_info(
+                self.backend.name, np.dtype(self.dtype).name, self.compile
+            )
+            base = {"kind": "hessian", "method": "structured", "calls": self._structured_calls}
+            base["shape"] = (self.problem.n,)
+            out += [{**r, **base, "piece_kind": r["kind"], "piece_shape": r["shape"],
+                     "piece_calls": r["calls"]} for r in pieces]  # fmt: skip
         return out
 
     def expect_calls(self, n: int | None) -> Derivatives:
@@ -447,7 +461,10 @@ class Derivatives(OperatorMethods):
             np.dtype(self.dtype).name,
             check_finite=self.check_finite,
             sparse=sparse,
+            compile=self.compile,
+            expected_calls=self._expected_calls,
         )
+        self._structured_calls += 1
         if sparse:  # a scipy.sparse array, whatever the array type of x
             return h.astype(self.dtype, copy=False)
         return A.convert_out(h.astype(self.dtype, copy=False), src, get_backend("numpy"))

@@ -22,13 +22,19 @@ __all__ = ["StructuredHessian", "memory_budget"]
 class StructuredHessian(Protocol):
     """What a problem's ``fn`` provides to have its Hessian assembled from structure.
 
-    ``structured_hessian(x, backend, dtype, check_finite=..., sparse=...)``
+    ``structured_hessian(x, backend, dtype, check_finite=..., sparse=...,
+    compile=..., expected_calls=...)``
     returns the Hessian at the points ``x`` (numpy, shape ``(n,)`` or
     ``(batch, n)``) as a numpy array of shape ``(n, n)`` or ``(batch, n, n)``,
     or with ``sparse=True`` at one point as a ``scipy.sparse.csr_array``
     (:class:`~simdiff.errors.ShapeError` for a batch); with ``check_finite``
     it raises :class:`~simdiff.errors.NonFiniteError` for a non-finite result,
     checking its pieces (``O(pieces)``) rather than the ``n^2`` output;
+    ``compile`` and ``expected_calls`` (Hessians the caller will ask for, or
+    ``None``) are the caller's compile policy (:class:`simdiff.Derivatives`),
+    applied to the computation of the pieces;
+    ``structured_cache_info(backend, dtype, compile)`` returns the
+    ``cache_info()`` records of that computation (the path it ran, and why);
     ``dense_hessian_bytes(n)`` estimates the
     bytes of intermediates the dense AD Hessian (``n`` tangents pushed through
     the whole function at once) would hold.
@@ -44,7 +50,13 @@ class StructuredHessian(Protocol):
         *,
         check_finite: bool = True,
         sparse: bool = False,
+        compile: bool | str = False,
+        expected_calls: int | None = None,
     ) -> Any: ...
+
+    def structured_cache_info(
+        self, backend: str, dtype: Any, compile: bool | str = False
+    ) -> list[dict[str, Any]]: ...
 
     def dense_hessian_bytes(self, n: int) -> int: ...
 

@@ -333,3 +333,119 @@ def test_the_batched_nested_third_derivative_compiles_and_matches_eager():
     got = d.derivative(3, vs, xs, method="nested")
     assert d.cache_info()[0]["path"] == "compiled" and "compile_error" not in d.cache_info()[0]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+# ------------------------------------------------------------------ structured PES Hessians
+
+
+class PassThrough:
+    """Stands in for torch.compile: counts compiles and calls, runs the function itself."""
+
+    def __init__(self) -> None:
+        self.compiled = self.calls = 0
+
+    def __call__(self, fn, fullgraph: bool = False):
+        self.compiled += 1
+
+        def call(*args):
+            self.calls += 1
+            return fn(*args)
+
+        return call
+
+
+@pytest.fixture
+def pieces(monkeypatch):
+    """Fresh term-sum problems (no computation shared with other tests), a LJ-5 cluster."""
+    from problems.pes import fcc_cluster
+    from simdiff.pes import cluster_problem, lennard_jones, terms
+
+    monkeypatch.setattr(terms, "_SHARED", {})
+    monkeypatch.setattr(_compile, "_MEASURED_COMPILE_S", [])
+    pos = fcc_cluster(5)
+    p = cluster_problem(lennard_jones, pos)
+    x = p.x0 + 0.01 * np.random.default_rng(3).standard_normal(p.n)
+    return p, x
+
+
+def _structured(d):
+    return [r for r in d.cache_info() if r.get("method") == "structured"]
+
+
+def test_the_policy_reaches_the_term_hessians(pieces, monkeypatch):
+    """compile=True compiles the term-Hessian computation of the structured Hessian."""
+    p, x = pieces
+    compiler = PassThrough()
+    monkeypatch.setattr(get_backend("torch"), "compile", compiler)
+    want = simdiff.Derivatives(p, backend="torch").hessian(x)
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    got = d.hessian(x)
+    assert compiler.compiled == 1 and compiler.calls == 1
+    np.testing.assert_array_equal(got, want)
+    (info,) = _structured(d)
+    assert info["path"] == "compiled" and info["compile"] is True
+    assert info["kind"] == "hessian" and info["piece_kind"] == "hvp" and info["calls"] == 1
+    plain = simdiff.Derivatives(p, backend="torch")
+    plain.hessian(x)
+    assert _structured(plain)[0]["path"] == "eager" and compiler.compiled == 1
+
+
+def test_auto_keeps_the_term_hessians_eager_for_few_announced_calls(pieces, monkeypatch):
+    p, x = pieces
+    compiler = PassThrough()
+    monkeypatch.setattr(get_backend("torch"), "compile", compiler)
+    few = simdiff.Derivatives(p, backend="torch", compile="auto").expect_calls(2)
+    for _ in range(3):
+        few.hessian(x)
+    (info,) = _structured(few)
+    assert compiler.compiled == 0 and info["path"] == "eager"
+    assert "announced calls" in info["reason"] and info["calls"] == 3
+
+
+def test_auto_compiles_the_term_hessians_when_announced_calls_pay(pieces, fake):
+    p, x = pieces
+    many = simdiff.Derivatives(p, backend="torch", compile="auto").expect_calls(10**9)
+    compiler = fake(many)  # faster than eager (it replays its first result): kept
+    paths = []
+    for _ in range(4):
+        many.hessian(x)
+        paths.append(_structured(many)[0]["path"])
+    assert compiler.compiled == 1 and paths == ["eager", "eager", "compiled", "compiled"]
+
+
+def test_a_failed_compile_of_the_term_hessians_is_reported(pieces, fake):
+    p, x = pieces
+    d = simdiff.Derivatives(p, backend="torch", compile="auto").expect_calls(10**9)
+    fake(d, fail=True)
+    want = simdiff.Derivatives(p, backend="torch").hessian(x)
+    for _ in range(3):
+        np.testing.assert_array_equal(d.hessian(x), want)
+    (info,) = _structured(d)
+    assert info["path"] == "eager" and "Dynamo does not support" in info["compile_error"]
+    strict = simdiff.Derivatives(p, backend="torch", compile=True)
+    with pytest.raises(UnsupportedError, match="Dynamo does not support"):
+        strict.hessian(x)
+
+
+def test_jax_term_hessians_are_jitted_once_whatever_the_policy(pieces):
+    p, x = pieces
+    a = simdiff.Derivatives(p, backend="jax")
+    b = simdiff.Derivatives(p, backend="jax", compile="auto")
+    np.testing.assert_array_equal(a.hessian(x), b.hessian(x))
+    (ia,), (ib,) = _structured(a), _structured(b)
+    assert ia["path"] == ib["path"] == "jit"
+    assert ib["shared_calls"] == 2  # one computation (one trace) served both
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch._prims_common.check` is deprecated:FutureWarning")
+def test_compiled_term_hessians_match_eager_to_1e12(pieces):
+    """A real torch.compile of the LJ term Hessians: compiled == eager == JAX to 1e-12."""
+    p, x = pieces
+    want = simdiff.Derivatives(p, backend="torch").hessian(x)
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    got = d.hessian(x)
+    assert _structured(d)[0]["path"] == "compiled"
+    tol = 1e-12 * np.abs(want).max()
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+    np.testing.assert_allclose(got, simdiff.hessian(p, x), rtol=0, atol=tol)

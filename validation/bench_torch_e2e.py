@@ -5,7 +5,8 @@ included) on the same 10^4 points; JAX and torch alternate, ``--repeats``
 times, median.  Both frameworks are initialised first (``Backend.warm_up``:
 imports and runtime start-up, about 2 s for torch's Dynamo modules, paid once
 per process by any torch.func user); Inductor's own start-up is not warmed:
-the first compile of the process pays it, as a user's would.
+the first compile of the process pays it, as a user's would.  The sweep's
+intra-op thread choice on torch (``SweepResult.threads``) is printed per repeat.
 
     python -m validation.bench_torch_e2e --samples 10000 --repeats 1
 """
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     pts = lj.x0 + 0.01 * rng.standard_normal((args.samples, lj.n))
     times: dict[tuple[str, str], list[float]] = {}
     infos = {}
+    threads: dict[str, list[dict]] = {}
     for _ in range(args.repeats):
         for backend in ("jax", "torch"):
             compile = "auto" if backend == "torch" else False
@@ -52,6 +54,8 @@ def main(argv: list[str] | None = None) -> None:
             s = simdiff.sweep(q, pts, backend=backend, compile=compile)
             times.setdefault(("sweep lj38", backend), []).append(time.perf_counter() - start)
             infos[("sweep lj38", backend)] = s.compile_info
+            if s.threads:  # the sweep's measured intra-op thread choice (torch)
+                threads.setdefault(backend, []).append(s.threads)
     print(f"load average {os.getloadavg()}, {args.samples} samples")
     print("| task | JAX s | torch (compile='auto') s | ratio | torch path |")
     print("|---|---|---|---|---|")
@@ -64,6 +68,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {task} | {j:.2f} | {t:.2f} | {t / j:.2f} | {detail} |")
     for (task, backend), ts in times.items():  # the first repeat compiles cold
         print(f"{task} {backend}: " + ", ".join(f"{t:.2f}" for t in ts) + " s (in order)")
+    for backend, records in threads.items():
+        for t in records:
+            print(f"sweep lj38 {backend} threads: used {t.get('used')} of {t.get('start')}; "
+                  f"{t.get('reason')}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -629,6 +629,14 @@ class Backend:
         """The framework's thread counts in effect (empty where it has no setting)."""
         return {}
 
+    def intra_op_threads(self) -> int | None:
+        """Intra-op threads the framework uses now, if it can change them at run time, else None.
+
+        Where this is a number, :meth:`set_threads` may change it between calls
+        (``simdiff.sweep`` measures one thread against this many).
+        """
+        return None
+
     def set_threads(self, n: int) -> None:
         """Use ``n`` threads from now on, where the framework allows it after import."""
         raise UnsupportedError(

@@ -855,6 +855,10 @@ class TorchBackend(Backend):
         """torch's intra-op and inter-op thread counts."""
         return {"torch": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads()}
 
+    def intra_op_threads(self) -> int | None:
+        """``torch.get_num_threads()``: torch changes it at run time."""
+        return torch.get_num_threads()
+
     def set_threads(self, n: int) -> None:
         """``torch.set_num_threads(n)``."""
         torch.set_num_threads(n)

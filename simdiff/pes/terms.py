@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from .._api import auto_hessian_method, cached_derivatives
+from .._api import cached_derivatives
 from .._problem import Problem
 from ..backends import get_backend
 from ..errors import InputError, InvalidIndexError, NonFiniteError, ShapeError
@@ -102,54 +102,80 @@ def check_index(index: Any, n_particles: int, what: str = "index") -> np.ndarray
     return a
 
 
-class _OneTerm:
-    """One term as a problem function of its ``k * dim`` coordinates (picklable)."""
+class _TermSum:
+    """The sum of ``rows`` terms as a problem function of their ``rows * k * dim`` coordinates.
 
-    def __init__(self, term: Callable[[Any, Any], Any], k: int, dim: int) -> None:
-        self.term, self.k, self.dim = term, k, dim
-        self.__name__ = f"{getattr(term, '__name__', 'term')}_single"
+    The Hessian of this sum is block-diagonal: block ``t`` is the Hessian of
+    term ``t`` alone (picklable).
+    """
+
+    def __init__(self, term: Callable[[Any, Any], Any], rows: int, k: int, dim: int) -> None:
+        self.term, self.rows, self.k, self.dim = term, rows, k, dim
+        self.__name__ = f"{getattr(term, '__name__', 'term')}_sum{rows}"
 
     def __call__(self, y: Any, ops: Any) -> Any:
-        return self.term(ops.reshape(y, (self.k, self.dim)), ops)
+        return ops.sum(self.term(ops.reshape(y, (self.rows, self.k, self.dim)), ops))
 
 
-class _OfDifference:
-    """A pair term as a problem function of its displacement ``r_1 - r_0`` (picklable)."""
+class _DifferenceSum:
+    """The sum of ``rows`` pair terms as a function of their displacements ``r_1 - r_0``.
 
-    def __init__(self, term: Any) -> None:
-        self.term = term
-        self.__name__ = f"{getattr(term, '__name__', 'term')}_of_difference"
+    Block-diagonal Hessian, block ``t`` the ``dim x dim`` one of pair ``t`` (picklable).
+    """
+
+    def __init__(self, term: Any, rows: int, dim: int) -> None:
+        self.term, self.rows, self.dim = term, rows, dim
+        self.__name__ = f"{getattr(term, '__name__', 'term')}_of_difference_sum{rows}"
 
     def __call__(self, d: Any, ops: Any) -> Any:
-        return self.term.of_difference(d, ops)
+        return ops.sum(self.term.of_difference(ops.reshape(d, (self.rows, self.dim)), ops))
 
 
-#: Term problems shared by every energy with an equal term function (their compiled
-#: Hessians with them): rebuilding a problem at a new geometry does not recompile.
+#: Term-sum problems shared by every energy with an equal term function (their compiled
+#: Hessian-vector products with them): rebuilding a problem at a new geometry, with a
+#: term count in the same bucket (:func:`bucket_size`), does not recompile.
 _SHARED: dict[tuple[Any, ...], Problem] = {}
 _SHARED_MAX = 64
 
 
-def _shared_problem(kind: str, term: Any, k: int, dim: int) -> Problem:
-    key = (kind, term, k, dim)
+def _shared_problem(kind: str, term: Any, k: int, dim: int, rows: int) -> Problem:
+    key = (kind, term, k, dim, rows)
     try:
         problem = _SHARED.pop(key)
     except TypeError:  # an unhashable term: a problem of its own
-        return _make_problem(kind, term, k, dim)
+        return _make_problem(kind, term, k, dim, rows)
     except KeyError:
-        problem = _make_problem(kind, term, k, dim)
+        problem = _make_problem(kind, term, k, dim, rows)
     _SHARED[key] = problem  # most recently used last
     while len(_SHARED) > _SHARED_MAX:
         del _SHARED[next(iter(_SHARED))]
     return problem
 
 
-def _make_problem(kind: str, term: Any, k: int, dim: int) -> Problem:
+def _make_problem(kind: str, term: Any, k: int, dim: int, rows: int) -> Problem:
     name = getattr(term, "__name__", "term")
     if kind == "difference":
-        return Problem(_OfDifference(term), np.ones(dim), name=name)
-    y0 = np.zeros((k, dim)) + np.arange(k)[:, None]  # a placeholder point of one term
-    return Problem(_OneTerm(term, k, dim), y0.reshape(-1), name=name)
+        return Problem(_DifferenceSum(term, rows, dim), np.ones(rows * dim), name=name)
+    # a placeholder point of one term, generic (distinct atoms, not collinear: an angle or
+    # a dihedral is defined there), for the problem's shape check
+    y0 = np.random.default_rng(0).standard_normal((k, dim))
+    return Problem(_TermSum(term, rows, k, dim), np.tile(y0.reshape(-1), rows), name=name)
+
+
+#: Unit tangents tiled over the rows, ``(w, rows * w)``, per ``(rows, w)`` (see ``_tangents``).
+_TANGENTS: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _tangents(rows: int, w: int) -> np.ndarray:
+    """``w`` directions, direction ``j`` the unit vector ``e_j`` in every row (cached)."""
+    v = _TANGENTS.get((rows, w))
+    if v is None:
+        if len(_TANGENTS) >= _SHARED_MAX:
+            _TANGENTS.clear()
+        v = np.zeros((w, rows, w))
+        v[np.arange(w), :, np.arange(w)] = 1.0
+        v = _TANGENTS[(rows, w)] = v.reshape(w, rows * w)
+    return v
 
 
 def bucket_size(m: int) -> int:
@@ -350,13 +376,15 @@ class TermEnergy:
         self.n_terms, self.k = int(m), int(k)
         self.__name__ = getattr(term, "__name__", "term_energy")
         self.coords = (index[:, :, None] * dim + np.arange(dim)).reshape(m, k * dim)
-        self.term_problem = _shared_problem("term", term, self.k, self.dim)
         #: a pair term that depends on its atoms only through r_1 - r_0 (``of_difference``):
         #: its Hessian is [[B, -B], [-B, B]], one dim x dim block B per pair
         self.pairwise = k == 2 and callable(getattr(term, "of_difference", None))
-        if self.pairwise:
-            self.block_problem = _shared_problem("difference", term, self.k, self.dim)
+        if self.pairwise:  # contiguous atom columns for the energy's gathers
+            self._first, self._second = index[:, 0].copy(), index[:, 1].copy()
         self._assembly: _BlockAssembly | None = None
+        #: the Derivatives of the term sums this energy used: (backend, dtype, compile, rows)
+        self._pieces: dict[tuple[str, str, str, int], Any] = {}
+        self._piece_calls: dict[tuple[str, str, str, int], int] = {}
         self._pair_layout: _PairLayout | None = None
 
     # ------------------------------------------------------------------ energy
@@ -364,8 +392,13 @@ class TermEnergy:
         pos = ops.reshape(x, (self.n_particles, self.dim))
         if self.n_terms == 0:
             return ops.sum(pos) * 0.0
-        r = ops.take(pos, self.index, axis=0)  # (m, k, dim)
-        energy = ops.sum(self.term(r, ops))
+        if self.pairwise:  # two gathers of (m, dim): a backward without (m, 2, dim) zeros
+            d = ops.take(pos, self._second, axis=0) - ops.take(pos, self._first, axis=0)
+            pair: Any = self.term
+            energy = ops.sum(pair.of_difference(d, ops))
+        else:
+            r = ops.take(pos, self.index, axis=0)  # (m, k, dim)
+            energy = ops.sum(self.term(r, ops))
         if self.reference is None:
             return energy
         moved = pos - ops.asarray(self.reference)
@@ -398,45 +431,84 @@ class TermEnergy:
                 "geometry (simdiff.pes.cluster_problem(pair, x, ...))"
             )
 
-    def _hessian_batches(self, problem: Problem, y: np.ndarray, backend: str, dtype: Any,
-                         chunk: int = TERM_CHUNK) -> Iterator[tuple[int, np.ndarray]]:  # fmt: skip
-        """``(start, hessians)`` of ``problem.fn`` at the rows of ``y``, batch by batch.
+    def _hessian_batches(self, kind: str, y: np.ndarray, backend: str, dtype: Any,
+                         chunk: int = TERM_CHUNK, compile: bool | str = False,
+                         expected_calls: int | None = None,
+                         ) -> Iterator[tuple[int, np.ndarray]]:  # fmt: skip
+        """``(start, hessians)`` of one term (``kind`` "term" or "difference") at the rows of ``y``.
 
-        Each batch is one vmapped call of the backend's Hessian of one term:
-        the rows are split into equal batches of at most ``chunk`` rows, each
-        padded (with copies of its first row) to :func:`bucket_size`, so one
-        compilation serves a range of term counts and memory stays bounded.
+        The Hessian of the sum of the terms over the rows is block-diagonal, its
+        blocks the term Hessians, so ``w`` Hessian-vector products of that sum
+        (direction ``j``: ``e_j`` in every row; the backend's HVP) give a batch
+        of them at once: one call of :meth:`simdiff.Derivatives.hvp`, on every
+        backend.  The rows are split into equal batches of at most ``chunk``
+        rows, each padded (with copies of its first row) to :func:`bucket_size`,
+        so one compilation serves a range of term counts and memory stays
+        bounded.  ``compile`` and ``expected_calls`` are the caller's compile
+        policy (:class:`simdiff.Derivatives`), applied to these HVPs.
         """
         dtype = "float64" if dtype is None else dtype  # one cache entry for the default
-        d = cached_derivatives(problem, backend, dtype=dtype, check_finite=False)
         total, w = y.shape
-        # the backend's rule for a scalar function (fwd-rev on JAX; rev-rev on torch,
-        # 2x faster than fwd-rev for the LJ13/38 pair blocks)
-        method = auto_hessian_method(d.backend, w, 1)
         batches = -(-total // chunk)  # equal batches, padded to a bucket: little padding
         size = min(bucket_size(-(-total // batches)), chunk)
+        problem = _shared_problem(kind, self.term, self.k, self.dim, size)
+        if not get_backend(backend).optional_compiler:
+            compile = False  # JAX always compiles: one cache entry, one trace
+        d = cached_derivatives(problem, backend, dtype=dtype, check_finite=False, compile=compile)
+        key = (backend, dtype, str(compile), size)
+        self._pieces[key] = d
+        self._piece_calls[key] = self._piece_calls.get(key, 0) + 1
+        d.expect_calls(None if expected_calls is None else expected_calls * batches)
+        v = _tangents(size, w)
         for s in range(0, total, size):
             part = y[s : s + size]
             rows = part.shape[0]
             if rows < size:
                 part = np.concatenate([part, np.repeat(part[:1], size - rows, 0)])
-            yield s, np.asarray(d.hessian(part, method=method))[:rows]
+            hv = np.asarray(d.hvp(v, part.reshape(-1))).reshape(w, size, w)
+            h = hv.transpose(1, 2, 0)[:rows]  # [t, i, j] = (H e_j)[t, i]
+            yield s, 0.5 * (h + h.transpose(0, 2, 1))  # symmetric to the last bit
 
-    def _batched_hessian(self, problem: Problem, y: np.ndarray, backend: str,
-                         dtype: Any) -> np.ndarray:  # fmt: skip
-        """Hessians of ``problem.fn`` at the rows of ``y``, ``(rows, w, w)`` (see above)."""
+    def _batched_hessian(self, kind: str, y: np.ndarray, backend: str, dtype: Any,
+                         compile: bool | str = False,
+                         expected_calls: int | None = None) -> np.ndarray:  # fmt: skip
+        """Term Hessians at the rows of ``y``, ``(rows, w, w)`` (see :meth:`_hessian_batches`)."""
         total, w = y.shape
         out = np.empty((total, w, w))
-        for s, h in self._hessian_batches(problem, y, backend, dtype):
+        batches = self._hessian_batches(kind, y, backend, dtype, TERM_CHUNK, compile,
+                                        expected_calls)  # fmt: skip
+        for s, h in batches:
             out[s : s + h.shape[0]] = h
         return out
 
-    def term_hessians(self, x: np.ndarray, backend: str, dtype: Any = None) -> np.ndarray:
+    def structured_cache_info(self, backend: str, dtype: Any = None,
+                              compile: bool | str = False) -> list[dict[str, Any]]:  # fmt: skip
+        """``cache_info()`` of the term-Hessian computations this energy ran with these settings.
+
+        One record per bucket of term counts; each says the path that ran
+        (``"jit"``, ``"eager"``, ``"compiled"``) and, under the compile policy,
+        why (see :meth:`simdiff.Derivatives.cache_info`).  ``calls`` counts this
+        energy's calls, ``shared_calls`` those of every energy with an equal
+        term (they share the computation, compiled once).
+        """
+        dtype = "float64" if dtype is None else dtype
+        if not get_backend(backend).optional_compiler:
+            compile = False
+        out = []
+        for key, d in self._pieces.items():
+            if key[:3] == (backend, dtype, str(compile)):
+                own = {"piece": f"term Hessians ({key[3]} rows)", "calls": self._piece_calls[key]}
+                out += [{**r, **own, "shared_calls": r["calls"]} for r in d.cache_info()]
+        return out
+
+    def term_hessians(self, x: np.ndarray, backend: str, dtype: Any = None,
+                      compile: bool | str = False,
+                      expected_calls: int | None = None) -> np.ndarray:  # fmt: skip
         """Hessians of every term at ``x`` (shape ``(n,)`` or ``(B, n)``): ``(B*m, kd, kd)``.
 
-        One vmapped (and on JAX jit-compiled) call of the backend's Hessian of
-        one term, through :class:`simdiff.Derivatives` of :attr:`term_problem`,
-        per batch of :data:`TERM_CHUNK` terms.
+        ``k dim`` Hessian-vector products of the sum of the terms (block-diagonal
+        Hessian) in one (on JAX jit-compiled) call of the backend, per batch of
+        :data:`TERM_CHUNK` terms; ``compile``: the policy for that call.
         """
         x = np.asarray(x, dtype=np.float64).reshape(-1, self.n_particles * self.dim)
         kd = self.k * self.dim
@@ -444,28 +516,32 @@ class TermEnergy:
             return np.zeros((0, kd, kd))
         self._check_fresh(x)
         r = x[:, self.coords].reshape(-1, kd)  # (B*m, kd)
-        return self._batched_hessian(self.term_problem, r, backend, dtype)
+        return self._batched_hessian("term", r, backend, dtype, compile, expected_calls)
 
-    def block_values(self, x: np.ndarray, backend: str, dtype: Any = None) -> np.ndarray:
+    def block_values(self, x: np.ndarray, backend: str, dtype: Any = None,
+                     compile: bool | str = False,
+                     expected_calls: int | None = None) -> np.ndarray:  # fmt: skip
         """Per-term blocks at one point ``x``, shape ``(sources, dim * dim)``.
 
         For a pairwise term (``term.of_difference``) one symmetric block
         :math:`B_t = \\partial^2 \\varepsilon_t / \\partial d^2` per pair (``m``
-        sources, ``dim`` HVPs of a function of ``dim`` numbers each); otherwise
-        the ``k^2`` blocks of each term Hessian (``m k^2`` sources).
+        sources, ``dim`` HVPs of the sum of the pair terms over displacements);
+        otherwise the ``k^2`` blocks of each term Hessian (``m k^2`` sources).
         """
         dd = self.dim
         if not self.pairwise:
-            h = self.term_hessians(x, backend, dtype).reshape(self.n_terms, self.k, dd, self.k, dd)
+            h = self.term_hessians(x, backend, dtype, compile, expected_calls)
+            h = h.reshape(self.n_terms, self.k, dd, self.k, dd)
             return h.transpose(0, 1, 3, 2, 4).reshape(-1, dd * dd)
         self._check_fresh(x)
         pos = x.reshape(self.n_particles, dd)
         disp = pos[self.index[:, 1]] - pos[self.index[:, 0]]
-        b = self._batched_hessian(self.block_problem, disp, backend, dtype)
+        b = self._batched_hessian("difference", disp, backend, dtype, compile, expected_calls)
         return (0.5 * (b + b.transpose(0, 2, 1))).reshape(-1, dd * dd)
 
-    def _pair_hessian(self, x: np.ndarray, backend: str, dtype: Any,
-                      check_finite: bool) -> np.ndarray:  # fmt: skip
+    def _pair_hessian(self, x: np.ndarray, backend: str, dtype: Any, check_finite: bool,
+                      compile: bool | str = False,
+                      expected_calls: int | None = None) -> np.ndarray:  # fmt: skip
         """Dense Hessian of a pairwise term with distinct pairs: blocks placed batch by batch.
 
         Batches of :data:`PAIR_CHUNK` pair blocks :math:`B_t`; each is checked
@@ -479,7 +555,9 @@ class TermEnergy:
         disp = pos[self.index[:, 1]] - pos[self.index[:, 0]]
         out = np.zeros((big, dd, big, dd))
         diag = np.zeros((big, dd, dd))
-        for s, b in self._hessian_batches(self.block_problem, disp, backend, dtype, PAIR_CHUNK):
+        batches = self._hessian_batches("difference", disp, backend, dtype, PAIR_CHUNK, compile,
+                                        expected_calls)  # fmt: skip
+        for s, b in batches:
             if check_finite and not np.isfinite(b).all():
                 self._check_finite(b.reshape(-1, dd * dd), start=s)
             layout.add_diagonal(diag, b, s)
@@ -531,12 +609,18 @@ class TermEnergy:
         *,
         sparse: bool = False,
         check_finite: bool = True,
+        compile: bool | str = False,
+        expected_calls: int | None = None,
     ) -> Any:
         """Hessian at ``x`` assembled from per-term blocks (see :func:`structured_hessian`).
 
         With ``check_finite`` a non-finite term Hessian raises
         :class:`~simdiff.errors.NonFiniteError` naming the term and its atoms
-        (checked on the ``O(m)`` blocks, not on the dense output).
+        (checked on the ``O(m)`` blocks, not on the dense output).  ``compile``
+        and ``expected_calls`` (the number of Hessians the caller will ask
+        for) are the compile policy of the term-Hessian computation
+        (:class:`simdiff.Derivatives`); :meth:`structured_cache_info` reports
+        the path it ran.
         """
         x = np.asarray(x, dtype=np.float64)
         n, dd = self.n_particles * self.dim, self.dim
@@ -545,18 +629,20 @@ class TermEnergy:
             raise ShapeError("sparse=True assembles one Hessian: x must have shape (n,)")
         if batch:
             flat = x.reshape(-1, n)
-            out = np.stack([self.structured_hessian(p, backend, dtype, check_finite=check_finite)
+            each = None if expected_calls is None else expected_calls * len(flat)
+            out = np.stack([self.structured_hessian(p, backend, dtype, check_finite=check_finite,
+                                                    compile=compile, expected_calls=each)
                             for p in flat])  # fmt: skip
             return out.reshape(*batch, n, n)
         if self.n_terms == 0:
             return scipy.sparse.csr_array((n, n)) if sparse else np.zeros((n, n))
         if self.pairwise and not sparse and self.pair_layout().distinct:  # blocks placed
-            return self._pair_hessian(x, backend, dtype, check_finite)
+            return self._pair_hessian(x, backend, dtype, check_finite, compile, expected_calls)
         # sparse output, repeated pairs, other terms: blocks summed by a sparse product (for
         # a sparse output of distinct pairs faster than placing them: 20 vs 47 ms for the
         # 68,957 cutoff pairs of LJ-2000)
         a = self.assembly()
-        values = self.block_values(x, backend, dtype)
+        values = self.block_values(x, backend, dtype, compile, expected_calls)
         if check_finite:
             self._check_finite(values)
         blocks = np.asarray(a.assembler @ values).reshape(-1, dd, dd)

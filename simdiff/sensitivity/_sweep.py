@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ import numpy as np
 from .._api import Derivatives, cached_derivatives
 from .._catalogue import resolve
 from .._problem import Problem
+from ..backends import get_backend
 from ..errors import (
     InputError,
     InputTypeError,
@@ -79,6 +82,13 @@ class SweepResult:
         ``Derivatives.cache_info()`` of the process that computed the last
         chunk: the path each derivative ran (``"jit"``, ``"eager"``,
         ``"compiled"``) and, under ``compile="auto"``, why.
+    threads : dict
+        The intra-op thread choice of an in-process sweep on a backend that
+        can change its thread count at run time (torch; empty elsewhere):
+        ``start`` (the count before the sweep, restored after it), the seconds
+        of one chunk at one thread (``one_thread_s``) and at ``start``
+        threads (``start_threads_s``), ``used`` (the count the remaining
+        chunks ran with) and ``reason`` (see :class:`_ThreadTrial`).
     """
 
     points: np.ndarray = field(repr=False)
@@ -91,6 +101,7 @@ class SweepResult:
     store: str | None = None
     run: str | None = None
     compile_info: list = field(default_factory=list, repr=False)
+    threads: dict = field(default_factory=dict, repr=False)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.results[name]
@@ -209,6 +220,65 @@ def _compute_chunk(
             status[i] = OK if _row_finite({n: a[None] for n, a in row.items()}, 1)[0] else NONFINITE
     info = d.cache_info()
     return {"results": results, "status": status, "messages": messages, "compile_info": info}
+
+
+# --------------------------------------------------------------------------- threads
+
+
+class _ThreadTrial:
+    """One measured choice of intra-op threads for the chunks of an in-process sweep.
+
+    On a backend whose thread count can change at run time (torch), the
+    framework's intra-op threads (OpenMP, one per core by default) pay a
+    fork/join per operation; on a machine whose cores are busy with other
+    work, a sweep's large element-wise operations ran 2x-16x slower with two
+    threads than with one (LJ-38 value and gradient chunks of 256 points,
+    docs/performance.md).  So: the first three computed chunks (the first
+    pays one-time costs) run with one thread, the fourth with the starting
+    count, and the rest with the count that was faster (the fourth chunk
+    against the mean of the second and third).  The trial comes after three
+    one-thread chunks so that ``compile="auto"``, which decides from the
+    median eager time of the chunks so far, is not swayed by one slow chunk.
+    The starting count is restored when the sweep ends, also on an error.  A
+    fourth chunk that ran compiled is no comparison: the starting count is
+    kept.  Needs at least 5 chunks and a starting count above 1; the choice
+    is reported in ``SweepResult.threads``.
+    """
+
+    def __init__(self, backend: str, n_chunks: int) -> None:
+        self.backend = get_backend(backend)
+        start = self.backend.intra_op_threads()
+        self.start = 0 if start is None else start
+        self.active = self.start > 1 and n_chunks >= 5
+        self.record: dict[str, Any] = {} if start is None else {"start": start}
+        self.one: list[float] = []
+
+    def before(self, k: int) -> None:
+        if self.active and k in (0, 3):
+            self.backend.set_threads(1 if k == 0 else self.start)
+
+    def after(self, k: int, seconds: float, chunk: dict[str, Any]) -> None:
+        if not self.active or k not in (1, 2, 3):
+            return
+        if k < 3:
+            self.one.append(seconds)
+            return
+        one = self.record["one_thread_s"] = sum(self.one) / len(self.one)
+        self.record["start_threads_s"] = seconds
+        if any(r.get("path") == "compiled" for r in chunk.get("compile_info", ())):
+            self.record["reason"] = "the fourth chunk ran compiled: no comparison; start kept"
+            one = math.inf
+        else:
+            at_start = f"{seconds * 1e3:.3g} ms at {self.start} threads"
+            self.record["reason"] = f"one chunk: {one * 1e3:.3g} ms at 1 thread, {at_start}"
+        self.record["used"] = 1 if one < seconds else self.start
+        self.backend.set_threads(self.record["used"])
+
+    def restore(self) -> dict[str, Any]:
+        if self.active:
+            self.backend.set_threads(self.start)
+            self.record.setdefault("used", self.start)
+        return self.record
 
 
 # --------------------------------------------------------------------------- store
@@ -405,9 +475,18 @@ def sweep(
         else:
             todo.append(i)
     args = (backend, (compile, n_chunks), derivatives, shapes)
+    threads: dict[str, Any] = {}
     if client is None:
-        for i in todo:
-            accept(i, _compute_chunk(prob, *args, pts[i * size : (i + 1) * size], size), True)
+        trial = _ThreadTrial(backend, len(todo))
+        try:
+            for k, i in enumerate(todo):
+                trial.before(k)
+                start = time.perf_counter()
+                chunk = _compute_chunk(prob, *args, pts[i * size : (i + 1) * size], size)
+                trial.after(k, time.perf_counter() - start, chunk)
+                accept(i, chunk, True)
+        finally:
+            threads = trial.restore()
     else:
         _run_dask(client, spec, args, pts, size, todo, accept, retries)
     if db is not None and run is not None and not complete:
@@ -423,6 +502,7 @@ def sweep(
         None if store is None else str(store),
         run,
         compile_info,
+        threads,
     )
 
 
