@@ -18,11 +18,14 @@ frees them earlier; a pickled problem travels without its cache.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["DerivativeCache"]
+__all__ = ["DerivativeCache", "RecentlyUsed"]
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+_MISSING: Any = object()
 
 
 class DerivativeCache:
@@ -73,3 +76,44 @@ class DerivativeCache:
 
     def __repr__(self) -> str:
         return f"<DerivativeCache: {len(self)} entries>"
+
+
+class RecentlyUsed(Generic[K, V]):
+    """The values of the last ``size`` keys used, each built once while it is kept.
+
+    For what is shared beyond one problem and must stay bounded (the
+    term-sum problems of :mod:`simdiff.pes.terms`, the factors of a
+    covariance, the operands of an operator): a call of :meth:`get` makes
+    its key the most recent; the least recently used goes when there are
+    more than ``size``.  An unhashable key raises ``TypeError`` before
+    anything is built.
+
+    Examples
+    --------
+    >>> kept = RecentlyUsed(2)
+    >>> [kept.get(k, lambda: k * 10) for k in (1, 2, 1, 3)]
+    [10, 20, 10, 30]
+    >>> kept.keys()
+    [1, 3]
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: dict[K, V] = {}
+
+    def get(self, key: K, build: Callable[[], V]) -> V:
+        """The value kept under ``key``, built by ``build()`` if it is not kept."""
+        value = self._items.pop(key, _MISSING)
+        if value is _MISSING:
+            value = build()
+        self._items[key] = value  # most recently used last
+        while len(self._items) > self.size:
+            del self._items[next(iter(self._items))]
+        return value
+
+    def keys(self) -> list[K]:
+        """The keys kept, least recently used first."""
+        return list(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)

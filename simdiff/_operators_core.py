@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import _arrays as A
+from ._cache import RecentlyUsed
 from .backends._taylor_collapsed import collapsed_function
 from .backends.taylor import taylor_function
 from .errors import OptionError, ShapeError
@@ -108,22 +109,19 @@ def covariance_factor(n: int, weights: Any = None, factor: Any = None) -> np.nda
         return (np.sqrt(S)[:, None] * np.eye(n))[keep]
     if S.shape != (n, n):
         raise ShapeError(f"weights must have shape ({n}, {n}) or ({n},); got {S.shape}")
-    key = S.tobytes()
-    hit = _FACTORS.pop(key, None)
-    if hit is None:
-        hit = _factor_sigma(S, n)
-        hit.flags.writeable = False
-    _FACTORS[key] = hit  # most recent last
-    while len(_FACTORS) > _FACTORS_KEPT:
-        _FACTORS.pop(next(iter(_FACTORS)))
-    return hit
+
+    def build() -> np.ndarray:
+        L = _factor_sigma(S, n)
+        L.flags.writeable = False
+        return L
+
+    return _FACTORS.get(S.tobytes(), build)
 
 
 # The last few factored Sigma (eigh is ~0.3 ms for n = 50, more than the transfer and
 # dispatch of a call): repeated calls with the same Sigma reuse the directions.
 # Keyed by the float64 bytes of Sigma (n is its shape); the arrays are read-only.
-_FACTORS: dict[bytes, np.ndarray] = {}
-_FACTORS_KEPT = 8
+_FACTORS: RecentlyUsed[bytes, np.ndarray] = RecentlyUsed(8)
 
 
 def _factor_sigma(S: np.ndarray, n: int) -> np.ndarray:
@@ -259,14 +257,8 @@ class OperatorMethods:
         be = self.backend
         device = be.device_of(x) if be.is_native(x) else None
         key = (a.shape, a.tobytes(), str(device))
-        kept = self.__dict__.setdefault("_operands", {})
-        hit = kept.pop(key, None)
-        if hit is None:
-            hit = be.from_numpy(np.array(a, copy=True), self.dtype, device)
-        kept[key] = hit  # most recent last
-        while len(kept) > 16:
-            kept.pop(next(iter(kept)))
-        return hit
+        kept = self.__dict__.setdefault("_operands", RecentlyUsed(16))
+        return kept.get(key, lambda: be.from_numpy(np.array(a, copy=True), self.dtype, device))
 
     def _scalar(self, what: str) -> None:
         if not self.problem.is_scalar:

@@ -360,7 +360,7 @@ def pieces(monkeypatch):
     from problems.pes import fcc_cluster
     from simdiff.pes import cluster_problem, lennard_jones, terms
 
-    monkeypatch.setattr(terms, "_SHARED", {})
+    monkeypatch.setattr(terms, "_SHARED", terms.RecentlyUsed(terms._SHARED_MAX))
     monkeypatch.setattr(_compile, "_MEASURED_COMPILE_S", [])
     pos = fcc_cluster(5)
     p = cluster_problem(lennard_jones, pos)

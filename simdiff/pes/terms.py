@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse
 
 from .._api import cached_derivatives
+from .._cache import RecentlyUsed
 from .._problem import Problem
 from ..backends import get_backend
 from ..errors import InputError, InvalidIndexError, NonFiniteError, ShapeError
@@ -134,22 +135,17 @@ class _DifferenceSum:
 #: Term-sum problems shared by every energy with an equal term function (their compiled
 #: Hessian-vector products with them): rebuilding a problem at a new geometry, with a
 #: term count in the same bucket (:func:`bucket_size`), does not recompile.
-_SHARED: dict[tuple[Any, ...], Problem] = {}
 _SHARED_MAX = 64
+_SHARED: RecentlyUsed[tuple[Any, ...], Problem] = RecentlyUsed(_SHARED_MAX)
 
 
 def _shared_problem(kind: str, term: Any, k: int, dim: int, rows: int) -> Problem:
     key = (kind, term, k, dim, rows)
     try:
-        problem = _SHARED.pop(key)
+        hash(key)
     except TypeError:  # an unhashable term: a problem of its own
         return _make_problem(kind, term, k, dim, rows)
-    except KeyError:
-        problem = _make_problem(kind, term, k, dim, rows)
-    _SHARED[key] = problem  # most recently used last
-    while len(_SHARED) > _SHARED_MAX:
-        del _SHARED[next(iter(_SHARED))]
-    return problem
+    return _SHARED.get(key, lambda: _make_problem(kind, term, k, dim, rows))
 
 
 def _make_problem(kind: str, term: Any, k: int, dim: int, rows: int) -> Problem:
@@ -163,19 +159,18 @@ def _make_problem(kind: str, term: Any, k: int, dim: int, rows: int) -> Problem:
 
 
 #: Unit tangents tiled over the rows, ``(w, rows * w)``, per ``(rows, w)`` (see ``_tangents``).
-_TANGENTS: dict[tuple[int, int], np.ndarray] = {}
+_TANGENTS: RecentlyUsed[tuple[int, int], np.ndarray] = RecentlyUsed(_SHARED_MAX)
 
 
 def _tangents(rows: int, w: int) -> np.ndarray:
     """``w`` directions, direction ``j`` the unit vector ``e_j`` in every row (cached)."""
-    v = _TANGENTS.get((rows, w))
-    if v is None:
-        if len(_TANGENTS) >= _SHARED_MAX:
-            _TANGENTS.clear()
+
+    def build() -> np.ndarray:
         v = np.zeros((w, rows, w))
         v[np.arange(w), :, np.arange(w)] = 1.0
-        v = _TANGENTS[(rows, w)] = v.reshape(w, rows * w)
-    return v
+        return v.reshape(w, rows * w)
+
+    return _TANGENTS.get((rows, w), build)
 
 
 def bucket_size(m: int) -> int:
