@@ -272,8 +272,10 @@ def _accuracy(problem: Problem, tasks: list[Task], result: CompareResult) -> Non
         for e in result.entries:
             if e.derivative != task.label or e.status != "ok" or ref is None:
                 continue
-            if e.value.shape != ref.shape:
-                e.reference, e.max_abs_err = name, math.inf
+            if e.value.shape != ref.shape:  # an answer of the wrong shape is an error, not a number
+                e.reference, e.max_abs_err, e.max_rel_err = name, math.inf, math.inf
+                e.status = "error"
+                e.error = f"returned shape {e.value.shape}; the {name} reference has {ref.shape}"
                 continue
             scale = max(1.0, float(np.max(np.abs(ref), initial=0.0)))
             e.reference = name

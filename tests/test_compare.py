@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -120,6 +121,33 @@ def test_numdifftools_peer() -> None:
     assert r.get("hessian", "numdifftools").max_rel_err < 1e-8
     assert r.get("hvp", "numdifftools").status == "unsupported"
     assert math.isnan(r.get("hvp", "numdifftools").steady_s)
+
+
+def _flattened(problem, task):
+    # Right numbers in the wrong shape: must not pass as a configuration without an error.
+    return lambda: problem.exact["hessian"](task.x).ravel()
+
+
+def test_wrong_shape_is_an_error_not_a_blank() -> None:
+    p = problems.get("rosenbrock4")
+    r = compare(p, ["hessian"], ["jax-jit", "flat"], repeats=1, builders={"flat": _flattened})
+    flat = r.get("hessian", "flat")
+    assert flat.status == "error" and "returned shape (16,)" in flat.error
+    assert flat.max_rel_err == math.inf
+    assert r.get("hessian", "jax-jit").status == "ok"
+
+
+def test_numdifftools_one_parameter_gradient_has_the_gradient_shape() -> None:
+    # numdifftools squeezes a one-parameter gradient to a scalar; the comparison must still
+    # measure its accuracy (it used to be a blank), and its large trial steps on an
+    # unstable simulator (Burgers' equation) must not leak overflow warnings.
+    p = problems.get("heat_diffusivity")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        r = compare(p, ["grad"], ["numdifftools"], repeats=1)
+    e = r.get("grad", "numdifftools")
+    assert e.status == "ok", e.error
+    assert e.value.shape == (1,) and e.reference == "exact" and e.max_rel_err < 1e-6
 
 
 def test_simdiff_compare_is_the_function() -> None:
