@@ -239,11 +239,19 @@ def test_public_sparse_equals_dense_and_dense_ad(backend, rng, cut):
     np.testing.assert_array_equal(d.hessian(sparse=True).toarray(), hs.toarray())
     if cut:  # only blocks of interacting pairs are stored
         assert hs.nnz == 9 * (40 + 2 * p.fn.n_terms)
+    assert hs.has_canonical_format  # rows in order, sorted columns, no duplicates
+    hs.check_format(full_check=True)
+    hs.data[:] = 0.0  # the result is the caller's: changing it leaves the cached structure
+    hs.indices[:] = 0
+    hs.indptr[1:] = 0
+    again = simdiff.hessian(p, backend=backend, sparse=True)
+    np.testing.assert_allclose(again.toarray(), hd, rtol=0, atol=1e-12 * scale)
 
 
 def test_pair_runs_split_across_batches(monkeypatch, rng):
     """Runs of pairs cut by batch boundaries, pairs shuffled and reversed: same Hessian."""
     monkeypatch.setattr(terms_module, "PAIR_CHUNK", 16)
+    monkeypatch.setattr(terms_module, "TERM_CHUNK", 32)  # the sparse path's batches
     pos = fcc_cluster(30) + 0.02 * rng.standard_normal((30, 3))
     p = cluster_problem(lennard_jones, pos)
     ad = simdiff.hessian(p, method="fwd-rev")
