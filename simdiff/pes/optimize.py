@@ -199,9 +199,12 @@ def _search_basis(problem: Problem, x: np.ndarray) -> np.ndarray:
 def _prfo_step(b: np.ndarray, F: np.ndarray, k: int) -> np.ndarray:
     """P-RFO step in the Hessian eigenbasis: maximise along mode ``k``, minimise along the rest."""
     step = np.zeros_like(F)
-    lam_p = 0.5 * b[k] + 0.5 * math.sqrt(b[k] ** 2 + 4.0 * F[k] ** 2)
-    if abs(F[k]) > 0.0:
-        step[k] = -F[k] / (b[k] - lam_p)
+    root = math.sqrt(b[k] ** 2 + 4.0 * F[k] ** 2)
+    # b - lam_p with lam_p = (b + root) / 2; for b > 0 without cancellation (a small F
+    # along a stiff mode made it 0.0: an infinite step)
+    gap = 0.5 * (b[k] - root) if b[k] <= 0.0 else -2.0 * F[k] ** 2 / (b[k] + root)
+    if abs(F[k]) > 0.0 and gap != 0.0:
+        step[k] = -F[k] / gap
     rest = np.delete(np.arange(b.size), k)
     if rest.size:
         br, Fr = b[rest], F[rest]
