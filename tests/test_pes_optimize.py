@@ -134,6 +134,17 @@ def test_saddle_search_reports_runaway(mb):
     assert not res.converged and "diverged" in res.message
 
 
+def test_saddle_search_at_a_point_of_index_zero_is_not_converged():
+    """LJ7 climbed along its third mode reaches a flat stationary point (a fragment) with a
+    gradient below gtol and no negative curvature: it used to come back converged=True,
+    index 0.  Only a point of index 1 is a converged saddle search."""
+    p = _shared("lj7")
+    m = find_minimum(p)
+    s = find_saddle(p, m.x, mode=2, max_steps=200)
+    assert s.grad_norm < 1e-8 and s.index != 1
+    assert not s.converged and "not a first-order saddle" in s.message
+
+
 def test_saddle_search_reports_step_budget(mb):
     res = find_saddle(mb, np.array([-0.7, 0.75]), max_steps=1)
     assert not res.converged and "max_steps=1" in res.message

@@ -261,8 +261,10 @@ def find_saddle(
     Returns
     -------
     StationaryPoint
-        ``converged`` says whether ``gtol`` was met in ``max_steps``; ``index``
-        is checked at the point reached (1 for a first-order saddle).
+        ``converged`` says whether ``gtol`` was met in ``max_steps`` at a point
+        of index 1; ``index`` is checked at the point reached.  A point with a
+        vanishing gradient and another index (a flat direction, a dissociated
+        fragment) comes back with ``converged=False`` and a message saying so.
 
     References
     ----------
@@ -301,8 +303,11 @@ def find_saddle(
         followed = q @ V[:, k]
         F = V.T @ gq
         if np.linalg.norm(g) < gtol:
-            if b[k] < 0 and np.all(np.delete(b, k) > 0):
-                return _result(problem, x, backend, True, "gradient below gtol", step_no, "P-RFO")
+            # the tolerance of stationary_index: a curvature within rounding of zero (a
+            # flat or dissociated direction) is not the negative one of a saddle
+            tol = math.sqrt(np.finfo(np.float64).eps) * float(np.max(np.abs(b), initial=0.0))
+            if b[k] < -tol and np.all(np.delete(b, k) > tol):
+                return _saddle(problem, x, backend, step_no)
             s = np.zeros_like(F)  # stationary but not a saddle along mode k: step out along it
             s[k] = trust
         else:
@@ -329,6 +334,21 @@ def find_saddle(
         elif ratio < 0.25 or ratio > 3.0:
             trust = max(0.5 * trust, 1e-6)
         x, e, g = x_new, float(e_new), np.asarray(g_new)
-    converged = bool(np.linalg.norm(g) < gtol)
-    msg = "gradient below gtol" if converged else f"gtol not met in max_steps={max_steps}"
-    return _result(problem, x, backend, converged, msg, max_steps, "P-RFO")
+    if np.linalg.norm(g) < gtol:
+        return _saddle(problem, x, backend, max_steps)
+    return _result(
+        problem, x, backend, False, f"gtol not met in max_steps={max_steps}", max_steps, "P-RFO"
+    )
+
+
+def _saddle(problem: Problem, x: np.ndarray, backend: str, nit: int) -> StationaryPoint:
+    """The P-RFO result at a point whose gradient is below ``gtol``: converged only at index 1."""
+    point = _result(problem, x, backend, True, "gradient below gtol", nit, "P-RFO")
+    if point.index != 1:
+        point.converged = False
+        point.message = (
+            f"gradient below gtol at a stationary point of index {point.index}, not a "
+            "first-order saddle (a flat direction or a dissociated fragment?): try another "
+            "mode or start"
+        )
+    return point
