@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cache import RecentlyUsed
 from ..backends import Ops
 from ..errors import InputError
 from .marching import march
@@ -24,6 +25,23 @@ from .spectral import as_complex
 __all__ = ["etdrk4_coefficients", "etdrk4_integrate", "etdrk4_step"]
 
 _COEFFS = ("E", "E2", "Q", "f1", "f2", "f3")
+
+
+def _contour(n_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """The upper half of the circle's points and their weights (summing to 1).
+
+    The points ``exp(2 pi i (j - 1/2)/M)`` come in conjugate pairs (``j`` and
+    ``M + 1 - j``; for odd ``M`` the point ``-1`` pairs with itself), and
+    ``f(conj w) = conj f(w)`` for the real-analytic ``f`` averaged here, so the
+    mean over the circle is ``Re sum_j w_j f(z + r_j)`` over the upper half,
+    ``w_j = 2/M`` (``1/M`` for ``-1``): half the complex arithmetic.
+    """
+    half = (n_points + 1) // 2
+    r = np.exp(2j * np.pi * (np.arange(1, half + 1) - 0.5) / n_points)
+    w = np.full(half, 2.0 / n_points)
+    if n_points % 2:
+        r[-1], w[-1] = -1.0, 1.0 / n_points
+    return r, w
 
 
 def etdrk4_coefficients(hL: Any, ops: Ops, n_points: int = 64) -> dict[str, Any]:
@@ -38,8 +56,9 @@ def etdrk4_coefficients(hL: Any, ops: Ops, n_points: int = 64) -> dict[str, Any]
         diffusivity one differentiates with respect to).
     ops : the ops namespace the arithmetic runs in.
     n_points : int
-        Points on the unit circle around each ``z`` (the full circle, so the
-        mean of a real-analytic function is real up to rounding).
+        Points on the unit circle around each ``z`` (the full circle; by
+        conjugate symmetry only its upper half is evaluated, and the mean is
+        real).
 
     Returns
     -------
@@ -67,13 +86,15 @@ def etdrk4_coefficients(hL: Any, ops: Ops, n_points: int = 64) -> dict[str, Any]
     >>> bool(np.allclose(c["f1"], 1 / 6) and np.allclose(c["Q"], 0.5))
     True
     """
-    r = np.exp(2j * np.pi * (np.arange(1, n_points + 1) - 0.5) / n_points)
-    z = as_complex(hL[..., None], ops) + ops.asarray(r)
+    points, weights = _contour(n_points)
+    r = ops.asarray(points)
+    z = as_complex(hL[..., None], ops) + r
     ez, ez2 = ops.exp(z), ops.exp(z / 2)
     z3 = z * z * z
+    w = ops.asarray(weights)
 
     def mean(a: Any) -> Any:
-        return ops.mean(a, axis=-1).real
+        return ops.matmul(a.real, w)
 
     return {
         "E": ops.exp(hL),
@@ -85,11 +106,24 @@ def etdrk4_coefficients(hL: Any, ops: Ops, n_points: int = 64) -> dict[str, Any]
     }
 
 
-def _complex_coefficients(coeffs: dict[str, Any], h: float, ops: Ops) -> dict[str, Any]:
-    scaled = {k: (v if k in ("E", "E2") else v * h) for k, v in coeffs.items()}
-    if all(isinstance(v, np.ndarray) for v in scaled.values()):
-        return {k: ops.asarray(np.asarray(v, dtype=np.complex128)) for k, v in scaled.items()}
-    return {k: as_complex(v, ops) for k, v in scaled.items()}
+#: Complex, ``h``-scaled coefficients of a constant ``h*L`` (numpy), by its bytes and ``h``.
+_CONSTANT: RecentlyUsed[tuple[Any, ...], dict[str, np.ndarray]] = RecentlyUsed(16)
+
+
+def _constant_coefficients(hL: np.ndarray, h: float, n_points: int) -> dict[str, np.ndarray]:
+    """The coefficients of a numpy ``h*L`` in numpy, computed once per ``(h*L, h, n_points)``."""
+
+    def build() -> dict[str, np.ndarray]:
+        from ..backends import get_ops
+
+        coeffs = etdrk4_coefficients(hL, get_ops("numpy"), n_points)
+        return {
+            k: np.asarray(v if k in ("E", "E2") else v * h, dtype=np.complex128)
+            for k, v in coeffs.items()
+        }
+
+    key = (hL.shape, hL.dtype.str, hL.tobytes(), h, n_points)
+    return _CONSTANT.get(key, build)
 
 
 def etdrk4_step(v: Any, nonlinear: Callable[[Any], Any], c: dict[str, Any]) -> Any:
@@ -107,7 +141,7 @@ def etdrk4_step(v: Any, nonlinear: Callable[[Any], Any], c: dict[str, Any]) -> A
 
 def etdrk4_integrate(
     L: Any,
-    nonlinear: Callable[[Any], Any],
+    nonlinear: Callable[[Any], Any] | None,
     v0: Any,
     t_final: float,
     n_steps: int,
@@ -122,10 +156,13 @@ def etdrk4_integrate(
     ----------
     L : array
         Real diagonal of the linear operator, broadcastable against ``v0``; a
-        numpy array is precomputed in numpy, an array of the context is
-        differentiated through.
-    nonlinear : callable
-        ``N(v)``: complex array of ``v``'s shape.
+        numpy array is precomputed in numpy (once per ``h*L``, kept for the
+        next call), an array of the context is differentiated through.
+    nonlinear : callable or None
+        ``N(v)``: complex array of ``v``'s shape.  ``None``: ``N = 0``; then an
+        ETDRK4 step is ``v -> e^{hL} v`` exactly (every other term is a product
+        with ``N = 0``), so the ``n_steps`` steps are one product with
+        ``e^{t_final L}`` and no contour integral is evaluated.
     v0 : complex array
         Initial state (e.g. Fourier coefficients).
     checkpoint : bool or int
@@ -146,13 +183,16 @@ def etdrk4_integrate(
     """
     if isinstance(n_steps, bool) or int(n_steps) != n_steps or int(n_steps) < 1:
         raise InputError(f"n_steps must be a positive integer; got {n_steps!r}")
-    h = float(t_final) / int(n_steps)
+    n_steps = int(n_steps)
+    h = float(t_final) / n_steps
+    if nonlinear is None:
+        TL = float(t_final) * L
+        if isinstance(TL, np.ndarray):
+            return ops.asarray(np.exp(TL).astype(np.complex128)) * v0
+        return as_complex(ops.exp(TL), ops) * v0
     if isinstance(L, np.ndarray):
-        from ..backends import get_ops
-
-        coeffs = etdrk4_coefficients(h * L, get_ops("numpy"), n_points)
+        c = {k: ops.asarray(v) for k, v in _constant_coefficients(h * L, h, n_points).items()}
     else:
         coeffs = etdrk4_coefficients(h * L, ops, n_points)
-    c = _complex_coefficients(coeffs, h, ops)
-
-    return march(lambda v: etdrk4_step(v, nonlinear, c), v0, int(n_steps), ops, checkpoint)
+        c = {k: as_complex(v if k in ("E", "E2") else v * h, ops) for k, v in coeffs.items()}
+    return march(lambda v: etdrk4_step(v, nonlinear, c), v0, n_steps, ops, checkpoint)

@@ -246,13 +246,13 @@ def solve(
         nl = equation.nonlinear
 
         def nonlinear(v: Any) -> Any:
-            if nl is None:
-                return v * 0.0
+            assert nl is not None
             return to_fourier(nl(from_fourier(v, ops, grid), p, D, ops), ops, grid)
 
         v = etdrk4_integrate(
-            L, nonlinear, to_fourier(u, ops, grid), t_final, n_steps, ops, checkpoint=checkpoint
-        )
+            L, None if nl is None else nonlinear, to_fourier(u, ops, grid), t_final, n_steps,
+            ops, checkpoint=checkpoint,
+        )  # fmt: skip
         return from_fourier(v, ops, grid)
 
     def rhs(t: Any, y: Any, q: Any, ops: Ops) -> Any:

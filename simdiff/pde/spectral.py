@@ -26,13 +26,16 @@ __all__ = [
     "to_fourier",
 ]
 
+_ZERO_J = np.zeros((), dtype=np.complex128)
+
 
 def as_complex(a: Any, ops: Ops) -> Any:
     """``a`` (real) as a complex array of the context, differentiably.
 
-    A length-1 ``ops.fft.fft`` is the identity map into the complex dtype;
-    it is used because the ops namespace has no cast and JAX's strict
-    promotion rejects ``a + 0j``.
+    A cast by ``ops.asarray(a, dtype=...)`` to the context's complex dtype
+    (the ops namespace has no ``astype``, and JAX's strict promotion rejects
+    ``a + 0j``).  It replaced a length-1 ``ops.fft.fft``, the identity map
+    into the complex dtype, which cost a transform per element on torch.
 
     Examples
     --------
@@ -41,7 +44,7 @@ def as_complex(a: Any, ops: Ops) -> Any:
     >>> as_complex(np.array([1.0, 2.0]), simdiff.get_ops("numpy"))
     array([1.+0.j, 2.+0.j])
     """
-    return ops.fft.fft(a[..., None], axis=-1)[..., 0]
+    return ops.asarray(a, dtype=ops.asarray(_ZERO_J).dtype)
 
 
 def _check_grid(grid: Grid, u: Any) -> int:
