@@ -25,10 +25,10 @@ from .etdrk import etdrk4_integrate
 from .grid import Grid
 from .marching import block_size, march
 from .spectral import (
+    check_periodic_field,
     from_fourier,
+    kept_symbol,
     laplacian_symbol,
-    spectral_derivative,
-    spectral_laplacian,
     to_fourier,
 )
 from .stability import check_explicit_step
@@ -68,6 +68,14 @@ class Equation:
         when above 1, else ``grid.shape``).
     nonnegative : tuple of str
         Parameters that must be >= 0 (diffusivities, viscosities).
+    fourier_nonlinear : callable or None
+        The same ``N`` on the Fourier coefficients, ``fourier_nonlinear(v, p, D,
+        ops)`` with ``v = to_fourier(u)``, returning ``to_fourier(N(u))``.
+        ETDRK4 steps in Fourier space and uses it when given: a term like
+        ``-(u^2/2)_x`` is then one inverse and one forward transform instead of
+        two of each (``to_fourier(D.dx(w))`` transforms ``w`` back and forth).
+        It must equal ``to_fourier(nonlinear(from_fourier(v)))`` to rounding
+        (tests/test_pde_discretisation.py checks the library's).
     """
 
     name: str
@@ -76,6 +84,7 @@ class Equation:
     nonlinear: Nonlinear | None = None
     n_fields: int = 1
     nonnegative: tuple[str, ...] = field(default_factory=tuple)
+    fourier_nonlinear: Nonlinear | None = None
 
 
 class Discretization:
@@ -102,23 +111,49 @@ class Discretization:
         if method == "fd" and order not in (2, 4, 6):
             raise InputError(f"finite-difference order must be 2, 4 or 6; got {order!r}")
         self.grid, self.method, self.order = grid, method, int(order)
+        self._operands: dict[tuple[Any, ...], tuple[Ops, Any]] = {}
+
+    def fourier_symbol(self, orders: tuple[int, ...] | int, ops: Ops, scale: float = 1.0) -> Any:
+        """``scale`` times a Fourier symbol as an array of ``ops`` (spectral only).
+
+        ``orders``: derivative orders per axis (``(1,)`` is ``d/dx`` in 1-D) or
+        an int power of the Laplacian (see
+        :func:`~simdiff.pde.spectral.kept_symbol`).  Converted once per
+        ``ops`` and kept by this object: a solve builds one Discretization, so
+        its time steps reuse the arrays instead of converting them per step.
+        """
+        key = (orders, float(scale), id(ops))
+        hit = self._operands.get(key)
+        if hit is None or hit[0] is not ops:
+            hit = self._operands[key] = (ops, ops.asarray(kept_symbol(self.grid, orders, scale)))
+        return hit[1]
+
+    def _spectral(self, u: Any, ops: Ops, orders: tuple[int, ...] | int) -> Any:
+        check_periodic_field(self.grid, u)
+        sym = self.fourier_symbol(orders, ops)
+        return from_fourier(to_fourier(u, ops, self.grid) * sym, ops, self.grid)
 
     def dx(self, u: Any, ops: Ops, axis: int = 0) -> Any:
         """First derivative along ``axis``."""
         if self.method == "spectral":
-            return spectral_derivative(u, ops, self.grid, 1, axis)
+            if not 0 <= axis < self.grid.ndim:
+                raise InputError(
+                    f"axis must be in [0, {self.grid.ndim}) for a {self.grid.ndim}-D grid; "
+                    f"got {axis}"
+                )
+            return self._spectral(u, ops, tuple(int(a == axis) for a in range(self.grid.ndim)))
         return fd_derivative(u, ops, self.grid, 1, self.order, axis)
 
     def laplacian(self, u: Any, ops: Ops) -> Any:
         """Sum of second derivatives."""
         if self.method == "spectral":
-            return spectral_laplacian(u, ops, self.grid)
+            return self._spectral(u, ops, 1)
         return fd_laplacian(u, ops, self.grid, self.order)
 
     def biharmonic(self, u: Any, ops: Ops) -> Any:
         """The Laplacian applied twice (periodic grids; 1-D fd uses the 4th-derivative stencil)."""
         if self.method == "spectral":
-            return spectral_laplacian(u, ops, self.grid, power=2)
+            return self._spectral(u, ops, 2)
         if not self.grid.periodic:
             raise UnsupportedError(
                 "the biharmonic operator needs two boundary conditions per side; only "
@@ -243,9 +278,11 @@ def solve(
         if method != "spectral":
             raise UnsupportedError("stepper='etdrk4' needs method='spectral' (a diagonal L)")
         L = _fourier_linear(equation, D, p, ops)
-        nl = equation.nonlinear
+        nl, fnl = equation.nonlinear, equation.fourier_nonlinear
 
         def nonlinear(v: Any) -> Any:
+            if fnl is not None:
+                return fnl(v, p, D, ops)
             assert nl is not None
             return to_fourier(nl(from_fourier(v, ops, grid), p, D, ops), ops, grid)
 

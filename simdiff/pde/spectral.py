@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cache import RecentlyUsed
 from ..backends import Ops
 from ..errors import InputError, ShapeError, UnsupportedError
 from .grid import Grid
@@ -27,6 +28,28 @@ __all__ = [
 ]
 
 _ZERO_J = np.zeros((), dtype=np.complex128)
+
+#: The Fourier symbols of the grids in use (numpy), by (what, grid, orders, scale).
+_SYMBOLS: RecentlyUsed[tuple[Any, ...], np.ndarray] = RecentlyUsed(64)
+
+
+def kept_symbol(grid: Grid, orders: tuple[int, ...] | int, scale: float = 1.0) -> np.ndarray:
+    """``scale`` times the complex Fourier symbol, computed once per ``(grid, orders, scale)``.
+
+    ``orders`` a tuple: :func:`spectral_multiplier` (derivative orders per
+    axis); an int ``power``: ``laplacian_symbol(grid) ** power``.  The array is
+    shared by every later call: do not write to it.
+    """
+
+    def build() -> np.ndarray:
+        if isinstance(orders, tuple):
+            sym = spectral_multiplier(grid, orders)
+        else:
+            sym = laplacian_symbol(grid) ** int(orders) + 0j
+        return np.asarray(scale * sym, dtype=np.complex128)
+
+    key = ("tuple" if isinstance(orders, tuple) else "power", grid, orders, float(scale))
+    return _SYMBOLS.get(key, build)
 
 
 def as_complex(a: Any, ops: Ops) -> Any:
@@ -47,7 +70,9 @@ def as_complex(a: Any, ops: Ops) -> Any:
     return ops.asarray(a, dtype=ops.asarray(_ZERO_J).dtype)
 
 
-def _check_grid(grid: Grid, u: Any) -> int:
+def check_periodic_field(grid: Grid, u: Any) -> int:
+    """Raise unless ``grid`` is periodic and ``u`` ends with its shape; the number of
+    leading (batch) axes."""
     if not grid.periodic:
         raise UnsupportedError(
             f"spectral derivatives need a periodic grid; this grid is {grid.boundary!r} "
@@ -63,7 +88,7 @@ def _check_grid(grid: Grid, u: Any) -> int:
 
 def to_fourier(u: Any, ops: Ops, grid: Grid) -> Any:
     """Forward transform over the spatial axes: ``rfft`` on the last, ``fft`` on the first."""
-    lead = _check_grid(grid, u)
+    lead = check_periodic_field(grid, u)
     uh = ops.fft.rfft(u, axis=-1)
     if grid.ndim == 2:
         uh = ops.fft.fft(uh, axis=lead)
@@ -115,9 +140,9 @@ def spectral_derivative(u: Any, ops: Ops, grid: Grid, deriv: int = 1, axis: int 
     """
     if not 0 <= axis < grid.ndim:
         raise InputError(f"axis must be in [0, {grid.ndim}) for a {grid.ndim}-D grid; got {axis}")
-    _check_grid(grid, u)
+    check_periodic_field(grid, u)
     orders = tuple(int(deriv) if a == axis else 0 for a in range(grid.ndim))
-    sym = ops.asarray(spectral_multiplier(grid, orders))
+    sym = ops.asarray(kept_symbol(grid, orders))
     return from_fourier(to_fourier(u, ops, grid) * sym, ops, grid)
 
 
@@ -134,8 +159,8 @@ def spectral_laplacian(u: Any, ops: Ops, grid: Grid, power: int = 1) -> Any:
     >>> bool(np.allclose(lap, -5 * np.sin(2 * X) * np.cos(Y)))
     True
     """
-    _check_grid(grid, u)
-    sym = ops.asarray(laplacian_symbol(grid) ** int(power) + 0j)
+    check_periodic_field(grid, u)
+    sym = ops.asarray(kept_symbol(grid, int(power)))
     return from_fourier(to_fourier(u, ops, grid) * sym, ops, grid)
 
 
