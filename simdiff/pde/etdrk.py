@@ -11,7 +11,7 @@ plane around each ``z = h L``, which is what :func:`etdrk4_coefficients` does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
@@ -106,24 +106,20 @@ def etdrk4_coefficients(hL: Any, ops: Ops, n_points: int = 64) -> dict[str, Any]
     }
 
 
-#: Complex, ``h``-scaled coefficients of a constant ``h*L`` (numpy), by its bytes and ``h``.
-_CONSTANT: RecentlyUsed[tuple[Any, ...], dict[str, np.ndarray]] = RecentlyUsed(16)
+#: What a constant (numpy) ``L`` gives, by its key (its bytes or the caller's ``key``), the
+#: step and ``n_points``: the complex ``h``-scaled coefficients, or ``e^{T L}``.
+_CONSTANT: RecentlyUsed[tuple[Any, ...], Any] = RecentlyUsed(16)
 
 
 def _constant_coefficients(hL: np.ndarray, h: float, n_points: int) -> dict[str, np.ndarray]:
-    """The coefficients of a numpy ``h*L`` in numpy, computed once per ``(h*L, h, n_points)``."""
+    """The coefficients of a numpy ``h*L``: complex, the non-exponential ones times ``h``."""
+    from ..backends import get_ops
 
-    def build() -> dict[str, np.ndarray]:
-        from ..backends import get_ops
-
-        coeffs = etdrk4_coefficients(hL, get_ops("numpy"), n_points)
-        return {
-            k: np.asarray(v if k in ("E", "E2") else v * h, dtype=np.complex128)
-            for k, v in coeffs.items()
-        }
-
-    key = (hL.shape, hL.dtype.str, hL.tobytes(), h, n_points)
-    return _CONSTANT.get(key, build)
+    coeffs = etdrk4_coefficients(hL, get_ops("numpy"), n_points)
+    return {
+        k: np.asarray(v if k in ("E", "E2") else v * h, dtype=np.complex128)
+        for k, v in coeffs.items()
+    }
 
 
 def etdrk4_step(v: Any, nonlinear: Callable[[Any], Any], c: dict[str, Any]) -> Any:
@@ -146,6 +142,29 @@ def etdrk4_step(v: Any, nonlinear: Callable[[Any], Any], c: dict[str, Any]) -> A
     return c["E"] * v + c["f1"] * nv + c["f2"] * (2.0 * (na + nb)) + c["f3"] * nc
 
 
+def constant_operands(
+    L: np.ndarray,
+    t_final: float,
+    n_steps: int,
+    linear: bool,
+    n_points: int = 64,
+    key: Hashable | None = None,
+) -> Any:
+    """What :func:`etdrk4_integrate` multiplies by for a constant (numpy) ``L``, kept.
+
+    ``linear``: ``e^{t_final L}`` (complex numpy); else the dict of complex
+    coefficients (``E, E2``, ``h*Q, h*f1, h*f2, h*f3``).  Computed once per
+    ``(key or L's bytes, t_final, n_steps, n_points)`` and then only looked up,
+    so a traced solve (Dynamo) runs no numpy arithmetic;
+    :func:`~simdiff.pde.pde_problem` computes them when it builds the problem.
+    """
+    name = ("bytes", L.shape, L.dtype.str, L.tobytes()) if key is None else ("key", key)
+    T, h = float(t_final), float(t_final) / int(n_steps)
+    if linear:
+        return _CONSTANT.get((*name, "exp", T), lambda: np.exp(T * L).astype(np.complex128))
+    return _CONSTANT.get((*name, h, n_points), lambda: _constant_coefficients(h * L, h, n_points))
+
+
 def etdrk4_integrate(
     L: Any,
     nonlinear: Callable[[Any], Any] | None,
@@ -156,6 +175,7 @@ def etdrk4_integrate(
     *,
     checkpoint: bool | int = False,
     n_points: int = 64,
+    key: Hashable | None = None,
 ) -> Any:
     """Integrate ``v' = L v + N(v)`` (diagonal ``L``) from 0 to ``t_final`` in ``n_steps``.
 
@@ -174,6 +194,10 @@ def etdrk4_integrate(
         Initial state (e.g. Fourier coefficients).
     checkpoint : bool or int
         Rematerialisation in reverse mode, see :func:`simdiff.pde.marching.march`.
+    key : hashable, optional
+        A name for a numpy ``L`` under which its coefficients are kept (it must
+        determine ``L``; :func:`~simdiff.pde.solve` passes the grid and the
+        linear terms).  Without it they are kept under ``L``'s bytes.
 
     Returns
     -------
@@ -192,13 +216,13 @@ def etdrk4_integrate(
         raise InputError(f"n_steps must be a positive integer; got {n_steps!r}")
     n_steps = int(n_steps)
     h = float(t_final) / n_steps
-    if nonlinear is None:
-        TL = float(t_final) * L
-        if isinstance(TL, np.ndarray):
-            return ops.asarray(np.exp(TL).astype(np.complex128)) * v0
-        return as_complex(ops.exp(TL), ops) * v0
     if isinstance(L, np.ndarray):
-        c = {k: ops.asarray(v) for k, v in _constant_coefficients(h * L, h, n_points).items()}
+        kept = constant_operands(L, t_final, n_steps, nonlinear is None, n_points, key)
+        if nonlinear is None:
+            return ops.asarray(kept) * v0
+        c = {k: ops.asarray(v) for k, v in kept.items()}
+    elif nonlinear is None:
+        return as_complex(ops.exp(float(t_final) * L), ops) * v0
     else:
         coeffs = etdrk4_coefficients(h * L, ops, n_points)
         c = {k: as_complex(v if k in ("E", "E2") else v * h, ops) for k, v in coeffs.items()}

@@ -11,17 +11,18 @@ functional (scalar) or the final field (vector).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .._cache import RecentlyUsed
 from .._problem import CheckOptions, Problem
-from ..backends import Ops
+from ..backends import Ops, get_ops
 from ..errors import InputError, UnsupportedError
 from ..ode.rk import EULER, HEUN, RK4, ButcherTableau, rk_step
-from .etdrk import etdrk4_integrate
+from .etdrk import constant_operands, etdrk4_integrate
 from .grid import Grid
 from .marching import block_size, march
 from .spectral import (
@@ -223,18 +224,37 @@ def _linear_rhs(equation: Equation, D: Discretization, u: Any, p: Mapping, ops: 
     )
 
 
-def _fourier_linear(equation: Equation, D: Discretization, p: Mapping, ops: Ops) -> Any:
+#: Constant Fourier diagonals of ``L`` (numpy), by the grid and the linear terms' numbers.
+_LINEAR: RecentlyUsed[Hashable, Any] = RecentlyUsed(16)
+
+
+def _fourier_linear(
+    equation: Equation, D: Discretization, p: Mapping, ops: Ops
+) -> tuple[Any, Hashable | None]:
+    """The diagonal of ``L`` in Fourier space and, when it is constant (numpy), its key.
+
+    A constant ``L`` is built once per key and then only looked up, so that a
+    traced solve (Dynamo) runs no numpy arithmetic on it.
+    """
     terms = equation.linear(p)
     traced = any(not isinstance(ci, (int, float)) for _, c in terms for ci in c)
-    rows = []
-    for i in range(equation.n_fields):
-        if traced:
-            rows.append(sum(c[i] * ops.asarray(D.symbol(t)) for t, c in terms))
-        else:
-            rows.append(sum(float(c[i]) * D.symbol(t) for t, c in terms))
-    if equation.n_fields == 1:
-        return rows[0]
-    return ops.stack(rows) if traced else np.stack(rows)
+    n = equation.n_fields
+    if traced:
+        rows = [sum(c[i] * ops.asarray(D.symbol(t)) for t, c in terms) for i in range(n)]
+        return (rows[0] if n == 1 else ops.stack(rows)), None
+
+    def build() -> np.ndarray:
+        rows = [sum(float(c[i]) * D.symbol(t) for t, c in terms) for i in range(n)]
+        return np.asarray(rows[0] if n == 1 else np.stack(rows))
+
+    g = D.grid
+    key = (g.shape, g.lengths, g.boundary, g.origin, n,
+           tuple((t, tuple(float(ci) for ci in c)) for t, c in terms))  # fmt: skip
+    return _LINEAR.get(key, build), key
+
+
+def _linear_only(equation: Equation) -> bool:
+    return equation.nonlinear is None and equation.fourier_nonlinear is None
 
 
 def solve(
@@ -277,7 +297,7 @@ def solve(
     if kind == "etdrk4":
         if method != "spectral":
             raise UnsupportedError("stepper='etdrk4' needs method='spectral' (a diagonal L)")
-        L = _fourier_linear(equation, D, p, ops)
+        L, key = _fourier_linear(equation, D, p, ops)
         nl, fnl = equation.nonlinear, equation.fourier_nonlinear
 
         def nonlinear(v: Any) -> Any:
@@ -287,8 +307,9 @@ def solve(
             return to_fourier(nl(from_fourier(v, ops, grid), p, D, ops), ops, grid)
 
         v = etdrk4_integrate(
-            L, None if nl is None else nonlinear, to_fourier(u, ops, grid), t_final, n_steps,
-            ops, checkpoint=checkpoint,
+            L, None if _linear_only(equation) else nonlinear, to_fourier(u, ops, grid), t_final,
+            n_steps,
+            ops, checkpoint=checkpoint, key=key,
         )  # fmt: skip
         return from_fourier(v, ops, grid)
 
@@ -427,6 +448,10 @@ def pde_problem(
                 f"got {wrt!r}"
             )
         x0 = np.array([values[n] for n in names])
+    if kind == "etdrk4" and method == "spectral" and grid.periodic:
+        L, key = _fourier_linear(equation, D, values, get_ops("numpy"))
+        if key is not None:  # compute the constant coefficients now, outside any trace
+            constant_operands(L, t_final, int(n_steps), _linear_only(equation), key=key)
     functional = observable or _mean_square
     opts: dict[str, Any] = {"t_final": float(t_final), "n_steps": int(n_steps), "method": method,
             "order": order, "stepper": stepper, "checkpoint": checkpoint}  # fmt: skip
