@@ -137,9 +137,12 @@ def compare(
     memory reused from the allocator's cache (so it is a lower bound; a
     configuration measured later may look cheaper).  Accuracy is against
     ``problem.exact`` when it covers the derivative, else against the
-    ``scipy-fd`` configuration's value when that ran.  A configuration that
-    raises is reported with its error message (``status="error"``, or
-    ``"unsupported"`` for ``UnsupportedError`` from the builder), never dropped.
+    ``scipy-fd`` configuration's value when that ran; ``max_rel_err`` is the
+    largest absolute difference over the largest reference entry.  A
+    configuration that raises is reported with its error message
+    (``status="error"``, or ``"unsupported"`` for ``UnsupportedError`` from
+    the builder), never dropped; so is one whose answer has the wrong shape or
+    non-finite entries where the reference is finite.
 
     Examples
     --------
@@ -272,10 +275,21 @@ def _accuracy(problem: Problem, tasks: list[Task], result: CompareResult) -> Non
         for e in result.entries:
             if e.derivative != task.label or e.status != "ok" or ref is None:
                 continue
-            if e.value.shape != ref.shape:
-                e.reference, e.max_abs_err = name, math.inf
+            if e.value.shape != ref.shape:  # an answer of the wrong shape is an error, not a number
+                e.reference, e.max_abs_err, e.max_rel_err = name, math.inf, math.inf
+                e.status = "error"
+                e.error = f"returned shape {e.value.shape}; the {name} reference has {ref.shape}"
                 continue
-            scale = max(1.0, float(np.max(np.abs(ref), initial=0.0)))
             e.reference = name
+            if not np.all(np.isfinite(ref)):  # nothing to measure against: say so, keep NaN
+                e.reference = f"{name} (non-finite)"
+                continue
+            if not np.all(np.isfinite(e.value)):
+                e.max_abs_err = e.max_rel_err = math.inf
+                e.status, e.error = "error", "non-finite values where the reference is finite"
+                continue
+            # Relative to the largest reference entry (not to max(1, ...)): a derivative
+            # whose entries are all 1e-8 and wrong by 100% shows 1, not 1e-8.
+            scale = float(np.max(np.abs(ref), initial=0.0)) or 1.0
             e.max_abs_err = float(np.max(np.abs(e.value - ref), initial=0.0))
             e.max_rel_err = e.max_abs_err / scale

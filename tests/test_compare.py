@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -120,6 +121,55 @@ def test_numdifftools_peer() -> None:
     assert r.get("hessian", "numdifftools").max_rel_err < 1e-8
     assert r.get("hvp", "numdifftools").status == "unsupported"
     assert math.isnan(r.get("hvp", "numdifftools").steady_s)
+
+
+def _flattened(problem, task):
+    # Right numbers in the wrong shape: must not pass as a configuration without an error.
+    return lambda: problem.exact["hessian"](task.x).ravel()
+
+
+def test_wrong_shape_is_an_error_not_a_blank() -> None:
+    p = problems.get("rosenbrock4")
+    r = compare(p, ["hessian"], ["jax-jit", "flat"], repeats=1, builders={"flat": _flattened})
+    flat = r.get("hessian", "flat")
+    assert flat.status == "error" and "returned shape (16,)" in flat.error
+    assert flat.max_rel_err == math.inf
+    assert r.get("hessian", "jax-jit").status == "ok"
+
+
+def _nan(problem, task):
+    return lambda: np.full(problem.n, np.nan)
+
+
+def _tiny_wrong(problem, task):
+    return lambda: 2.0 * problem.exact["grad"](task.x)
+
+
+def test_non_finite_answer_is_an_error_and_small_entries_are_not_floored() -> None:
+    base = problems.get("rosenbrock4")
+    # the same function scaled by 1e-9: every gradient entry is below 1e-5
+    p = simdiff.Problem(
+        lambda x, ops: 1e-9 * base.fn(x, ops), x0=base.x0,
+        exact={"grad": lambda x: 1e-9 * base.exact["grad"](x)}, name="tiny",
+    )  # fmt: skip
+    builders = {"nan": _nan, "tiny-wrong": _tiny_wrong}
+    r = compare(p, ["grad"], ["jax-jit", "nan", "tiny-wrong"], repeats=1, builders=builders)
+    assert r.get("grad", "nan").status == "error" and "non-finite" in r.get("grad", "nan").error
+    assert r.get("grad", "tiny-wrong").max_rel_err == pytest.approx(1.0)
+    assert r.get("grad", "jax-jit").max_rel_err < 1e-14
+
+
+def test_numdifftools_one_parameter_gradient_has_the_gradient_shape() -> None:
+    # numdifftools squeezes a one-parameter gradient to a scalar; the comparison must still
+    # measure its accuracy (it used to be a blank), and its large trial steps on an
+    # unstable simulator (Burgers' equation) must not leak overflow warnings.
+    p = problems.get("heat_diffusivity")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        r = compare(p, ["grad"], ["numdifftools"], repeats=1)
+    e = r.get("grad", "numdifftools")
+    assert e.status == "ok", e.error
+    assert e.value.shape == (1,) and e.reference == "exact" and e.max_rel_err < 1e-6
 
 
 def test_simdiff_compare_is_the_function() -> None:
