@@ -116,10 +116,11 @@ def _constant_coefficients(hL: np.ndarray, h: float, n_points: int) -> dict[str,
     from ..backends import get_ops
 
     coeffs = etdrk4_coefficients(hL, get_ops("numpy"), n_points)
-    return {
+    c = {
         k: np.asarray(v if k in ("E", "E2") else v * h, dtype=np.complex128)
         for k, v in coeffs.items()
     }
+    return {**c, "2Q": 2.0 * c["Q"], "2f2": 2.0 * c["f2"]}
 
 
 def etdrk4_step(v: Any, nonlinear: Callable[[Any], Any], c: dict[str, Any]) -> Any:
@@ -129,17 +130,21 @@ def etdrk4_step(v: Any, nonlinear: Callable[[Any], Any], c: dict[str, Any]) -> A
     Cox & Matthews' stages ``a = E2 v + Q N(v)``, ``b = E2 v + Q N(a)``,
     ``c = E2 a + Q (2 N(b) - N(v))`` and ``E v + f1 N(v) + 2 f2 (N(a) + N(b)) + f3 N(c)``,
     with ``E2 v`` and ``Q N(v)`` formed once (fewer operations per step on an
-    eager backend).
+    eager backend).  ``c`` may also hold ``"2Q"`` and ``"2f2"`` (``2 Q``, ``2 f2``:
+    :func:`etdrk4_integrate` adds them; a factor 2 is exact, so the values are the same).
     """
+    q2, f22 = c.get("2Q"), c.get("2f2")
     nv = nonlinear(v)
     e2v, qnv = c["E2"] * v, c["Q"] * nv
     a = e2v + qnv
     na = nonlinear(a)
     b = e2v + c["Q"] * na
     nb = nonlinear(b)
-    cc = c["E2"] * a + (c["Q"] * (2.0 * nb) - qnv)
+    cc = c["E2"] * a + ((c["Q"] * (2.0 * nb) if q2 is None else q2 * nb) - qnv)
     nc = nonlinear(cc)
-    return c["E"] * v + c["f1"] * nv + c["f2"] * (2.0 * (na + nb)) + c["f3"] * nc
+    nab = na + nb
+    last = c["f2"] * (2.0 * nab) if f22 is None else f22 * nab
+    return c["E"] * v + c["f1"] * nv + last + c["f3"] * nc
 
 
 def constant_operands(
@@ -226,4 +231,5 @@ def etdrk4_integrate(
     else:
         coeffs = etdrk4_coefficients(h * L, ops, n_points)
         c = {k: as_complex(v if k in ("E", "E2") else v * h, ops) for k, v in coeffs.items()}
+        c["2Q"], c["2f2"] = 2.0 * c["Q"], 2.0 * c["f2"]
     return march(lambda v: etdrk4_step(v, nonlinear, c), v0, n_steps, ops, checkpoint)
