@@ -57,8 +57,17 @@ def as_complex(a: Any, ops: Ops) -> Any:
 
     A cast by ``ops.asarray(a, dtype=...)`` to the context's complex dtype
     (the ops namespace has no ``astype``, and JAX's strict promotion rejects
-    ``a + 0j``).  It replaced a length-1 ``ops.fft.fft``, the identity map
-    into the complex dtype, which cost a transform per element on torch.
+    ``a + 0j``), times a complex one made with the builtin ``complex``, which
+    Dynamo (torch 2.13) cannot trace: **a deliberate graph break**.  Inductor
+    differentiates a real-to-complex cast wrongly at second order when the
+    result multiplies an ``rfft`` (compiled Hessian of ``heat_diffusivity``
+    0.75 of the exact one; ``python -m validation.probe_inductor_complex_cast``),
+    so a compiled derivative must not contain it: ``compile=True`` compiles
+    around it (right values, tests/test_pde_compile.py), ``compile="auto"``
+    (fullgraph) runs eager and says why.  Only a solve whose linear operator
+    depends on a differentiated parameter reaches it (ETDRK4 coefficients or
+    ``e^{TL}`` of a traced ``L``).  It replaced a length-1 ``ops.fft.fft``
+    (the same Inductor error when traced), which cost a transform per element.
 
     Examples
     --------
@@ -67,7 +76,8 @@ def as_complex(a: Any, ops: Ops) -> Any:
     >>> as_complex(np.array([1.0, 2.0]), simdiff.get_ops("numpy"))
     array([1.+0.j, 2.+0.j])
     """
-    return ops.asarray(a, dtype=ops.asarray(_ZERO_J).dtype)
+    one = ops.asarray(np.ones((), complex))  # builtin complex: the graph break, see above
+    return ops.asarray(a, dtype=ops.asarray(_ZERO_J).dtype) * one
 
 
 def check_periodic_field(grid: Grid, u: Any) -> int:
