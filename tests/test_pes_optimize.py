@@ -95,6 +95,28 @@ def test_lj7_saddle_from_minimum_has_index_one(backend):
     assert idx == 1 and lam[0] < 0
 
 
+def test_prfo_step_along_a_stiff_mode_with_a_tiny_force_is_finite():
+    """b - lam_p cancelled to 0.0 for b > 0 and F << b (an infinite step, then NaN)."""
+    from simdiff.pes.optimize import _prfo_step
+
+    step = _prfo_step(np.array([3.0, 2.0]), np.array([1e-9, 0.5]), 0)
+    assert np.all(np.isfinite(step)) and step[0] > 1e8  # uphill along the followed mode
+
+
+def test_lj7_saddle_from_a_nondegenerate_start_does_not_move_with_rounding(backend):
+    """docs/pes.md section 5: off the minimum the softest mode is not degenerate, so starts
+    1e-9 apart (and both backends) reach the same saddle in the same steps."""
+    p = _shared("lj7")
+    m = find_minimum(p)
+    d = np.random.default_rng(2).standard_normal(p.n)
+    start = m.x + 0.05 * d / np.linalg.norm(d)
+    nudge = 1e-9 * np.random.default_rng(99).standard_normal(p.n)
+    a, b = (find_saddle(p, x, mode=0, backend=backend) for x in (start, start + nudge))
+    assert a.converged and b.converged and a.index == b.index == 1
+    assert a.energy == pytest.approx(-15.444734, abs=1e-6)
+    assert b.energy == pytest.approx(a.energy, abs=1e-9) and a.nit == b.nit
+
+
 def test_stationary_index_counts_without_rigid_modes(mb):
     p = _shared("lj13")
     m = find_minimum(p)
@@ -110,6 +132,17 @@ def test_saddle_search_reports_runaway(mb):
     x, y, _ = mb.meta["minima"][0]
     res = find_saddle(mb, np.array([x, y]), mode=0, max_steps=300)
     assert not res.converged and "diverged" in res.message
+
+
+def test_saddle_search_at_a_point_of_index_zero_is_not_converged():
+    """LJ7 climbed along its third mode reaches a flat stationary point (a fragment) with a
+    gradient below gtol and no negative curvature: it used to come back converged=True,
+    index 0.  Only a point of index 1 is a converged saddle search."""
+    p = _shared("lj7")
+    m = find_minimum(p)
+    s = find_saddle(p, m.x, mode=2, max_steps=200)
+    assert s.grad_norm < 1e-8 and s.index != 1
+    assert not s.converged and "not a first-order saddle" in s.message
 
 
 def test_saddle_search_reports_step_budget(mb):

@@ -239,11 +239,19 @@ def test_public_sparse_equals_dense_and_dense_ad(backend, rng, cut):
     np.testing.assert_array_equal(d.hessian(sparse=True).toarray(), hs.toarray())
     if cut:  # only blocks of interacting pairs are stored
         assert hs.nnz == 9 * (40 + 2 * p.fn.n_terms)
+    assert hs.has_canonical_format  # rows in order, sorted columns, no duplicates
+    hs.check_format(full_check=True)
+    hs.data[:] = 0.0  # the result is the caller's: changing it leaves the cached structure
+    hs.indices[:] = 0
+    hs.indptr[1:] = 0
+    again = simdiff.hessian(p, backend=backend, sparse=True)
+    np.testing.assert_allclose(again.toarray(), hd, rtol=0, atol=1e-12 * scale)
 
 
 def test_pair_runs_split_across_batches(monkeypatch, rng):
     """Runs of pairs cut by batch boundaries, pairs shuffled and reversed: same Hessian."""
     monkeypatch.setattr(terms_module, "PAIR_CHUNK", 16)
+    monkeypatch.setattr(terms_module, "TERM_CHUNK", 32)  # the sparse path's batches
     pos = fcc_cluster(30) + 0.02 * rng.standard_normal((30, 3))
     p = cluster_problem(lennard_jones, pos)
     ad = simdiff.hessian(p, method="fwd-rev")
@@ -331,3 +339,21 @@ def test_cutoff_beyond_half_box():
     pair = smooth_cutoff(lennard_jones, r_on=2.0, r_cut=2.5)
     with pytest.raises(simdiff.errors.InputError, match=r"r_cut <= min\(box\) / 2"):
         cluster_problem(pair, fcc_cluster(4), box=4.0)
+
+
+@pytest.mark.parametrize("tile", [9, 48, 384])
+def test_dense_lower_triangle_mirrored_or_written_block_by_block(monkeypatch, rng, tile):
+    """Many pairs: the lower triangle copied from the upper one in tiles; few pairs: -B^T
+    written per pair; both give the same matrix, bit for bit, equal to the dense AD Hessian."""
+    monkeypatch.setattr(terms_module, "MIRROR_TILE", tile)
+    pos = fcc_cluster(100) + 0.02 * rng.standard_normal((100, 3))
+    for pair in (lennard_jones, smooth_cutoff(lennard_jones, r_on=1.2, r_cut=1.5)):
+        p = cluster_problem(pair, pos)
+        layout = p.fn.pair_layout()
+        assert layout.mirror == (pair is lennard_jones)  # all pairs / nearest neighbours
+        want = simdiff.hessian(p)
+        ad = simdiff.hessian(p, method="fwd-rev")
+        np.testing.assert_allclose(want, ad, rtol=0, atol=1e-12 * np.abs(ad).max())
+        np.testing.assert_array_equal(want, want.T)
+        layout.mirror = not layout.mirror
+        np.testing.assert_array_equal(simdiff.hessian(p), want)

@@ -68,7 +68,7 @@ def _builders(n_atoms: int, args: argparse.Namespace) -> dict[str, Callable[[], 
     import simdiff
     from problems.pes import fcc_cluster
     from simdiff.pes import cluster_problem, lennard_jones, smooth_cutoff
-    from simdiff.pes.terms import PAIR_CHUNK
+    from simdiff.pes.terms import PAIR_CHUNK, _Displacements
 
     pos = fcc_cluster(n_atoms)
     full = cluster_problem(lennard_jones, pos, name=f"lj{n_atoms}")
@@ -83,9 +83,13 @@ def _builders(n_atoms: int, args: argparse.Namespace) -> dict[str, Callable[[], 
     def blocks(p: simdiff.Problem) -> Callable[[], object]:
         fn = p.fn  # the pair blocks alone, batch by batch, as the assembly computes them
         pos_ = p.x0.reshape(-1, 3)
-        disp = pos_[fn.index[:, 1]] - pos_[fn.index[:, 0]]
-        return lambda: [b for _, b in fn._hessian_batches("difference", disp, "jax", None,
-                                                          PAIR_CHUNK)]  # fmt: skip
+        disp = _Displacements(pos_, fn._first, fn._second)  # per batch, as the assembly
+
+        def run() -> None:  # each batch dropped after use, as the dense assembly does
+            for _ in fn._hessian_batches("difference", disp, "jax", None, PAIR_CHUNK):
+                pass
+
+        return run
 
     n = 3 * n_atoms
 

@@ -72,10 +72,12 @@ def main() -> None:
     print(f"cubic constants: shape {phi.shape}, max |phi| = {np.abs(phi).max():.3f}, "
           f"jax vs torch {np.abs(phi - phi_t).max():.1e}")  # fmt: skip
 
-    # 5. saddles: LJ7 from its minimum, Müller–Brown near the literature saddles
+    # 5. saddles: LJ7 from 0.05 off its minimum (the minimum's softest mode is degenerate),
+    # Müller–Brown near the literature saddles
     lj7 = problems.get("lj7")
     m7 = find_minimum(lj7)
-    s7 = find_saddle(lj7, m7.x, mode=0)
+    d = np.random.default_rng(2).standard_normal(lj7.n)
+    s7 = find_saddle(lj7, m7.x + 0.05 * d / np.linalg.norm(d), mode=0)
     print(f"LJ7 minimum {m7.energy:.6f}; saddle {s7.energy:.6f} index {s7.index} "
           f"after {s7.nit} P-RFO steps, barrier {s7.energy - m7.energy:.6f}")  # fmt: skip
     mb = problems.get("muller-brown")

@@ -602,6 +602,11 @@ class Backend:
     #: How ``Derivatives.hvp`` differentiates: "fwd-rev" (jvp of the gradient) or
     #: "rev-rev" (gradient of <grad f, v>); measured per backend (docs/performance.md).
     hvp_method: str = "fwd-rev"
+    #: How many small Hessians of one function (the term Hessians of a sum of terms,
+    #: :class:`simdiff.pes.TermEnergy`) are computed fastest: "hvp-sum" (``w`` HVPs of the
+    #: sum of the functions over a batch, whose Hessian is block-diagonal) or "batched"
+    #: (``Derivatives.hessian`` of one function at a batch of points); measured per backend.
+    term_hessians: str = "hvp-sum"
 
     def is_native(self, x: Any) -> bool:
         raise NotImplementedError

@@ -199,9 +199,12 @@ def _search_basis(problem: Problem, x: np.ndarray) -> np.ndarray:
 def _prfo_step(b: np.ndarray, F: np.ndarray, k: int) -> np.ndarray:
     """P-RFO step in the Hessian eigenbasis: maximise along mode ``k``, minimise along the rest."""
     step = np.zeros_like(F)
-    lam_p = 0.5 * b[k] + 0.5 * math.sqrt(b[k] ** 2 + 4.0 * F[k] ** 2)
-    if abs(F[k]) > 0.0:
-        step[k] = -F[k] / (b[k] - lam_p)
+    root = math.sqrt(b[k] ** 2 + 4.0 * F[k] ** 2)
+    # b - lam_p with lam_p = (b + root) / 2; for b > 0 without cancellation (a small F
+    # along a stiff mode made it 0.0: an infinite step)
+    gap = 0.5 * (b[k] - root) if b[k] <= 0.0 else -2.0 * F[k] ** 2 / (b[k] + root)
+    if abs(F[k]) > 0.0 and gap != 0.0:
+        step[k] = -F[k] / gap
     rest = np.delete(np.arange(b.size), k)
     if rest.size:
         br, Fr = b[rest], F[rest]
@@ -258,8 +261,10 @@ def find_saddle(
     Returns
     -------
     StationaryPoint
-        ``converged`` says whether ``gtol`` was met in ``max_steps``; ``index``
-        is checked at the point reached (1 for a first-order saddle).
+        ``converged`` says whether ``gtol`` was met in ``max_steps`` at a point
+        of index 1; ``index`` is checked at the point reached.  A point with a
+        vanishing gradient and another index (a flat direction, a dissociated
+        fragment) comes back with ``converged=False`` and a message saying so.
 
     References
     ----------
@@ -298,8 +303,11 @@ def find_saddle(
         followed = q @ V[:, k]
         F = V.T @ gq
         if np.linalg.norm(g) < gtol:
-            if b[k] < 0 and np.all(np.delete(b, k) > 0):
-                return _result(problem, x, backend, True, "gradient below gtol", step_no, "P-RFO")
+            # the tolerance of stationary_index: a curvature within rounding of zero (a
+            # flat or dissociated direction) is not the negative one of a saddle
+            tol = math.sqrt(np.finfo(np.float64).eps) * float(np.max(np.abs(b), initial=0.0))
+            if b[k] < -tol and np.all(np.delete(b, k) > tol):
+                return _saddle(problem, x, backend, step_no)
             s = np.zeros_like(F)  # stationary but not a saddle along mode k: step out along it
             s[k] = trust
         else:
@@ -326,6 +334,21 @@ def find_saddle(
         elif ratio < 0.25 or ratio > 3.0:
             trust = max(0.5 * trust, 1e-6)
         x, e, g = x_new, float(e_new), np.asarray(g_new)
-    converged = bool(np.linalg.norm(g) < gtol)
-    msg = "gradient below gtol" if converged else f"gtol not met in max_steps={max_steps}"
-    return _result(problem, x, backend, converged, msg, max_steps, "P-RFO")
+    if np.linalg.norm(g) < gtol:
+        return _saddle(problem, x, backend, max_steps)
+    return _result(
+        problem, x, backend, False, f"gtol not met in max_steps={max_steps}", max_steps, "P-RFO"
+    )
+
+
+def _saddle(problem: Problem, x: np.ndarray, backend: str, nit: int) -> StationaryPoint:
+    """The P-RFO result at a point whose gradient is below ``gtol``: converged only at index 1."""
+    point = _result(problem, x, backend, True, "gradient below gtol", nit, "P-RFO")
+    if point.index != 1:
+        point.converged = False
+        point.message = (
+            f"gradient below gtol at a stationary point of index {point.index}, not a "
+            "first-order saddle (a flat direction or a dissociated fragment?): try another "
+            "mode or start"
+        )
+    return point
