@@ -9,20 +9,24 @@ import simdiff
 from problems.pde import BURGERS_T, cole_hopf
 from simdiff.ode import EULER, HEUN, RK4
 from simdiff.pde import (
+    Discretization,
     Grid,
     as_complex,
     burgers_equation,
     central_stencil,
     diffusion_equation,
     etdrk4_coefficients,
+    etdrk4_integrate,
     fd_derivative,
     fd_laplacian,
     fd_weights,
+    kuramoto_sivashinsky_equation,
     real_stability_interval,
     solve,
     spectral_derivative,
     spectral_laplacian,
     stencil_spectral_radius,
+    to_fourier,
 )
 
 NP = simdiff.get_ops("numpy")
@@ -209,6 +213,47 @@ def test_etdrk4_coefficients_match_closed_forms_and_limits():
         [c[k][4] for k in ("Q", "f1", "f2", "f3")], [0.5] + [1 / 6] * 3, rtol=1e-13
     )
     np.testing.assert_allclose(c["f1"][3], 1 / 6 - 1e-6 / 6, rtol=1e-10)  # 1/6 + z/6 + O(z^2)
+
+
+@pytest.mark.parametrize("n_points", [64, 31])
+def test_etdrk4_half_contour_equals_the_full_circle_mean(n_points):
+    """The coefficients average over the upper half-circle (conjugate pairs; odd M keeps -1):
+    the same as Kassam & Trefethen's full-circle mean, to rounding."""
+    z = np.array([-80.0, -3.0, -0.5, 0.0, 0.7])
+    c = etdrk4_coefficients(z, NP, n_points)
+    w = z[:, None] + np.exp(2j * np.pi * (np.arange(1, n_points + 1) - 0.5) / n_points)
+    ew = np.exp(w)
+    full = {
+        "Q": (np.exp(w / 2) - 1) / w,
+        "f1": (-4 - w + ew * (4 - 3 * w + w * w)) / w**3,
+        "f2": (2 + w + ew * (w - 2)) / w**3,
+        "f3": (-4 - 3 * w - w * w + ew * (4 - w)) / w**3,
+    }
+    for k, v in full.items():
+        np.testing.assert_allclose(c[k], v.mean(-1).real, rtol=1e-13, atol=1e-16, err_msg=k)
+
+
+def test_etdrk4_without_nonlinear_part_is_one_exponential_product():
+    """nonlinear=None: n ETDRK4 steps of v' = L v are v0 e^{T L}, as the steps with N = 0 give."""
+    rng = np.random.default_rng(1)
+    L = -np.abs(rng.standard_normal(9)) * 20
+    v0 = rng.standard_normal(9) + 1j * rng.standard_normal(9)
+    fast = etdrk4_integrate(L, None, v0, 0.7, 12, NP)
+    steps = etdrk4_integrate(L, lambda v: 0.0 * v, v0, 0.7, 12, NP)
+    np.testing.assert_allclose(fast, steps, rtol=1e-13)
+    np.testing.assert_allclose(fast, v0 * np.exp(0.7 * L), rtol=1e-15)
+
+
+@pytest.mark.parametrize("equation", [burgers_equation, kuramoto_sivashinsky_equation])
+def test_fourier_nonlinear_is_the_nonlinear_term_in_fourier_space(equation):
+    """ETDRK4 uses Equation.fourier_nonlinear: it must be to_fourier(N(from_fourier(v)))."""
+    eq = equation()
+    g = Grid((32,), (2 * np.pi,))
+    D = Discretization(g)
+    u = np.random.default_rng(2).standard_normal(32)
+    v = to_fourier(u, NP, g)
+    direct = to_fourier(eq.nonlinear(u, eq.params, D, NP), NP, g)
+    np.testing.assert_allclose(eq.fourier_nonlinear(v, eq.params, D, NP), direct, atol=1e-12)
 
 
 def test_stability_intervals():

@@ -19,6 +19,7 @@ from ..backends import Ops
 from ..errors import ShapeError
 from .grid import Grid
 from .problem import Discretization, Equation, pde_problem
+from .spectral import from_fourier, to_fourier
 
 __all__ = [
     "burgers",
@@ -102,6 +103,12 @@ def _advect(u: Any, p: Mapping[str, Any], D: Discretization, ops: Ops) -> Any:
     return -0.5 * D.dx(u * u, ops)  # -u u_x in conservative form (conserves mass)
 
 
+def _advect_fourier(v: Any, p: Mapping[str, Any], D: Discretization, ops: Ops) -> Any:
+    """:func:`_advect` on Fourier coefficients: ``-(i k / 2) F[(F^-1 v)^2]``."""
+    u = from_fourier(v, ops, D.grid)
+    return D.fourier_symbol((1,), ops, -0.5) * to_fourier(u * u, ops, D.grid)
+
+
 def burgers_equation() -> Equation:
     """``u_t + u u_x = nu u_xx``; parameter ``viscosity`` (nu >= 0)."""
     return Equation(
@@ -110,6 +117,7 @@ def burgers_equation() -> Equation:
         lambda p: [("laplacian", (p["viscosity"],))],
         _advect,
         nonnegative=("viscosity",),
+        fourier_nonlinear=_advect_fourier,
     )
 
 
@@ -245,6 +253,7 @@ def kuramoto_sivashinsky_equation() -> Equation:
         lambda p: [("laplacian", (-1.0,)), ("biharmonic", (-p["hyperdiffusivity"],))],
         _advect,
         nonnegative=("hyperdiffusivity",),
+        fourier_nonlinear=_advect_fourier,
     )
 
 

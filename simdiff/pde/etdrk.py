@@ -11,11 +11,12 @@ plane around each ``z = h L``, which is what :func:`etdrk4_coefficients` does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
 
+from .._cache import RecentlyUsed
 from ..backends import Ops
 from ..errors import InputError
 from .marching import march
@@ -24,6 +25,23 @@ from .spectral import as_complex
 __all__ = ["etdrk4_coefficients", "etdrk4_integrate", "etdrk4_step"]
 
 _COEFFS = ("E", "E2", "Q", "f1", "f2", "f3")
+
+
+def _contour(n_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """The upper half of the circle's points and their weights (summing to 1).
+
+    The points ``exp(2 pi i (j - 1/2)/M)`` come in conjugate pairs (``j`` and
+    ``M + 1 - j``; for odd ``M`` the point ``-1`` pairs with itself), and
+    ``f(conj w) = conj f(w)`` for the real-analytic ``f`` averaged here, so the
+    mean over the circle is ``Re sum_j w_j f(z + r_j)`` over the upper half,
+    ``w_j = 2/M`` (``1/M`` for ``-1``): half the complex arithmetic.
+    """
+    half = (n_points + 1) // 2
+    r = np.exp(2j * np.pi * (np.arange(1, half + 1) - 0.5) / n_points)
+    w = np.full(half, 2.0 / n_points)
+    if n_points % 2:
+        r[-1], w[-1] = -1.0, 1.0 / n_points
+    return r, w
 
 
 def etdrk4_coefficients(hL: Any, ops: Ops, n_points: int = 64) -> dict[str, Any]:
@@ -38,8 +56,9 @@ def etdrk4_coefficients(hL: Any, ops: Ops, n_points: int = 64) -> dict[str, Any]
         diffusivity one differentiates with respect to).
     ops : the ops namespace the arithmetic runs in.
     n_points : int
-        Points on the unit circle around each ``z`` (the full circle, so the
-        mean of a real-analytic function is real up to rounding).
+        Points on the unit circle around each ``z`` (the full circle; by
+        conjugate symmetry only its upper half is evaluated, and the mean is
+        real).
 
     Returns
     -------
@@ -67,13 +86,15 @@ def etdrk4_coefficients(hL: Any, ops: Ops, n_points: int = 64) -> dict[str, Any]
     >>> bool(np.allclose(c["f1"], 1 / 6) and np.allclose(c["Q"], 0.5))
     True
     """
-    r = np.exp(2j * np.pi * (np.arange(1, n_points + 1) - 0.5) / n_points)
-    z = as_complex(hL[..., None], ops) + ops.asarray(r)
+    points, weights = _contour(n_points)
+    r = ops.asarray(points)
+    z = as_complex(hL[..., None], ops) + r
     ez, ez2 = ops.exp(z), ops.exp(z / 2)
     z3 = z * z * z
+    w = ops.asarray(weights)
 
     def mean(a: Any) -> Any:
-        return ops.mean(a, axis=-1).real
+        return ops.matmul(a.real, w)
 
     return {
         "E": ops.exp(hL),
@@ -85,29 +106,73 @@ def etdrk4_coefficients(hL: Any, ops: Ops, n_points: int = 64) -> dict[str, Any]
     }
 
 
-def _complex_coefficients(coeffs: dict[str, Any], h: float, ops: Ops) -> dict[str, Any]:
-    scaled = {k: (v if k in ("E", "E2") else v * h) for k, v in coeffs.items()}
-    if all(isinstance(v, np.ndarray) for v in scaled.values()):
-        return {k: ops.asarray(np.asarray(v, dtype=np.complex128)) for k, v in scaled.items()}
-    return {k: as_complex(v, ops) for k, v in scaled.items()}
+#: What a constant (numpy) ``L`` gives, by its key (its bytes or the caller's ``key``), the
+#: step and ``n_points``: the complex ``h``-scaled coefficients, or ``e^{T L}``.
+_CONSTANT: RecentlyUsed[tuple[Any, ...], Any] = RecentlyUsed(16)
+
+
+def _constant_coefficients(hL: np.ndarray, h: float, n_points: int) -> dict[str, np.ndarray]:
+    """The coefficients of a numpy ``h*L``: complex, the non-exponential ones times ``h``."""
+    from ..backends import get_ops
+
+    coeffs = etdrk4_coefficients(hL, get_ops("numpy"), n_points)
+    c = {
+        k: np.asarray(v if k in ("E", "E2") else v * h, dtype=np.complex128)
+        for k, v in coeffs.items()
+    }
+    return {**c, "2Q": 2.0 * c["Q"], "2f2": 2.0 * c["f2"]}
 
 
 def etdrk4_step(v: Any, nonlinear: Callable[[Any], Any], c: dict[str, Any]) -> Any:
     """One ETDRK4 step of ``v' = L v + N(v)`` with complex coefficients ``c``
-    (``E, E2`` and ``h*Q, h*f1, h*f2, h*f3``)."""
+    (``E, E2`` and ``h*Q, h*f1, h*f2, h*f3``).
+
+    Cox & Matthews' stages ``a = E2 v + Q N(v)``, ``b = E2 v + Q N(a)``,
+    ``c = E2 a + Q (2 N(b) - N(v))`` and ``E v + f1 N(v) + 2 f2 (N(a) + N(b)) + f3 N(c)``,
+    with ``E2 v`` and ``Q N(v)`` formed once (fewer operations per step on an
+    eager backend).  ``c`` may also hold ``"2Q"`` and ``"2f2"`` (``2 Q``, ``2 f2``:
+    :func:`etdrk4_integrate` adds them; a factor 2 is exact, so the values are the same).
+    """
+    q2, f22 = c.get("2Q"), c.get("2f2")
     nv = nonlinear(v)
-    a = c["E2"] * v + c["Q"] * nv
+    e2v, qnv = c["E2"] * v, c["Q"] * nv
+    a = e2v + qnv
     na = nonlinear(a)
-    b = c["E2"] * v + c["Q"] * na
+    b = e2v + c["Q"] * na
     nb = nonlinear(b)
-    cc = c["E2"] * a + c["Q"] * (2.0 * nb - nv)
+    cc = c["E2"] * a + ((c["Q"] * (2.0 * nb) if q2 is None else q2 * nb) - qnv)
     nc = nonlinear(cc)
-    return c["E"] * v + c["f1"] * nv + c["f2"] * (2.0 * (na + nb)) + c["f3"] * nc
+    nab = na + nb
+    last = c["f2"] * (2.0 * nab) if f22 is None else f22 * nab
+    return c["E"] * v + c["f1"] * nv + last + c["f3"] * nc
+
+
+def constant_operands(
+    L: np.ndarray,
+    t_final: float,
+    n_steps: int,
+    linear: bool,
+    n_points: int = 64,
+    key: Hashable | None = None,
+) -> Any:
+    """What :func:`etdrk4_integrate` multiplies by for a constant (numpy) ``L``, kept.
+
+    ``linear``: ``e^{t_final L}`` (complex numpy); else the dict of complex
+    coefficients (``E, E2``, ``h*Q, h*f1, h*f2, h*f3``).  Computed once per
+    ``(key or L's bytes, t_final, n_steps, n_points)`` and then only looked up,
+    so a traced solve (Dynamo) runs no numpy arithmetic;
+    :func:`~simdiff.pde.pde_problem` computes them when it builds the problem.
+    """
+    name = ("bytes", L.shape, L.dtype.str, L.tobytes()) if key is None else ("key", key)
+    T, h = float(t_final), float(t_final) / int(n_steps)
+    if linear:
+        return _CONSTANT.get((*name, "exp", T), lambda: np.exp(T * L).astype(np.complex128))
+    return _CONSTANT.get((*name, h, n_points), lambda: _constant_coefficients(h * L, h, n_points))
 
 
 def etdrk4_integrate(
     L: Any,
-    nonlinear: Callable[[Any], Any],
+    nonlinear: Callable[[Any], Any] | None,
     v0: Any,
     t_final: float,
     n_steps: int,
@@ -115,6 +180,7 @@ def etdrk4_integrate(
     *,
     checkpoint: bool | int = False,
     n_points: int = 64,
+    key: Hashable | None = None,
 ) -> Any:
     """Integrate ``v' = L v + N(v)`` (diagonal ``L``) from 0 to ``t_final`` in ``n_steps``.
 
@@ -122,14 +188,21 @@ def etdrk4_integrate(
     ----------
     L : array
         Real diagonal of the linear operator, broadcastable against ``v0``; a
-        numpy array is precomputed in numpy, an array of the context is
-        differentiated through.
-    nonlinear : callable
-        ``N(v)``: complex array of ``v``'s shape.
+        numpy array is precomputed in numpy (once per ``h*L``, kept for the
+        next call), an array of the context is differentiated through.
+    nonlinear : callable or None
+        ``N(v)``: complex array of ``v``'s shape.  ``None``: ``N = 0``; then an
+        ETDRK4 step is ``v -> e^{hL} v`` exactly (every other term is a product
+        with ``N = 0``), so the ``n_steps`` steps are one product with
+        ``e^{t_final L}`` and no contour integral is evaluated.
     v0 : complex array
         Initial state (e.g. Fourier coefficients).
     checkpoint : bool or int
         Rematerialisation in reverse mode, see :func:`simdiff.pde.marching.march`.
+    key : hashable, optional
+        A name for a numpy ``L`` under which its coefficients are kept (it must
+        determine ``L``; :func:`~simdiff.pde.solve` passes the grid and the
+        linear terms).  Without it they are kept under ``L``'s bytes.
 
     Returns
     -------
@@ -146,13 +219,17 @@ def etdrk4_integrate(
     """
     if isinstance(n_steps, bool) or int(n_steps) != n_steps or int(n_steps) < 1:
         raise InputError(f"n_steps must be a positive integer; got {n_steps!r}")
-    h = float(t_final) / int(n_steps)
+    n_steps = int(n_steps)
+    h = float(t_final) / n_steps
     if isinstance(L, np.ndarray):
-        from ..backends import get_ops
-
-        coeffs = etdrk4_coefficients(h * L, get_ops("numpy"), n_points)
+        kept = constant_operands(L, t_final, n_steps, nonlinear is None, n_points, key)
+        if nonlinear is None:
+            return ops.asarray(kept) * v0
+        c = {k: ops.asarray(v) for k, v in kept.items()}
+    elif nonlinear is None:
+        return as_complex(ops.exp(float(t_final) * L), ops) * v0
     else:
         coeffs = etdrk4_coefficients(h * L, ops, n_points)
-    c = _complex_coefficients(coeffs, h, ops)
-
-    return march(lambda v: etdrk4_step(v, nonlinear, c), v0, int(n_steps), ops, checkpoint)
+        c = {k: as_complex(v if k in ("E", "E2") else v * h, ops) for k, v in coeffs.items()}
+        c["2Q"], c["2f2"] = 2.0 * c["Q"], 2.0 * c["f2"]
+    return march(lambda v: etdrk4_step(v, nonlinear, c), v0, n_steps, ops, checkpoint)

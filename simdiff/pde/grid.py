@@ -6,6 +6,7 @@ the active ``ops`` context with shape :attr:`Grid.shape`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,14 +73,15 @@ class Grid:
             raise ShapeError(
                 f"Grid lengths must have one entry per axis ({len(shape)}); got {lengths!r}"
             )
-        if not all(np.isfinite(float(L)) and float(L) > 0 for L in lengths):
+        # math, not numpy: Dynamo traces host numpy as tensors and cannot branch on them
+        if not all(math.isfinite(float(L)) and float(L) > 0 for L in lengths):
             raise InputError(f"Grid lengths must be positive and finite; got {lengths!r}")
         if self.boundary not in BOUNDARIES:
             raise UnsupportedError(
                 f"unsupported boundary {self.boundary!r}; expected one of {list(BOUNDARIES)}"
             )
         bv = tuple(float(v) for v in self.boundary_values)
-        if len(bv) != 2 or not all(np.isfinite(bv)):
+        if len(bv) != 2 or not all(math.isfinite(v) for v in bv):
             raise InputError(
                 "boundary_values must be two finite numbers (low, high); "
                 f"got {self.boundary_values!r}"
@@ -140,8 +142,13 @@ class Grid:
             )
         ks = []
         for axis, (n, h) in enumerate(zip(self.shape, self.spacings, strict=True)):
-            freq = np.fft.rfftfreq if axis == self.ndim - 1 else np.fft.fftfreq
-            ks.append(2 * np.pi * freq(n, h))
+            # numpy's rfftfreq/fftfreq written out (the same operations, the same values):
+            # Dynamo's numpy emulation computes np.fft.rfftfreq in float32
+            if axis == self.ndim - 1:
+                index = np.arange(0, n // 2 + 1)
+            else:
+                index = np.concatenate([np.arange(0, (n - 1) // 2 + 1), np.arange(-(n // 2), 0)])
+            ks.append(2 * np.pi * (index * (1.0 / (n * h))))
         return tuple(ks)
 
     # ------------------------------------------------------------------ checks

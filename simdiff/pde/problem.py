@@ -11,24 +11,25 @@ functional (scalar) or the final field (vector).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .._cache import RecentlyUsed
 from .._problem import CheckOptions, Problem
-from ..backends import Ops
+from ..backends import Ops, get_ops
 from ..errors import InputError, UnsupportedError
 from ..ode.rk import EULER, HEUN, RK4, ButcherTableau, rk_step
-from .etdrk import etdrk4_integrate
+from .etdrk import constant_operands, etdrk4_integrate
 from .grid import Grid
 from .marching import block_size, march
 from .spectral import (
+    check_periodic_field,
     from_fourier,
+    kept_symbol,
     laplacian_symbol,
-    spectral_derivative,
-    spectral_laplacian,
     to_fourier,
 )
 from .stability import check_explicit_step
@@ -68,6 +69,14 @@ class Equation:
         when above 1, else ``grid.shape``).
     nonnegative : tuple of str
         Parameters that must be >= 0 (diffusivities, viscosities).
+    fourier_nonlinear : callable or None
+        The same ``N`` on the Fourier coefficients, ``fourier_nonlinear(v, p, D,
+        ops)`` with ``v = to_fourier(u)``, returning ``to_fourier(N(u))``.
+        ETDRK4 steps in Fourier space and uses it when given: a term like
+        ``-(u^2/2)_x`` is then one inverse and one forward transform instead of
+        two of each (``to_fourier(D.dx(w))`` transforms ``w`` back and forth).
+        It must equal ``to_fourier(nonlinear(from_fourier(v)))`` to rounding
+        (tests/test_pde_discretisation.py checks the library's).
     """
 
     name: str
@@ -76,6 +85,7 @@ class Equation:
     nonlinear: Nonlinear | None = None
     n_fields: int = 1
     nonnegative: tuple[str, ...] = field(default_factory=tuple)
+    fourier_nonlinear: Nonlinear | None = None
 
 
 class Discretization:
@@ -102,23 +112,49 @@ class Discretization:
         if method == "fd" and order not in (2, 4, 6):
             raise InputError(f"finite-difference order must be 2, 4 or 6; got {order!r}")
         self.grid, self.method, self.order = grid, method, int(order)
+        self._operands: dict[tuple[Any, ...], tuple[Ops, Any]] = {}
+
+    def fourier_symbol(self, orders: tuple[int, ...] | int, ops: Ops, scale: float = 1.0) -> Any:
+        """``scale`` times a Fourier symbol as an array of ``ops`` (spectral only).
+
+        ``orders``: derivative orders per axis (``(1,)`` is ``d/dx`` in 1-D) or
+        an int power of the Laplacian (see
+        :func:`~simdiff.pde.spectral.kept_symbol`).  Converted once per
+        ``ops`` and kept by this object: a solve builds one Discretization, so
+        its time steps reuse the arrays instead of converting them per step.
+        """
+        key = (orders, float(scale), id(ops))
+        hit = self._operands.get(key)
+        if hit is None or hit[0] is not ops:
+            hit = self._operands[key] = (ops, ops.asarray(kept_symbol(self.grid, orders, scale)))
+        return hit[1]
+
+    def _spectral(self, u: Any, ops: Ops, orders: tuple[int, ...] | int) -> Any:
+        check_periodic_field(self.grid, u)
+        sym = self.fourier_symbol(orders, ops)
+        return from_fourier(to_fourier(u, ops, self.grid) * sym, ops, self.grid)
 
     def dx(self, u: Any, ops: Ops, axis: int = 0) -> Any:
         """First derivative along ``axis``."""
         if self.method == "spectral":
-            return spectral_derivative(u, ops, self.grid, 1, axis)
+            if not 0 <= axis < self.grid.ndim:
+                raise InputError(
+                    f"axis must be in [0, {self.grid.ndim}) for a {self.grid.ndim}-D grid; "
+                    f"got {axis}"
+                )
+            return self._spectral(u, ops, tuple(int(a == axis) for a in range(self.grid.ndim)))
         return fd_derivative(u, ops, self.grid, 1, self.order, axis)
 
     def laplacian(self, u: Any, ops: Ops) -> Any:
         """Sum of second derivatives."""
         if self.method == "spectral":
-            return spectral_laplacian(u, ops, self.grid)
+            return self._spectral(u, ops, 1)
         return fd_laplacian(u, ops, self.grid, self.order)
 
     def biharmonic(self, u: Any, ops: Ops) -> Any:
         """The Laplacian applied twice (periodic grids; 1-D fd uses the 4th-derivative stencil)."""
         if self.method == "spectral":
-            return spectral_laplacian(u, ops, self.grid, power=2)
+            return self._spectral(u, ops, 2)
         if not self.grid.periodic:
             raise UnsupportedError(
                 "the biharmonic operator needs two boundary conditions per side; only "
@@ -188,18 +224,37 @@ def _linear_rhs(equation: Equation, D: Discretization, u: Any, p: Mapping, ops: 
     )
 
 
-def _fourier_linear(equation: Equation, D: Discretization, p: Mapping, ops: Ops) -> Any:
+#: Constant Fourier diagonals of ``L`` (numpy), by the grid and the linear terms' numbers.
+_LINEAR: RecentlyUsed[Hashable, Any] = RecentlyUsed(16)
+
+
+def _fourier_linear(
+    equation: Equation, D: Discretization, p: Mapping, ops: Ops
+) -> tuple[Any, Hashable | None]:
+    """The diagonal of ``L`` in Fourier space and, when it is constant (numpy), its key.
+
+    A constant ``L`` is built once per key and then only looked up, so that a
+    traced solve (Dynamo) runs no numpy arithmetic on it.
+    """
     terms = equation.linear(p)
     traced = any(not isinstance(ci, (int, float)) for _, c in terms for ci in c)
-    rows = []
-    for i in range(equation.n_fields):
-        if traced:
-            rows.append(sum(c[i] * ops.asarray(D.symbol(t)) for t, c in terms))
-        else:
-            rows.append(sum(float(c[i]) * D.symbol(t) for t, c in terms))
-    if equation.n_fields == 1:
-        return rows[0]
-    return ops.stack(rows) if traced else np.stack(rows)
+    n = equation.n_fields
+    if traced:
+        rows = [sum(c[i] * ops.asarray(D.symbol(t)) for t, c in terms) for i in range(n)]
+        return (rows[0] if n == 1 else ops.stack(rows)), None
+
+    def build() -> np.ndarray:
+        rows = [sum(float(c[i]) * D.symbol(t) for t, c in terms) for i in range(n)]
+        return np.asarray(rows[0] if n == 1 else np.stack(rows))
+
+    g = D.grid
+    key = (g.shape, g.lengths, g.boundary, g.origin, n,
+           tuple((t, tuple(float(ci) for ci in c)) for t, c in terms))  # fmt: skip
+    return _LINEAR.get(key, build), key
+
+
+def _linear_only(equation: Equation) -> bool:
+    return equation.nonlinear is None and equation.fourier_nonlinear is None
 
 
 def solve(
@@ -242,17 +297,20 @@ def solve(
     if kind == "etdrk4":
         if method != "spectral":
             raise UnsupportedError("stepper='etdrk4' needs method='spectral' (a diagonal L)")
-        L = _fourier_linear(equation, D, p, ops)
-        nl = equation.nonlinear
+        L, key = _fourier_linear(equation, D, p, ops)
+        nl, fnl = equation.nonlinear, equation.fourier_nonlinear
 
         def nonlinear(v: Any) -> Any:
-            if nl is None:
-                return v * 0.0
+            if fnl is not None:
+                return fnl(v, p, D, ops)
+            assert nl is not None
             return to_fourier(nl(from_fourier(v, ops, grid), p, D, ops), ops, grid)
 
         v = etdrk4_integrate(
-            L, nonlinear, to_fourier(u, ops, grid), t_final, n_steps, ops, checkpoint=checkpoint
-        )
+            L, None if _linear_only(equation) else nonlinear, to_fourier(u, ops, grid), t_final,
+            n_steps,
+            ops, checkpoint=checkpoint, key=key,
+        )  # fmt: skip
         return from_fourier(v, ops, grid)
 
     def rhs(t: Any, y: Any, q: Any, ops: Ops) -> Any:
@@ -390,6 +448,10 @@ def pde_problem(
                 f"got {wrt!r}"
             )
         x0 = np.array([values[n] for n in names])
+    if kind == "etdrk4" and method == "spectral" and grid.periodic:
+        L, key = _fourier_linear(equation, D, values, get_ops("numpy"))
+        if key is not None:  # compute the constant coefficients now, outside any trace
+            constant_operands(L, t_final, int(n_steps), _linear_only(equation), key=key)
     functional = observable or _mean_square
     opts: dict[str, Any] = {"t_final": float(t_final), "n_steps": int(n_steps), "method": method,
             "order": order, "stepper": stepper, "checkpoint": checkpoint}  # fmt: skip

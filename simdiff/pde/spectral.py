@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cache import RecentlyUsed
 from ..backends import Ops
 from ..errors import InputError, ShapeError, UnsupportedError
 from .grid import Grid
@@ -26,13 +27,47 @@ __all__ = [
     "to_fourier",
 ]
 
+_ZERO_J = np.zeros((), dtype=np.complex128)
+
+#: The Fourier symbols of the grids in use (numpy), by (what, grid, orders, scale).
+_SYMBOLS: RecentlyUsed[tuple[Any, ...], np.ndarray] = RecentlyUsed(64)
+
+
+def kept_symbol(grid: Grid, orders: tuple[int, ...] | int, scale: float = 1.0) -> np.ndarray:
+    """``scale`` times the complex Fourier symbol, computed once per ``(grid, orders, scale)``.
+
+    ``orders`` a tuple: :func:`spectral_multiplier` (derivative orders per
+    axis); an int ``power``: ``laplacian_symbol(grid) ** power``.  The array is
+    shared by every later call: do not write to it.
+    """
+
+    def build() -> np.ndarray:
+        if isinstance(orders, tuple):
+            sym = spectral_multiplier(grid, orders)
+        else:
+            sym = laplacian_symbol(grid) ** int(orders) + 0j
+        return np.asarray(scale * sym, dtype=np.complex128)
+
+    key = ("tuple" if isinstance(orders, tuple) else "power", grid, orders, float(scale))
+    return _SYMBOLS.get(key, build)
+
 
 def as_complex(a: Any, ops: Ops) -> Any:
     """``a`` (real) as a complex array of the context, differentiably.
 
-    A length-1 ``ops.fft.fft`` is the identity map into the complex dtype;
-    it is used because the ops namespace has no cast and JAX's strict
-    promotion rejects ``a + 0j``.
+    A cast by ``ops.asarray(a, dtype=...)`` to the context's complex dtype
+    (the ops namespace has no ``astype``, and JAX's strict promotion rejects
+    ``a + 0j``), times a complex one made with the builtin ``complex``, which
+    Dynamo (torch 2.13) cannot trace: **a deliberate graph break**.  Inductor
+    differentiates a real-to-complex cast wrongly at second order when the
+    result multiplies an ``rfft`` (compiled Hessian of ``heat_diffusivity``
+    0.75 of the exact one; ``python -m validation.probe_inductor_complex_cast``),
+    so a compiled derivative must not contain it: ``compile=True`` compiles
+    around it (right values, tests/test_pde_compile.py), ``compile="auto"``
+    (fullgraph) runs eager and says why.  Only a solve whose linear operator
+    depends on a differentiated parameter reaches it (ETDRK4 coefficients or
+    ``e^{TL}`` of a traced ``L``).  It replaced a length-1 ``ops.fft.fft``
+    (the same Inductor error when traced), which cost a transform per element.
 
     Examples
     --------
@@ -41,10 +76,13 @@ def as_complex(a: Any, ops: Ops) -> Any:
     >>> as_complex(np.array([1.0, 2.0]), simdiff.get_ops("numpy"))
     array([1.+0.j, 2.+0.j])
     """
-    return ops.fft.fft(a[..., None], axis=-1)[..., 0]
+    one = ops.asarray(np.ones((), complex))  # builtin complex: the graph break, see above
+    return ops.asarray(a, dtype=ops.asarray(_ZERO_J).dtype) * one
 
 
-def _check_grid(grid: Grid, u: Any) -> int:
+def check_periodic_field(grid: Grid, u: Any) -> int:
+    """Raise unless ``grid`` is periodic and ``u`` ends with its shape; the number of
+    leading (batch) axes."""
     if not grid.periodic:
         raise UnsupportedError(
             f"spectral derivatives need a periodic grid; this grid is {grid.boundary!r} "
@@ -60,7 +98,7 @@ def _check_grid(grid: Grid, u: Any) -> int:
 
 def to_fourier(u: Any, ops: Ops, grid: Grid) -> Any:
     """Forward transform over the spatial axes: ``rfft`` on the last, ``fft`` on the first."""
-    lead = _check_grid(grid, u)
+    lead = check_periodic_field(grid, u)
     uh = ops.fft.rfft(u, axis=-1)
     if grid.ndim == 2:
         uh = ops.fft.fft(uh, axis=lead)
@@ -112,9 +150,9 @@ def spectral_derivative(u: Any, ops: Ops, grid: Grid, deriv: int = 1, axis: int 
     """
     if not 0 <= axis < grid.ndim:
         raise InputError(f"axis must be in [0, {grid.ndim}) for a {grid.ndim}-D grid; got {axis}")
-    _check_grid(grid, u)
+    check_periodic_field(grid, u)
     orders = tuple(int(deriv) if a == axis else 0 for a in range(grid.ndim))
-    sym = ops.asarray(spectral_multiplier(grid, orders))
+    sym = ops.asarray(kept_symbol(grid, orders))
     return from_fourier(to_fourier(u, ops, grid) * sym, ops, grid)
 
 
@@ -131,8 +169,8 @@ def spectral_laplacian(u: Any, ops: Ops, grid: Grid, power: int = 1) -> Any:
     >>> bool(np.allclose(lap, -5 * np.sin(2 * X) * np.cos(Y)))
     True
     """
-    _check_grid(grid, u)
-    sym = ops.asarray(laplacian_symbol(grid) ** int(power) + 0j)
+    check_periodic_field(grid, u)
+    sym = ops.asarray(kept_symbol(grid, int(power)))
     return from_fourier(to_fourier(u, ops, grid) * sym, ops, grid)
 
 
