@@ -57,8 +57,9 @@ def test_the_step_is_the_compiled_part_for_top_level_derivatives(stand_in) -> No
     d = simdiff.Derivatives(p, backend="torch", compile=True)
     g, v = d.grad(), d.value()
     want = simdiff.Derivatives(p, backend="torch")
-    np.testing.assert_array_equal(g, want.grad())
-    np.testing.assert_array_equal(v, want.value())
+    # the same numbers to rounding: the compiled step sums its tableau products, eager uses matmul
+    np.testing.assert_allclose(g, want.grad(), rtol=1e-13, atol=0)
+    np.testing.assert_allclose(v, want.value(), rtol=1e-13, atol=0)
     # one compile per callable, of one whole graph (the step)
     assert stand_in.calls == [True, True]
     for info in d.cache_info():
@@ -85,7 +86,8 @@ def test_every_step_of_a_gradient_runs_the_same_graph(monkeypatch) -> None:
     assert len(patterns) == 1
     (pattern,) = patterns
     assert pattern[:2] == (False, True)  # t untracked, y tracked (also on the first step)
-    np.testing.assert_array_equal(g, simdiff.Derivatives(_problem(), backend="torch").grad())
+    eager = simdiff.Derivatives(_problem(), backend="torch").grad()
+    np.testing.assert_allclose(g, eager, rtol=1e-13, atol=0)  # sums for matmul: rounding
     patterns.clear()
     d.value()
     assert patterns and not any(any(p) for p in patterns)
@@ -153,3 +155,23 @@ def test_auto_compiles_the_step_once_the_announced_calls_pay(stand_in) -> None:
     info = d.cache_info()[0]
     assert info["compiles"] == "the dopri5 step (stages and error estimate), one graph"
     assert "compile_s" in info
+
+
+def test_tableau_products_are_broadcast_sums_where_the_step_compiles(monkeypatch) -> None:
+    """Inductor makes each ``matmul`` an external ``mm`` call: where the step compiles, sums instead."""
+    from simdiff.ode.rk import weighted
+
+    T = get_backend("torch")
+    plain, parts = T.ops(), T.ops_compiling_parts()
+    w = plain.asarray([0.1, 0.2, 0.3])
+    ks = plain.asarray(np.arange(6.0).reshape(3, 2))
+    want = weighted(w, ks, plain)
+
+    def no_matmul(*args):
+        raise AssertionError("weighted used matmul in a context that compiles its step")
+
+    monkeypatch.setattr(parts, "matmul", no_matmul)
+    torch.testing.assert_close(weighted(w, ks, parts), want, rtol=1e-15, atol=0)
+    monkeypatch.setattr(plain, "matmul", no_matmul)
+    with pytest.raises(AssertionError, match="used matmul"):
+        weighted(w, ks, plain)  # eager torch keeps its one matmul
