@@ -105,6 +105,30 @@ def _value_and_grad(f: Callable[[Any], Any], T: Any) -> Callable[[Any], Any]:
     return vg
 
 
+#: Largest ``n`` for which a reverse-over-reverse Hessian of a scalar problem is built
+#: from ``n`` reverse-over-reverse HVPs instead of ``jacrev(jacrev f)`` (see
+#: :func:`_hessian_by_hvps`).
+HVP_HESSIAN_MAX_N = 1
+
+
+def _hessian_by_hvps(f: Callable[[Any], Any], T: Any, ops: Ops, n: int) -> Callable[[Any], Any]:
+    """The ``(n, n)`` Hessian of a scalar ``f`` as ``n`` reverse-over-reverse HVPs.
+
+    For one parameter ``jacrev(jacrev f)`` maps its pullbacks over a basis of
+    one vector; one HVP took 0.49x to 0.71x of its time on torch (seed,
+    heat_diffusivity, burgers_colehopf, ode_rk4_decay), the same numbers;
+    from n = 3 the HVPs lose (1.08x to 3.97x): ``python -m
+    validation.bench_torch_hessian_hvps``, docs/results/bench_torch_hessian_hvps.txt.
+    """
+    basis = [ops.eye(n)[i] for i in range(n)]
+
+    def hessian(x: Any) -> Any:
+        rows = [T.grad(lambda y, v=v: ops.sum(T.grad(f)(y) * v))(x) for v in basis]
+        return ops.stack(rows)
+
+    return hessian
+
+
 def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any) -> Callable:
     if kind in OPERATOR_KINDS:  # laplacian, biharmonic, derivative_sum (simdiff/_operators*.py)
         return build_operator(kind, params, problem, ops, T)
@@ -119,6 +143,8 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any
     if kind == "value_and_grad":
         return _value_and_grad(f, T)
     if kind == "hessian":
+        if params["method"] == "rev-rev" and problem.is_scalar and problem.n <= HVP_HESSIAN_MAX_N:
+            return _hessian_by_hvps(f, T, ops, problem.n)
         outer, inner = {
             "fwd-rev": ("jacfwd", "jacrev"),
             "rev-rev": ("jacrev", "jacrev"),

@@ -148,3 +148,20 @@ def test_a_refused_reverse_pass_still_raises_its_message() -> None:
     )  # fmt: skip
     with pytest.raises(UnsupportedError, match="forward"):
         T.grad(lambda y: p.fn(y, OPS))(torch.tensor([2.0], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name", ["seed", "heat_diffusivity", "ode_rk4_decay"])
+def test_one_parameter_rev_rev_hessian_by_one_hvp_is_the_nested_jacobian(name, backend):
+    """n = 1: the reverse-over-reverse Hessian is one HVP (simdiff._api._hessian_by_hvps);
+    the same numbers as jacrev(jacrev f) on both backends, the method still named rev-rev."""
+    p = problems.get(name)
+    assert p.n == 1 and p.is_scalar
+    d = simdiff.Derivatives(p, backend)
+    be = d.backend
+    x = be.from_numpy(p.x0, d.dtype)
+    h = np.asarray(be.to_numpy(d.hessian(x, method="rev-rev")))
+    ops = be.ops()
+    nested = be.jacrev(be.jacrev(lambda y: p.fn(y, ops)))(x)
+    assert h.shape == (1, 1)
+    np.testing.assert_allclose(h, np.asarray(be.to_numpy(nested)), rtol=1e-13, atol=0)
+    assert d.cache_info()[-1]["method"] == "rev-rev"
