@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +25,7 @@ import torch
 
 import problems
 import simdiff
-from validation.bench_torch import _derivatives, _timed
+from validation.bench_torch import _derivatives, _timed, interleaved
 
 
 def _one_thread(call: Callable[[], Any]) -> Callable[[], Any]:
@@ -51,15 +50,9 @@ def measure(name: str, rounds: int, budget: float) -> list[dict[str, Any]]:
         calls[(kind, "jax")] = lambda c=call: c(jax_d)
         calls[(kind, "torch")] = lambda c=call: c(torch_d)
         calls[(kind, "torch_1thread")] = _one_thread(lambda c=call: c(torch_d))
-    once = {k: _timed(fn)[0] for k, fn in calls.items()}  # first calls: jit, caches
-    once = {k: _timed(fn)[0] for k, fn in calls.items()}
-    times: dict[tuple[str, str], list[float]] = {k: [once[k]] for k in calls}
-    keys, rng = list(calls), random.Random(0)
-    for r in range(rounds):
-        rng.shuffle(keys)
-        for k in keys:
-            if once[k] * (r + 1) <= budget:
-                times[k].append(_timed(calls[k])[0])
+    for fn in calls.values():  # first calls: jit, caches
+        _timed(fn)
+    times = interleaved(calls, rounds, budget)
     rows = []
     for kind in _derivatives(p):
         row: dict[str, Any] = {"problem": name, "derivative": kind}

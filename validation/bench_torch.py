@@ -46,6 +46,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,27 @@ def _derivatives(p: simdiff.Problem) -> dict[str, Any]:
         }
     u = rng.standard_normal(p.output_shape)
     return {"vjp": lambda d: d.vjp(u), "jvp": lambda d: d.jvp(v), "hessian": lambda d: d.hessian()}
+
+
+def interleaved(
+    calls: dict[Any, Callable[[], Any]], rounds: int, budget: float
+) -> dict[Any, list[float]]:
+    """Seconds per call of every callable, interleaved.
+
+    One first call each, then ``rounds`` rounds in a seeded shuffled order; a
+    callable is timed in round ``r`` while its first call times ``r + 1`` stays
+    within ``budget`` seconds.
+    """
+    once = {k: _timed(fn)[0] for k, fn in calls.items()}
+    times: dict[Any, list[float]] = {k: [once[k]] for k in calls}
+    keys = list(calls)
+    rng = random.Random(0)
+    for r in range(rounds):
+        rng.shuffle(keys)
+        for k in keys:
+            if once[k] * (r + 1) <= budget:
+                times[k].append(_timed(calls[k])[0])
+    return times
 
 
 def _timed(fn: Any) -> tuple[float, Any]:
@@ -109,15 +131,7 @@ def measure(name: str, rounds: int, budget: float, auto: bool = False) -> dict[s
                 continue
             results[(kind, config)] = np.asarray(out)
             calls[(kind, config)] = lambda c=call, d=d: c(d)
-    once = {k: _timed(fn)[0] for k, fn in calls.items()}
-    times: dict[tuple, list[float]] = {k: [once[k]] for k in calls}
-    keys = list(calls)
-    rng = random.Random(0)
-    for r in range(rounds):
-        rng.shuffle(keys)
-        for k in keys:
-            if once[k] * (r + 1) <= budget:
-                times[k].append(_timed(calls[k])[0])
+    times = interleaved(calls, rounds, budget)
     rows = []
     for kind in _derivatives(p):
         row: dict[str, Any] = {"problem": name, "n": p.n, "m": math.prod(p.output_shape)}
