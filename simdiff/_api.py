@@ -121,12 +121,17 @@ def _hessian_by_hvps(f: Callable[[Any], Any], T: Any, ops: Ops, n: int) -> Calla
     validation.bench_torch_hessian_hvps``, docs/results/bench_torch_hessian_hvps.txt.
     """
     basis = [ops.eye(n)[i] for i in range(n)]
+    hvp = _rev_rev_hvp(f, T, ops)
 
     def hessian(x: Any) -> Any:
-        rows = [T.grad(lambda y, v=v: ops.sum(T.grad(f)(y) * v))(x) for v in basis]
-        return ops.stack(rows)
+        return ops.stack([hvp(x, v) for v in basis])
 
     return hessian
+
+
+def _rev_rev_hvp(f: Callable[[Any], Any], T: Any, ops: Ops) -> Callable[[Any, Any], Any]:
+    """``H(x) v`` of a scalar ``f`` as the gradient of ``<grad f(x), v>`` (reverse over reverse)."""
+    return lambda x, v: T.grad(lambda y: ops.sum(T.grad(f)(y) * v))(x)
 
 
 def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any) -> Callable:
@@ -152,8 +157,8 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any
         }[params["method"]]
         return getattr(T, outer)(getattr(T, inner)(f))
     if kind == "hvp":
-        if params["method"] == "rev-rev":  # gradient of <grad f(x), v>
-            return lambda x, v: T.grad(lambda y: ops.sum(T.grad(f)(y) * v))(x)
+        if params["method"] == "rev-rev":
+            return _rev_rev_hvp(f, T, ops)
         return lambda x, v: T.jvp(T.grad(f), (x,), (v,))[1]
     if kind == "jvp":
         return lambda x, v: T.jvp(f, (x,), (v,))[1]

@@ -215,10 +215,9 @@ def _numdifftools(problem: Problem, task: Task) -> Callable[[], Any]:
             f"numdifftools configuration covers {sorted(table)}; not {task.kind}"
         )
     n = int(task.x.shape[0])
-    out = np.shape(problem.evaluate(task.x))
     # numdifftools squeezes (a one-parameter gradient comes back as a scalar); the
     # result is given the shape every other configuration returns, or refused.
-    shape = {"grad": (n,), "hessian": (n, n), "jacobian": (*out, n)}[task.kind]
+    shape = {"grad": (n,), "hessian": (n, n), "jacobian": (*problem.output_shape, n)}[task.kind]
     op = table[task.kind](f)
 
     def call() -> np.ndarray:
@@ -230,8 +229,7 @@ def _numdifftools(problem: Problem, task: Task) -> Callable[[], Any]:
             value = np.asarray(op(task.x))
         if value.size != math.prod(shape):
             raise ShapeError(
-                f"numdifftools returned shape {value.shape} for the {task.kind}; "
-                f"expected {shape}"
+                f"numdifftools returned shape {value.shape} for the {task.kind}; expected {shape}"
             )
         return value.reshape(shape)
 

@@ -26,7 +26,8 @@ from .etdrk import constant_operands, etdrk4_integrate
 from .grid import Grid
 from .marching import block_size, march
 from .spectral import (
-    check_periodic_field,
+    apply_symbol,
+    derivative_orders,
     from_fourier,
     kept_symbol,
     laplacian_symbol,
@@ -130,19 +131,12 @@ class Discretization:
         return hit[1]
 
     def _spectral(self, u: Any, ops: Ops, orders: tuple[int, ...] | int) -> Any:
-        check_periodic_field(self.grid, u)
-        sym = self.fourier_symbol(orders, ops)
-        return from_fourier(to_fourier(u, ops, self.grid) * sym, ops, self.grid)
+        return apply_symbol(u, ops, self.grid, lambda: self.fourier_symbol(orders, ops))
 
     def dx(self, u: Any, ops: Ops, axis: int = 0) -> Any:
         """First derivative along ``axis``."""
         if self.method == "spectral":
-            if not 0 <= axis < self.grid.ndim:
-                raise InputError(
-                    f"axis must be in [0, {self.grid.ndim}) for a {self.grid.ndim}-D grid; "
-                    f"got {axis}"
-                )
-            return self._spectral(u, ops, tuple(int(a == axis) for a in range(self.grid.ndim)))
+            return self._spectral(u, ops, derivative_orders(self.grid, 1, axis))
         return fd_derivative(u, ops, self.grid, 1, self.order, axis)
 
     def laplacian(self, u: Any, ops: Ops) -> Any:
@@ -247,6 +241,7 @@ def _fourier_linear(
         rows = [sum(float(c[i]) * D.symbol(t) for t, c in terms) for i in range(n)]
         return np.asarray(rows[0] if n == 1 else np.stack(rows))
 
+    # the grid's fields, not the Grid: Dynamo cannot rebuild a frozen dataclass in a key
     g = D.grid
     key = (g.shape, g.lengths, g.boundary, g.origin, n,
            tuple((t, tuple(float(ci) for ci in c)) for t, c in terms))  # fmt: skip

@@ -8,6 +8,7 @@ with ``ops.asarray``, so physical parameters never multiply a complex array
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -148,12 +149,21 @@ def spectral_derivative(u: Any, ops: Ops, grid: Grid, deriv: int = 1, axis: int 
     >>> bool(np.allclose(du, 3 * np.cos(3 * x)))
     True
     """
+    orders = derivative_orders(grid, deriv, axis)
+    return apply_symbol(u, ops, grid, lambda: ops.asarray(kept_symbol(grid, orders)))
+
+
+def derivative_orders(grid: Grid, deriv: int, axis: int) -> tuple[int, ...]:
+    """Derivative orders per axis of the ``deriv``-th derivative along ``axis`` (checked)."""
     if not 0 <= axis < grid.ndim:
         raise InputError(f"axis must be in [0, {grid.ndim}) for a {grid.ndim}-D grid; got {axis}")
+    return tuple(int(deriv) if a == axis else 0 for a in range(grid.ndim))
+
+
+def apply_symbol(u: Any, ops: Ops, grid: Grid, symbol: Callable[[], Any]) -> Any:
+    """``F^-1 [symbol() * F u]`` for periodic ``u`` (checked first, then ``symbol()`` asked)."""
     check_periodic_field(grid, u)
-    orders = tuple(int(deriv) if a == axis else 0 for a in range(grid.ndim))
-    sym = ops.asarray(kept_symbol(grid, orders))
-    return from_fourier(to_fourier(u, ops, grid) * sym, ops, grid)
+    return from_fourier(to_fourier(u, ops, grid) * symbol(), ops, grid)
 
 
 def spectral_laplacian(u: Any, ops: Ops, grid: Grid, power: int = 1) -> Any:
@@ -169,9 +179,7 @@ def spectral_laplacian(u: Any, ops: Ops, grid: Grid, power: int = 1) -> Any:
     >>> bool(np.allclose(lap, -5 * np.sin(2 * X) * np.cos(Y)))
     True
     """
-    check_periodic_field(grid, u)
-    sym = ops.asarray(kept_symbol(grid, int(power)))
-    return from_fourier(to_fourier(u, ops, grid) * sym, ops, grid)
+    return apply_symbol(u, ops, grid, lambda: ops.asarray(kept_symbol(grid, int(power))))
 
 
 def laplacian_symbol(grid: Grid) -> np.ndarray:

@@ -115,8 +115,13 @@ def stationary_index(
     """
     lam = _normal_modes(problem, _point(problem, x), backend, hessian=hessian).eigenvalues
     if tol is None:
-        tol = math.sqrt(np.finfo(np.float64).eps) * float(np.max(np.abs(lam), initial=0.0))
+        tol = _curvature_tol(lam)
     return int(np.sum(lam < -tol)), lam
+
+
+def _curvature_tol(lam: np.ndarray) -> float:
+    """Curvatures within this of zero are zero: ``sqrt(eps) * max |lam|`` (float64 eps)."""
+    return math.sqrt(np.finfo(np.float64).eps) * float(np.max(np.abs(lam), initial=0.0))
 
 
 def _result(problem, x, backend, converged, message, nit, method, extra=None) -> StationaryPoint:
@@ -305,7 +310,7 @@ def find_saddle(
         if np.linalg.norm(g) < gtol:
             # the tolerance of stationary_index: a curvature within rounding of zero (a
             # flat or dissociated direction) is not the negative one of a saddle
-            tol = math.sqrt(np.finfo(np.float64).eps) * float(np.max(np.abs(b), initial=0.0))
+            tol = _curvature_tol(b)
             if b[k] < -tol and np.all(np.delete(b, k) > tol):
                 return _saddle(problem, x, backend, step_no)
             s = np.zeros_like(F)  # stationary but not a saddle along mode k: step out along it
