@@ -127,9 +127,11 @@ def _traced_loop(
     """:func:`drive`'s loop on array values: masked steps, the controller in ``ops``.
 
     ``loop(cond, body, carry, max_steps, ops)`` runs it (the adjoint's loop,
-    or ``ops.while_loop``).  Host numbers (save times, counts) are read from
-    numpy here and never from arrays, so a compiler tracing this function
-    sees them as constants (``save_at``: Python floats).
+    or ``ops.while_loop``).  The save times come as Python floats and the
+    host numbers (counts) are computed from them, never read from arrays, so
+    a compiler tracing this function sees them as constants (Dynamo turns a
+    numpy array into a graph input, and ``float()`` of it into a
+    data-dependent value it cannot compile).
     """
     m = len(save_at)
     dim = int(y0.shape[0])
