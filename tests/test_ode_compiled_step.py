@@ -180,3 +180,24 @@ def test_tableau_products_are_broadcast_sums_where_the_step_compiles(monkeypatch
     monkeypatch.setattr(plain, "matmul", no_matmul)
     with pytest.raises(AssertionError, match="used matmul"):
         weighted(w, ks, plain)  # eager torch keeps its one matmul
+
+
+@pytest.mark.slow
+def test_compiled_step_vjp_of_a_trajectory_can_be_pulled_back_twice() -> None:
+    """The pullback keeps its graph (retain_graph): the compiled step keeps its saved buffers
+    (AOTAutograd's donated buffers refused this: every trajectory VJP failed to compile)."""
+    p = ODEProblem(
+        _oscillator, [1.0, 0.0], (0.0, 2.0), [4.0, 0.3], save_at=np.linspace(0.5, 2.0, 4),
+        solver=Dopri5(rtol=1e-8, atol=1e-10, max_steps=500),
+    )  # fmt: skip
+    u = np.linspace(-1.0, 1.0, 8)
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    eager = simdiff.Derivatives(p, backend="torch")
+    np.testing.assert_allclose(d.vjp(u), eager.vjp(u), rtol=1e-13, atol=0)
+    np.testing.assert_allclose(d.vjp(2 * u), 2 * eager.vjp(u), rtol=1e-13, atol=0)
+    assert d.cache_info()[0]["path"] == "compiled"
+    T = get_backend("torch")
+    ops = T.ops_compiling_parts()
+    _, pullback = T.vjp(lambda q: p.fn(q, ops), torch.tensor(p.x0, dtype=torch.float64))
+    first, second = pullback(torch.tensor(u)), pullback(torch.tensor(u))
+    torch.testing.assert_close(first, second, rtol=0, atol=0)

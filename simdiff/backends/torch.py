@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch._functorch.config
 import torch.func
 import torch.utils.checkpoint
 
@@ -650,6 +651,16 @@ _LEAK_ERRORS = (
 )
 
 
+#: AOTAutograd's donated buffers (a backward that frees what it saved) refuse a second
+#: backward through the graph, and a VJP's pullback keeps the graph for more than one
+#: cotangent (:func:`_vjp`: ``retain_graph=True``): compiled parts keep their buffers.
+#: Without this the compiled VJP of every vector-valued Dopri5 problem whose output is
+#: the trajectory failed ("This backward function was compiled with non-empty donated
+#: buffers which requires ... retain_graph=False"; lotka_volterra, ode_linear).
+def _kept_buffers() -> Any:
+    return torch._functorch.config.patch(donated_buffer=False)
+
+
 _NON_LEAF_GRAD = "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed"
 
 
@@ -700,7 +711,7 @@ class _PartCompiler:
             self.compiled_calls += 1
             if grad_args and torch.is_grad_enabled():
                 args = _all_tracked(args, grad_args)
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _kept_buffers():
                 # Dynamo reads .grad of the non-leaf inputs (the state, the FSAL stage)
                 # while it builds its guards; the warning is about that read, not ours
                 warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)
