@@ -201,7 +201,7 @@ def _vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
             return torch.func.vjp(func, *primals)[1](u)  # type: ignore[no-any-return]
         if not out.requires_grad:
             return (torch.zeros_like(primals[0]),)
-        with torch.enable_grad():
+        with torch.enable_grad(), _kept_buffers():  # a compiled backward may compile here
             create = nested or (isinstance(u, torch.Tensor) and u.requires_grad)
             (g,) = torch.autograd.grad(
                 out, x, u, retain_graph=True, create_graph=create, allow_unused=True,
