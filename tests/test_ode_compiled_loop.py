@@ -1,4 +1,4 @@
-"""``Derivatives(..., compile=True | "auto")`` on torch, FixedStep problems: the step loop is one graph.
+"""``Derivatives(..., compile=True | "auto")`` on torch, FixedStep and Dopri5: the step loop is one graph.
 
 For value, gradient and VJP (transforms at the top level) the driver's
 traced loop -- method, controller, saving -- runs as one compiled part
@@ -20,7 +20,7 @@ import simdiff
 from simdiff.backends import get_backend
 from simdiff.backends import torch as torch_backend
 from simdiff.backends.torch import TorchBackend
-from simdiff.ode import FixedStep, ODEProblem
+from simdiff.ode import Dopri5, FixedStep, ODEProblem
 
 
 def _lv(t, y, p, ops):
@@ -124,3 +124,19 @@ def test_compiled_loop_vjp_and_value_match_eager_and_jax() -> None:
     np.testing.assert_allclose(d.vjp(u), jax.vjp(u), rtol=1e-12, atol=0)
     np.testing.assert_allclose(d.value(), eager.value(), rtol=1e-12, atol=0)
     assert all(i["path"] == "compiled" for i in d.cache_info())
+
+
+@pytest.mark.slow
+def test_dopri5_compiled_loop_gradient_matches_eager_and_jax() -> None:
+    """The adaptive loop (controller, rejected steps, FSAL state) as one graph."""
+    p = ODEProblem(
+        _lv, [1.0, 0.5], (0.0, 1.2), [1.1, 0.4, 0.9, 0.3], save_at=[0.3, 0.6, 1.2],
+        observable=lambda ys, ops: ops.sum(ys**2), solver=Dopri5(rtol=1e-6, atol=1e-9),
+    )  # fmt: skip
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    g = d.grad()
+    info = d.cache_info()[0]
+    assert info["path"] == "compiled"
+    assert info["compiles"] == "the dopri5 step loop (method, controller, saving), one graph"
+    np.testing.assert_allclose(g, simdiff.Derivatives(p, "torch").grad(), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(g, simdiff.Derivatives(p, "jax").grad(), rtol=1e-12, atol=0)

@@ -1,10 +1,12 @@
-"""``Derivatives(..., compile=True | "auto")`` on torch ODE problems: the step is compiled, not the loop.
+"""``Derivatives(..., compile=True | "auto")`` on torch ODE problems: the compiled step.
 
-The adaptive loop cannot be one graph (its length depends on the values);
-the Dopri5 step can.  For value, gradient and VJP (transforms at the top
-level) the eager driver runs each step as one compiled graph
-(``ops.compile_part``); elsewhere (Hessians, HVPs, under vmap) the step runs
-eagerly.  One test compiles for real; the others use a stand-in compiler.
+A solver with ``step_compiles`` and not ``loop_compiles`` (here a Dopri5
+subclass: Dopri5 itself compiles its whole loop since session 6,
+tests/test_ode_compiled_loop.py) runs each step as one compiled graph
+(``ops.compile_part``) for value, gradient and VJP (transforms at the top
+level), the controller on the host; elsewhere (Hessians, HVPs, under vmap)
+the step runs eagerly.  Some tests compile for real; the others use a
+stand-in compiler.
 """
 
 from __future__ import annotations
@@ -24,11 +26,18 @@ def _oscillator(t, y, p, ops):
     return ops.stack([y[1], -p[0] * y[0] - p[1] * y[1]])
 
 
+class StepDopri5(Dopri5):
+    """Dopri5 with its step compiled and the loop on the host (its path before session 6;
+    Dopri5 now compiles its whole loop: tests/test_ode_compiled_loop.py)."""
+
+    loop_compiles = False
+
+
 def _problem(solver=None):
     return ODEProblem(
         _oscillator, [1.0, 0.0], (0.0, 2.0), [4.0, 0.3], save_at=np.linspace(0.5, 2.0, 4),
         observable=lambda ys, ops: ops.sum(ys[:, 0] ** 2) + ys[-1, 1],
-        solver=solver or Dopri5(rtol=1e-8, atol=1e-10, max_steps=500),
+        solver=solver or StepDopri5(rtol=1e-8, atol=1e-10, max_steps=500),
     )  # fmt: skip
 
 
@@ -188,7 +197,7 @@ def test_compiled_step_vjp_of_a_trajectory_can_be_pulled_back_twice() -> None:
     (AOTAutograd's donated buffers refused this: every trajectory VJP failed to compile)."""
     p = ODEProblem(
         _oscillator, [1.0, 0.0], (0.0, 2.0), [4.0, 0.3], save_at=np.linspace(0.5, 2.0, 4),
-        solver=Dopri5(rtol=1e-8, atol=1e-10, max_steps=500),
+        solver=StepDopri5(rtol=1e-8, atol=1e-10, max_steps=500),
     )  # fmt: skip
     u = np.linspace(-1.0, 1.0, 8)
     d = simdiff.Derivatives(p, backend="torch", compile=True)

@@ -222,11 +222,11 @@ class ODEProblem(Problem):
     def compiles_parts(self) -> str | None:  # type: ignore[override]
         """What the solver compiles by itself under ``compile=True | "auto"``, or None.
 
-        FixedStep: its whole step loop, one graph
-        (:func:`simdiff.ode._driver._compiled_loop`).  Dopri5: its step
-        (:func:`simdiff.ode._driver.compiled_stepper`); its loop as one graph
-        was measured slower than compiled steps in torch 2.13
-        (docs/performance.md).
+        Dopri5 and FixedStep (``solver.loop_compiles``): the whole step loop,
+        one graph (:func:`simdiff.ode._driver._compiled_loop`).  A solver with
+        ``step_compiles`` only: its step, the loop on the host
+        (:func:`simdiff.ode._driver.compiled_stepper`).  Rodas3: nothing (its
+        loop fails to compile in torch 2.13; the whole callable is compiled).
         """
         if self.solver.loop_compiles:
             return f"the {self.solver.name} step loop (method, controller, saving), one graph"
