@@ -1,10 +1,12 @@
-"""``Derivatives(..., compile=True | "auto")`` on torch ODE problems: the step is compiled, not the loop.
+"""``Derivatives(..., compile=True | "auto")`` on torch ODE problems: the compiled step.
 
-The adaptive loop cannot be one graph (its length depends on the values);
-the Dopri5 step can.  For value, gradient and VJP (transforms at the top
-level) the eager driver runs each step as one compiled graph
-(``ops.compile_part``); elsewhere (Hessians, HVPs, under vmap) the step runs
-eagerly.  One test compiles for real; the others use a stand-in compiler.
+A solver with ``step_compiles`` and not ``loop_compiles`` (here a Dopri5
+subclass: Dopri5 itself compiles its whole loop since session 6,
+tests/test_ode_compiled_loop.py) runs each step as one compiled graph
+(``ops.compile_part``) for value, gradient and VJP (transforms at the top
+level), the controller on the host; elsewhere (Hessians, HVPs, under vmap)
+the step runs eagerly.  Some tests compile for real; the others use a
+stand-in compiler.
 """
 
 from __future__ import annotations
@@ -24,11 +26,18 @@ def _oscillator(t, y, p, ops):
     return ops.stack([y[1], -p[0] * y[0] - p[1] * y[1]])
 
 
+class StepDopri5(Dopri5):
+    """Dopri5 with its step compiled and the loop on the host (its path before session 6;
+    Dopri5 now compiles its whole loop: tests/test_ode_compiled_loop.py)."""
+
+    loop_compiles = False
+
+
 def _problem(solver=None):
     return ODEProblem(
         _oscillator, [1.0, 0.0], (0.0, 2.0), [4.0, 0.3], save_at=np.linspace(0.5, 2.0, 4),
         observable=lambda ys, ops: ops.sum(ys[:, 0] ** 2) + ys[-1, 1],
-        solver=solver or Dopri5(rtol=1e-8, atol=1e-10, max_steps=500),
+        solver=solver or StepDopri5(rtol=1e-8, atol=1e-10, max_steps=500),
     )  # fmt: skip
 
 
@@ -93,15 +102,20 @@ def test_every_step_of_a_gradient_runs_the_same_graph(monkeypatch) -> None:
     assert patterns and not any(any(p) for p in patterns)
 
 
-def test_hessians_and_non_adaptive_solvers_compile_the_whole_callable(stand_in) -> None:
+def test_hessians_and_rosenbrock_compile_the_whole_callable(stand_in) -> None:
+    """FixedStep compiles its whole loop instead (tests/test_ode_compiled_loop.py)."""
     d = simdiff.Derivatives(_problem(), backend="torch", compile=True)
     d.hessian()
     assert d.cache_info()[0]["compiles"] == "the whole callable"
     assert stand_in.calls == [False]
-    for solver in (FixedStep(n_steps=40), Rodas3(rtol=1e-6, atol=1e-8)):
-        other = simdiff.Derivatives(_problem(solver), backend="torch", compile=True)
-        other.grad()
-        assert other.cache_info()[0]["compiles"] == "the whole callable"
+    other = simdiff.Derivatives(
+        _problem(Rodas3(rtol=1e-6, atol=1e-8)), backend="torch", compile=True
+    )
+    other.grad()
+    assert other.cache_info()[0]["compiles"] == "the whole callable"
+    fixed = simdiff.Derivatives(_problem(FixedStep(n_steps=40)), backend="torch", compile=True)
+    fixed.grad()
+    assert fixed.cache_info()[0]["compiles"].startswith("the rk4 step loop")
 
 
 def test_the_step_runs_eagerly_inside_a_transform(stand_in) -> None:
@@ -175,3 +189,24 @@ def test_tableau_products_are_broadcast_sums_where_the_step_compiles(monkeypatch
     monkeypatch.setattr(plain, "matmul", no_matmul)
     with pytest.raises(AssertionError, match="used matmul"):
         weighted(w, ks, plain)  # eager torch keeps its one matmul
+
+
+@pytest.mark.slow
+def test_compiled_step_vjp_of_a_trajectory_can_be_pulled_back_twice() -> None:
+    """The pullback keeps its graph (retain_graph): the compiled step keeps its saved buffers
+    (AOTAutograd's donated buffers refused this: every trajectory VJP failed to compile)."""
+    p = ODEProblem(
+        _oscillator, [1.0, 0.0], (0.0, 2.0), [4.0, 0.3], save_at=np.linspace(0.5, 2.0, 4),
+        solver=StepDopri5(rtol=1e-8, atol=1e-10, max_steps=500),
+    )  # fmt: skip
+    u = np.linspace(-1.0, 1.0, 8)
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    eager = simdiff.Derivatives(p, backend="torch")
+    np.testing.assert_allclose(d.vjp(u), eager.vjp(u), rtol=1e-13, atol=0)
+    np.testing.assert_allclose(d.vjp(2 * u), 2 * eager.vjp(u), rtol=1e-13, atol=0)
+    assert d.cache_info()[0]["path"] == "compiled"
+    T = get_backend("torch")
+    ops = T.ops_compiling_parts()
+    _, pullback = T.vjp(lambda q: p.fn(q, ops), torch.tensor(p.x0, dtype=torch.float64))
+    first, second = pullback(torch.tensor(u)), pullback(torch.tensor(u))
+    torch.testing.assert_close(first, second, rtol=0, atol=0)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch._functorch.config
 import torch.func
 import torch.utils.checkpoint
 
@@ -200,7 +201,7 @@ def _vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
             return torch.func.vjp(func, *primals)[1](u)  # type: ignore[no-any-return]
         if not out.requires_grad:
             return (torch.zeros_like(primals[0]),)
-        with torch.enable_grad():
+        with torch.enable_grad(), _kept_buffers():  # a compiled backward may compile here
             create = nested or (isinstance(u, torch.Tensor) and u.requires_grad)
             (g,) = torch.autograd.grad(
                 out, x, u, retain_graph=True, create_graph=create, allow_unused=True,
@@ -541,10 +542,83 @@ class TorchOps(LoopOps):
         """``torch.func.jacfwd``: forward-mode Jacobian, usable inside a solver."""
         return torch.func.jacfwd(fn)
 
-    @staticmethod
-    def concrete(x: Any) -> Any:
-        """``x`` as numpy, or ``None`` when it has no value (under ``torch.func.vmap``)."""
+    def concrete(self, x: Any) -> Any:
+        """``x`` as numpy, or ``None`` when it has no value now.
+
+        ``None`` under ``torch.func.vmap`` (a batched tensor) and inside one of
+        the context's compiled parts (Dynamo traces fake tensors: a value read
+        would be a graph break), where loops then run as :meth:`while_loop`.
+        """
+        if self.compile_part is not None and torch.compiler.is_compiling():
+            return None
         return _concrete(x)
+
+    def while_loop(
+        self,
+        cond: Callable[[Any], Any],
+        body: Callable[[Any], Any],
+        carry: Any,
+        max_steps: int,
+    ) -> Any:
+        """``carry = body(carry)`` while ``cond(carry)``, at most ``max_steps`` times.
+
+        A Python loop (:meth:`LoopOps.while_loop`), except inside one of the
+        context's compiled parts (``ops.compile_part``, Dynamo tracing), where
+        it is torch's ``while_loop`` higher-order op: the whole loop is one
+        graph, differentiated by plain autograd outside the compiled part
+        (:func:`_graph_while_loop`).
+        """
+        if self.compile_part is not None and torch.compiler.is_compiling():
+            return _graph_while_loop(cond, body, carry, int(max_steps))
+        return super().while_loop(cond, body, carry, max_steps)
+
+
+#: A tracked zero made outside every compiled region (Dynamo refuses to create a leaf
+#: that requires grad inside one): :func:`_graph_while_loop` adds ``0 * _ANCHOR`` to each
+#: floating carry leaf.
+_ANCHOR = torch.zeros((), dtype=torch.float64, requires_grad=True)
+
+
+def _graph_while_loop(
+    cond: Callable[[Any], Any], body: Callable[[Any], Any], carry: Any, max_steps: int
+) -> Any:
+    """``ops.while_loop`` as ``torch._higher_order_ops.while_loop``, inside a compiled part.
+
+    A counter bounds the loop at ``max_steps``.  Every floating carry leaf
+    enters the loop as ``leaf + 0 * _ANCHOR``, always: in torch 2.13 the
+    gradient of the loop's output with respect to a tensor the body closes
+    over (an ODE's parameters) is silently wrong -- the backward does not
+    flow into it -- unless the carry leaf through which it flows already
+    requires grad at loop entry (cf. pytorch#184528); a carry leaf computed
+    from another tracked tensor was measured not to be enough, a leaf tied to
+    a tracked leaf created outside the compiled region is
+    (``tests/test_ode_compiled_loop.py`` fails without it).  The op supports
+    only first-order reverse mode by plain autograd outside the compiled
+    region: under ``torch.func`` transforms it fails ("Expected FakeTensor"),
+    and double backward is refused (compiled) or silently 0 (eager), so only
+    the top-level contexts of ``Backend.ops_compiling_parts`` reach it.
+    """
+    from torch._higher_order_ops import while_loop as graph_while
+    from torch.utils import _pytree
+
+    leaves, spec = _pytree.tree_flatten(carry)
+
+    def entering(x: Any) -> Any:
+        x = x if isinstance(x, torch.Tensor) else torch.as_tensor(x)
+        if x.is_floating_point():
+            return x + 0.0 * _ANCHOR.to(x.dtype)
+        return x
+
+    def running(i: Any, *xs: Any) -> Any:
+        return (i < max_steps) & cond(_pytree.tree_unflatten(list(xs), spec))
+
+    def step(i: Any, *xs: Any) -> tuple[Any, ...]:
+        out = _pytree.tree_leaves(body(_pytree.tree_unflatten(list(xs), spec)))
+        return (i + 1, *out)
+
+    start = (torch.zeros((), dtype=torch.int64), *(entering(x) for x in leaves))
+    out = graph_while(running, step, start)
+    return _pytree.tree_unflatten(list(out[1:]), spec)
 
 
 def _numpy_guards_dropped(entries: Any) -> list[bool]:
@@ -575,6 +649,16 @@ _LEAK_ERRORS = (
     ("calling .item() on a Tensor", "x.item() or float(x[i]) on an array"),
     ("data-dependent control flow", "a Python `if`/`while` on an array value"),
 )
+
+
+#: AOTAutograd's donated buffers (a backward that frees what it saved) refuse a second
+#: backward through the graph, and a VJP's pullback keeps the graph for more than one
+#: cotangent (:func:`_vjp`: ``retain_graph=True``): compiled parts keep their buffers.
+#: Without this the compiled VJP of every vector-valued Dopri5 problem whose output is
+#: the trajectory failed ("This backward function was compiled with non-empty donated
+#: buffers which requires ... retain_graph=False"; lotka_volterra, ode_linear).
+def _kept_buffers() -> Any:
+    return torch._functorch.config.patch(donated_buffer=False)
 
 
 _NON_LEAF_GRAD = "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed"
@@ -621,13 +705,13 @@ class _PartCompiler:
         compiled = self._compile(pure, fullgraph=True)
 
         def part(*args: Any) -> Any:
-            if _in_transform() or torch.compiler.is_compiling():
+            if torch.compiler.is_compiling() or _in_transform():
                 self.eager_calls += 1
                 return pure(*args)
             self.compiled_calls += 1
             if grad_args and torch.is_grad_enabled():
                 args = _all_tracked(args, grad_args)
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _kept_buffers():
                 # Dynamo reads .grad of the non-leaf inputs (the state, the FSAL stage)
                 # while it builds its guards; the warning is about that read, not ours
                 warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)

@@ -13,6 +13,7 @@ derivatives.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,7 +173,11 @@ class EmbeddedPair(Solver):
             h0 = ops.asarray(float(self.h0))
         controller = AdaptiveController(self.rtol, self.atol, self.error_order, abs(span))
         adjoint = make_adjoint(adjoint)
+        stage_rhs = adjoint.step_rhs(rhs, ops)
+        loop = self.loop_compiles  # the whole loop compiles (then not the step on its own)
+        make = self.stepper if loop else functools.partial(compiled_stepper, self)
         return drive(
-            compiled_stepper(self, adjoint.step_rhs(rhs, ops), p, ops), state0, y0, t0, save_at,
-            ops, h0=h0, controller=controller, max_steps=self.max_steps, adjoint=adjoint,
+            lambda q: make(stage_rhs, q, ops), p, state0, y0, t0, save_at, ops, h0=h0,
+            controller=controller, max_steps=self.max_steps, adjoint=adjoint,
+            key=(self, rhs, adjoint) if loop else None,
         )  # fmt: skip

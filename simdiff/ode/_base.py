@@ -59,6 +59,10 @@ class Solver:
     solution they return) and implement :meth:`integrate`.
     """
 
+    #: Whether the whole step loop is one compiled graph under ``compile=True | "auto"``
+    #: on torch (value, gradient, VJP; :func:`~simdiff.ode._driver._compiled_loop`).
+    loop_compiles: bool = False
+
     name: str = "solver"
     order: int = 0
     #: Whether the method is meant for stiff systems (used in error messages).

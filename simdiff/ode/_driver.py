@@ -38,7 +38,8 @@ Step = Callable[[Any, Any, Any, Any], tuple[Any, Any, Any]]
 
 
 def drive(
-    step: Step,
+    stepper: Callable[[Any], Step],
+    p: Any,
     state0: Any,
     y0: Any,
     t0: float,
@@ -49,14 +50,18 @@ def drive(
     controller: Any,
     max_steps: int,
     adjoint: Any,
+    key: Any = None,
 ) -> tuple[Any, SolveInfo]:
     """Integrate from ``t0`` through every ``save_at`` time.
 
     Parameters
     ----------
-    step : callable
-        ``step(t, y, h, state) -> (y_new, err, state_new)``.  ``h`` may be 0
-        (an evaluation that is discarded) and must then give finite values.
+    stepper : callable
+        ``stepper(p)`` gives the method's step ``step(t, y, h, state) ->
+        (y_new, err, state_new)`` for parameters ``p``.  ``h`` may be 0 (an
+        evaluation that is discarded) and must then give finite values.
+    p : pytree
+        The parameters the step closes over.
     state0 : pytree
         The method's state before the first step (``()`` if none).
     y0 : array, shape (dim,)
@@ -73,6 +78,11 @@ def drive(
         Attempted steps (accepted and rejected) before giving up.
     adjoint : Adjoint
         Runs the loop (:mod:`simdiff.ode.adjoint`).
+    key : hashable, optional
+        What the step is a function of besides ``p`` (the solver and the
+        right-hand side).  Where given and the context compiles parts
+        (``ops.compile_part``), the loop is one compiled part
+        (:func:`_compiled_loop`).
 
     Returns
     -------
@@ -81,6 +91,13 @@ def drive(
     info : SolveInfo
     """
     adjoint.check(int(max_steps))
+    if ops.compile_part is not None and key is not None:
+        ys, info = _compiled_loop(
+            stepper, p, state0, y0, t0, save_at, ops, h0=h0, controller=controller,
+            max_steps=max_steps, key=key,
+        )  # fmt: skip
+        return adjoint.outputs(ys, ops), info
+    step = stepper(p)
     if ops.eager:
         done = _drive_eager(
             step, state0, y0, t0, save_at, ops, h0=h0, controller=controller, max_steps=max_steps
@@ -88,18 +105,46 @@ def drive(
         if done is not None:
             ys, info = done
             return adjoint.outputs(ys, ops), info
-    m = int(save_at.shape[0])
+    return _traced_loop(
+        step, state0, y0, float(t0), tuple(float(s) for s in save_at), ops, h0=h0,
+        controller=controller, max_steps=max_steps, loop=adjoint.loop,
+    )  # fmt: skip
+
+
+def _traced_loop(
+    step: Step,
+    state0: Any,
+    y0: Any,
+    t0: float,
+    save_at: tuple[float, ...],
+    ops: Any,
+    *,
+    h0: Any,
+    controller: Any,
+    max_steps: int,
+    loop: Callable[..., Any],
+) -> tuple[Any, SolveInfo]:
+    """:func:`drive`'s loop on array values: masked steps, the controller in ``ops``.
+
+    ``loop(cond, body, carry, max_steps, ops)`` runs it (the adjoint's loop,
+    or ``ops.while_loop``).  The save times come as Python floats and the
+    host numbers (counts) are computed from them, never read from arrays, so
+    a compiler tracing this function sees them as constants (Dynamo turns a
+    numpy array into a graph input, and ``float()`` of it into a
+    data-dependent value it cannot compile).
+    """
+    m = len(save_at)
     dim = int(y0.shape[0])
-    times = ops.asarray(save_at)
+    times = ops.asarray(list(save_at))
     slots = ops.arange(float(m))
-    at_start = ops.asarray(save_at == t0)
+    at_start = ops.asarray([s == t0 for s in save_at])
     saved0 = ops.where(at_start[:, None], y0[None, :], ops.zeros((m, dim)))
     zero = ops.asarray(0.0)
     carry0 = (
         ops.asarray(float(t0)),  # t
         y0,
         ops.stop_gradient(h0) + zero,  # h proposed for the next step
-        ops.asarray(float(np.count_nonzero(save_at == t0))),  # index of the next save time
+        ops.asarray(float(sum(s == t0 for s in save_at))),  # index of the next save time
         saved0,
         zero,  # accepted steps
         zero,  # rejected steps
@@ -140,9 +185,7 @@ def drive(
             state,
         )
 
-    t, y, _, idx, saved, n_acc, n_rej, bad, _ = adjoint.loop(
-        running, body, carry0, int(max_steps), ops
-    )
+    t, y, _, idx, saved, n_acc, n_rej, bad, _ = loop(running, body, carry0, int(max_steps), ops)
     status = ops.where(bad > 0.5, 2.0, ops.where(idx >= m, 0.0, 1.0))
     ok = status == 0.0
     # NaN-poisoning: under jit a failure cannot raise, so the output (and, through
@@ -181,6 +224,59 @@ def compiled_stepper(solver: Any, rhs: Any, p: Any, ops: Any) -> Step:
         return part(t, y, ops.asarray(h), state, p)  # type: ignore[no-any-return]
 
     return step
+
+
+def _compiled_loop(
+    stepper: Callable[[Any], Step],
+    p: Any,
+    state0: Any,
+    y0: Any,
+    t0: float,
+    save_at: np.ndarray,
+    ops: Any,
+    *,
+    h0: Any,
+    controller: Any,
+    max_steps: int,
+    key: Any,
+) -> tuple[Any, SolveInfo]:
+    """:func:`drive`'s traced loop as one compiled part (``ops.compile_part``).
+
+    In a context that compiles parts (``Derivatives(..., compile=True |
+    "auto")`` on torch, for the derivatives whose transforms run at the top
+    level: value, gradient, VJP) the whole step loop -- method, controller
+    on ``stop_gradient`` values, saving, masked as in JAX's loop, so the same
+    arithmetic -- is one graph, forward and backward, built once per
+    ``key`` (solver and right-hand side), controller, save times and step
+    bound.  Inside it ``ops.while_loop`` is the backend's graph loop (torch:
+    the ``while_loop`` higher-order op).  ``y0``, the method's first state,
+    the first step and ``p`` are explicit inputs of the part (a closed-over
+    tensor would be a guard checked on every call); the save times are
+    constants of the graph.  Where the part runs eagerly (inside a
+    transform, under vmap) the same function runs as a Python loop.
+    """
+    t0 = float(t0)
+    times = tuple(float(s) for s in save_at)
+
+    def make() -> Callable[..., Any]:
+        def pure(y: Any, state: Any, h: Any, q: Any) -> tuple[Any, tuple[Any, ...]]:
+            ys, info = _traced_loop(
+                stepper(q), state, y, t0, times, ops, h0=h, controller=controller,
+                max_steps=max_steps, loop=_while_loop,
+            )  # fmt: skip
+            return ys, (info.status, info.t, info.y, info.n_accepted, info.n_rejected)
+
+        return pure
+
+    # no grad_args: a callable differentiates with respect to the same inputs on every call
+    # (one graph), and an untracked y0 enters the loop tied to the anchor like every leaf
+    part = ops.compile_part(("ode loop", key, controller, t0, times, int(max_steps)), make)
+    ys, fields = part(y0, state0, ops.stop_gradient(h0), p)
+    return ys, SolveInfo(*fields)
+
+
+def _while_loop(cond: Any, body: Any, carry: Any, max_steps: int, ops: Any) -> Any:
+    return ops.while_loop(cond, body, carry, max_steps)
 
 
 @functools.cache

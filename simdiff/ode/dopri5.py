@@ -103,6 +103,7 @@ class Dopri5(EmbeddedPair):
     error_order = 4
     fsal = True
     step_compiles = True
+    loop_compiles = True
 
     def __post_init__(self) -> None:
         check_tolerances(self.rtol, self.atol, self.max_steps, self.h0)

@@ -88,6 +88,7 @@ class FixedStep(Solver):
     n_steps: int = 100
     tableau: ButcherTableau = RK4
     checkpoint: bool = False
+    loop_compiles = True
 
     def __post_init__(self) -> None:
         if isinstance(self.n_steps, bool) or not isinstance(self.n_steps, (int, np.integer)):
@@ -138,21 +139,26 @@ class FixedStep(Solver):
             ys = ops.stack([y0] * len(save_at))
             zero = ops.asarray(0.0)
             return ys, SolveInfo(ops.asarray(0.0), ops.asarray(float(t0)), y0, zero, zero)
-        rows = tableau_arrays(self.tableau, ops)
-        weights = ops.asarray(list(self.tableau.b))
         tableau = self.tableau
         if self.checkpoint and adjoint is None:
             adjoint = CheckpointAdjoint(block=1)
         adjoint = make_adjoint(adjoint)
         stage_rhs = adjoint.step_rhs(rhs, ops)
 
-        def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, None, Any]:
-            ks = rk_stages(stage_rhs, t, y, h, p, ops, tableau, rows=rows)
-            return y + h * weighted(weights, ks, ops), None, state
+        def stepper(q: Any) -> Any:
+            rows = tableau_arrays(tableau, ops)
+            weights = ops.asarray(list(tableau.b))
+
+            def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, None, Any]:
+                ks = rk_stages(stage_rhs, t, y, h, q, ops, tableau, rows=rows)
+                return y + h * weighted(weights, ks, ops), None, state
+
+            return step
 
         return drive(
-            step, (), y0, t0, save_at, ops, h0=ops.asarray(dt),
+            stepper, p, (), y0, t0, save_at, ops, h0=ops.asarray(dt),
             controller=FixedController(dt), max_steps=n_total, adjoint=adjoint,
+            key=(self, rhs, adjoint) if self.loop_compiles else None,
         )  # fmt: skip
 
 

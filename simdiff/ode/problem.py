@@ -220,11 +220,16 @@ class ODEProblem(Problem):
     # ------------------------------------------------------------------ internals
     @property
     def compiles_parts(self) -> str | None:  # type: ignore[override]
-        """The adaptive solvers' step (stages and error estimate) under ``compile=True | "auto"``.
+        """What the solver compiles by itself under ``compile=True | "auto"``, or None.
 
-        The adaptive loop cannot be one graph (its length depends on the
-        values); its step can (:func:`simdiff.ode._driver.compiled_stepper`).
+        Dopri5 and FixedStep (``solver.loop_compiles``): the whole step loop,
+        one graph (:func:`simdiff.ode._driver._compiled_loop`).  A solver with
+        ``step_compiles`` only: its step, the loop on the host
+        (:func:`simdiff.ode._driver.compiled_stepper`).  Rodas3: nothing (its
+        loop fails to compile in torch 2.13; the whole callable is compiled).
         """
+        if self.solver.loop_compiles:
+            return f"the {self.solver.name} step loop (method, controller, saving), one graph"
         if isinstance(self.solver, EmbeddedPair) and self.solver.step_compiles:
             return f"the {self.solver.name} step (stages and error estimate), one graph"
         return None
