@@ -237,8 +237,8 @@ def _compiled_loop(
 
         return pure
 
-    # no grad_args: a callable differentiates with respect to the same inputs on every call
-    # (one graph), and an untracked y0 enters the loop tied to the anchor like every leaf
+    # a callable differentiates with respect to the same inputs on every call (one
+    # graph), and an untracked y0 enters the loop tied to the anchor like every leaf
     part = ops.compile_part(("ode loop", key, controller, t0, times, int(max_steps)), make)
     ys, fields = part(y0, state0, ops.stop_gradient(h0), p)
     return ys, SolveInfo(*fields)
