@@ -680,7 +680,7 @@ class Derivatives(OperatorMethods):
         part = self.problem.compiles_parts
         parts_ops = None
         if part is not None and kind in _TOP_LEVEL_KINDS and all(a is None for a in axes):
-            # the problem compiles its own step (an ODE's adaptive loop is no graph)
+            # the problem compiles a part of itself (an ODE's step loop)
             parts_ops = T.ops_compiling_parts(self.dtype, device)
         if parts_ops is not None:
             compiler = lambda fn: _build(kind, params, self.problem, parts_ops, T)  # noqa: E731

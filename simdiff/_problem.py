@@ -252,7 +252,7 @@ class Problem:
         return self.output_shape == ()
 
     #: What the problem compiles by itself under ``compile=True | "auto"`` on a backend
-    #: with an optional compiler (``ops.compile_part``: an ODE's step), or None when
+    #: with an optional compiler (``ops.compile_part``: an ODE's step loop), or None when
     #: the whole derivative is compiled instead.
     compiles_parts: str | None = None
 

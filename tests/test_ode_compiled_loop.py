@@ -7,7 +7,9 @@ torch's ``while_loop`` higher-order op, whose gradient by plain autograd is
 right only with every carry leaf tied to the backend's anchor.  Second-order
 derivatives (HVP, Hessian) never take this path: torch.func over the op fails
 and its double backward is 0 (eager) or refused (compiled).  The tests with a
-real compile are marked slow (tiny problems: 2 states, 12 steps).
+real compile are marked slow (tiny problems: 2 states, 12 steps).  (The
+compiled *step* with the loop on the host, the path before session 6, was
+removed: one mechanism.)
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import simdiff
 from simdiff.backends import get_backend
 from simdiff.backends import torch as torch_backend
 from simdiff.backends.torch import TorchBackend
-from simdiff.ode import Dopri5, FixedStep, ODEProblem
+from simdiff.errors import UnsupportedError
+from simdiff.ode import Dopri5, FixedStep, ODEProblem, Rodas3
 
 
 def _lv(t, y, p, ops):
@@ -84,9 +87,58 @@ def test_second_order_derivatives_never_take_the_compiled_loop(stand_in) -> None
     ops = T.ops_compiling_parts()
     x = torch.tensor(p.x0, dtype=torch.float64)
     part = ops.compile_part
+    T.grad(lambda y: p.fn(y, ops))(x)  # at the top level: the compiled part
+    n = part.compiled_calls
+    assert n > 0 and part.eager_calls == 0
     H2 = torch.func.jacrev(T.grad(lambda y: p.fn(y, ops)))(x)
-    assert part.compiled_calls == 0 and part.eager_calls > 0
+    torch.func.vmap(lambda y: p.fn(y, ops))(torch.stack([x, 1.01 * x]))
+    assert part.compiled_calls == n and part.eager_calls > 0
     np.testing.assert_allclose(H2.numpy(), want.hessian(), rtol=1e-12, atol=0)
+
+
+def test_rosenbrock_compiles_the_whole_callable(stand_in) -> None:
+    """Rodas3's loop does not compile in torch 2.13: no part of its own."""
+    p = ODEProblem(
+        _lv, [1.0, 0.5], (0.0, 1.2), [1.1, 0.4, 0.9, 0.3], save_at=[0.3, 0.6, 1.2],
+        observable=lambda ys, ops: ops.sum(ys**2), solver=Rodas3(rtol=1e-6, atol=1e-8),
+    )  # fmt: skip
+    assert p.compiles_parts is None
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    d.grad()
+    assert d.cache_info()[0]["compiles"] == "the whole callable"
+    assert stand_in.calls == [False]
+
+
+def test_auto_compiles_the_loop_once_the_announced_calls_pay(stand_in) -> None:
+    d = simdiff.Derivatives(_problem(), backend="torch", compile="auto").expect_calls(10**6)
+    for _ in range(3):  # two eager calls measure the eager time, the third compiles
+        d.grad()
+    assert stand_in.calls == [True]
+    info = d.cache_info()[0]
+    assert info["compiles"] == "the rk4 step loop (method, controller, saving), one graph"
+    assert "compile_s" in info
+
+
+def test_tableau_products_are_broadcast_sums_where_the_context_compiles_parts(
+    monkeypatch,
+) -> None:
+    """Inductor makes each ``matmul`` an external ``mm`` call: where parts compile, sums instead."""
+    from simdiff.ode.rk import weighted
+
+    T = get_backend("torch")
+    plain, parts = T.ops(), T.ops_compiling_parts()
+    w = plain.asarray([0.1, 0.2, 0.3])
+    ks = plain.asarray(np.arange(6.0).reshape(3, 2))
+    want = weighted(w, ks, plain)
+
+    def no_matmul(*args):
+        raise AssertionError("weighted used matmul in a context that compiles parts")
+
+    monkeypatch.setattr(parts, "matmul", no_matmul)
+    torch.testing.assert_close(weighted(w, ks, parts), want, rtol=1e-15, atol=0)
+    monkeypatch.setattr(plain, "matmul", no_matmul)
+    with pytest.raises(AssertionError, match="used matmul"):
+        weighted(w, ks, plain)  # eager torch keeps its one matmul
 
 
 def _compiled_vs_eager_and_jax():
@@ -140,3 +192,32 @@ def test_dopri5_compiled_loop_gradient_matches_eager_and_jax() -> None:
     assert info["compiles"] == "the dopri5 step loop (method, controller, saving), one graph"
     np.testing.assert_allclose(g, simdiff.Derivatives(p, "torch").grad(), rtol=1e-12, atol=0)
     np.testing.assert_allclose(g, simdiff.Derivatives(p, "jax").grad(), rtol=1e-12, atol=0)
+
+
+@pytest.mark.slow
+def test_a_loop_that_is_not_one_graph_is_refused_with_torchs_reason() -> None:
+    def rhs(t, y, p, ops):  # a Python branch on a value: no single graph
+        return -p[0] * y if float(y[0]) > 0.0 else p[0] * y
+
+    p = ODEProblem(rhs, [1.0], (0.0, 1.0), [2.0], save_at=[1.0],
+                   observable=lambda ys, ops: ops.sum(ys), solver=FixedStep(n_steps=4))  # fmt: skip
+    with pytest.raises(UnsupportedError, match="torch.compile failed on grad"):
+        simdiff.Derivatives(p, backend="torch", compile=True, probe=False).grad()
+
+
+@pytest.mark.slow
+def test_compiled_loop_vjp_of_a_trajectory_can_be_pulled_back_twice() -> None:
+    """The pullback keeps its graph (retain_graph): the compiled loop keeps its saved buffers
+    (AOTAutograd's donated buffers refused this: every trajectory VJP failed to compile)."""
+    p = _problem(observable=False)
+    u = np.linspace(-1.0, 1.0, 6)
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    eager = simdiff.Derivatives(p, backend="torch")
+    np.testing.assert_allclose(d.vjp(u), eager.vjp(u), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(d.vjp(2 * u), 2 * eager.vjp(u), rtol=1e-12, atol=0)
+    assert d.cache_info()[0]["path"] == "compiled"
+    T = get_backend("torch")
+    ops = T.ops_compiling_parts()
+    _, pullback = T.vjp(lambda q: p.fn(q, ops), torch.tensor(p.x0, dtype=torch.float64))
+    first, second = pullback(torch.tensor(u)), pullback(torch.tensor(u))
+    torch.testing.assert_close(first, second, rtol=0, atol=0)

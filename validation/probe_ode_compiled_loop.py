@@ -5,12 +5,17 @@ median of rounds): the gradient (scalar problems) or VJP of
 
 * ``jax``: ``Derivatives(p, "jax")``;
 * ``eager``: ``Derivatives(p, "torch")``;
-* ``step``: ``compile=True`` with the solver's step compiled and the loop on
-  the host (Dopri5's shipped path, ``simdiff.ode._driver.compiled_stepper``);
-  for FixedStep, which has no compiled step, the whole callable compiled;
+* ``whole``: ``compile=True`` with ``loop_compiles`` switched off here: the
+  whole callable compiled;
 * ``loop``: ``compile=True`` with the whole step loop one compiled graph
-  (``simdiff.ode._driver._compiled_loop``; FixedStep's shipped path; for
-  Dopri5 switched on here by ``loop_compiles``).
+  (``simdiff.ode._driver._compiled_loop``; Dopri5's and FixedStep's shipped
+  path).
+
+Session 6's runs (docs/results/probe_ode_compiled_loop_s6*.txt) had a
+``step`` configuration instead of ``whole``: for Dopri5 its step compiled and
+the loop on the host (``compiled_stepper``).  That mechanism was removed
+after those runs in favour of the loop (one mechanism); the files are the
+record of it.
 
 The first call of each compiled configuration is its compile (seconds, the
 Inductor cache of this process fresh when run under ``TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)``).
@@ -31,7 +36,6 @@ import numpy as np
 
 import problems
 import simdiff
-from simdiff.ode import Dopri5
 
 from .bench_torch import interleaved
 
@@ -41,8 +45,6 @@ def _with_mechanism(name: str, loop: bool) -> Any:
     p = problems.get(name)
     solver = copy.copy(p.solver)
     object.__setattr__(solver, "loop_compiles", loop)  # frozen dataclass: an instance flag
-    if isinstance(solver, Dopri5):
-        object.__setattr__(solver, "step_compiles", not loop)
     p.solver = solver
     return p
 
@@ -56,7 +58,7 @@ def measure(name: str, rounds: int, budget: float) -> list[str]:
 
     ds = {"jax": simdiff.Derivatives(p, "jax"), "eager": simdiff.Derivatives(p, "torch")}
     out, compile_s, what = {}, {}, {}
-    for config, loop in (("step", False), ("loop", True)):
+    for config, loop in (("whole", False), ("loop", True)):
         d = simdiff.Derivatives(_with_mechanism(name, loop), "torch", compile=True)
         start = time.perf_counter()
         try:
@@ -73,14 +75,14 @@ def measure(name: str, rounds: int, budget: float) -> list[str]:
     ms = {k: 1e3 * statistics.median(v[1:] or v) for k, v in times.items()}
     rel = {
         (k, ref): float(np.max(np.abs(out[k] - out[ref])) / np.max(np.abs(out[ref])))
-        for k in ("step", "loop") if k in out for ref in ("eager", "jax")
+        for k in ("whole", "loop") if k in out for ref in ("eager", "jax")
     }  # fmt: skip
     kind = "grad" if p.is_scalar else "vjp"
     lines = [
         f"{name} {kind}: jax {ms['jax']:.3f} ms, eager {ms['eager']:.2f} ms "
         f"({ms['eager'] / ms['jax']:.1f}x)"
     ]
-    for k in ("step", "loop"):
+    for k in ("whole", "loop"):
         if k not in ms:
             lines.append(f"  {k}: {what[k]}")
             continue

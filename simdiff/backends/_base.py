@@ -268,13 +268,12 @@ class OpsBase:
         condition fails; False where functions are traced and compiled (JAX),
         so loops need ``ops.scan`` and static bounds.
     compile_part : callable or None
-        ``compile_part(key, make, grad_args=()) -> fn``: where set (a context
-        from :meth:`Backend.ops_compiling_parts`), an eager loop may run its
-        body (``make()``, a pure function of arrays, built once per ``key``)
-        under the backend's optional compiler; ``fn`` runs it eagerly where the
-        compiler does not apply.  ``grad_args``: positions of the arguments
-        derivatives flow through (one graph whether or not each is tracked on a
-        given call).  ``None`` (the default): nothing is compiled.
+        ``compile_part(key, make) -> fn``: where set (a context from
+        :meth:`Backend.ops_compiling_parts`), a part of the computation (an
+        ODE's step loop: ``make()``, a pure function of arrays, built once per
+        ``key``) may run under the backend's optional compiler; ``fn`` runs it
+        eagerly where the compiler does not apply.  ``None`` (the default):
+        nothing is compiled.
     """
 
     name: str = "base"
@@ -534,7 +533,7 @@ class Backend:
         raise NotImplementedError
 
     def ops_compiling_parts(self, dtype: Any = None, device: Any = None) -> Ops | None:
-        """A context whose eager loops compile their step (``OpsBase.compile_part``), or None.
+        """A context that compiles parts (``OpsBase.compile_part``: an ODE's step loop), or None.
 
         None (the default) where the backend has no optional compiler.
         """

@@ -674,16 +674,6 @@ class _PartCompiler:
     see the transform's wrapped tensors).  A function that cannot be compiled
     as one graph raises torch's error on its first compiled call.
 
-    ``grad_args`` (positions) names the arguments the part is differentiated
-    through.  Dynamo specialises a graph on which inputs require grad, so the
-    first ODE step (``y0`` a constant, the parameters and the FSAL stage
-    tracked) compiled a second forward graph and backward beside the one of
-    every later step, ~35% of the cold compile of the LV gradient
-    (docs/results/ode_compile_time_s4.txt).  Where grad is enabled and any of
-    those arguments is tracked, an untracked floating tensor among them is
-    passed as a fresh leaf that requires grad (its gradient is computed by
-    the same backward and discarded), so every step runs the one graph.
-
     ``compiled_calls`` and ``eager_calls`` count what ran.
     """
 
@@ -693,15 +683,13 @@ class _PartCompiler:
         self.compiled_calls = 0
         self.eager_calls = 0
 
-    def __call__(
-        self, key: Any, make: Callable[[], Callable[..., Any]], grad_args: tuple[int, ...] = ()
-    ) -> Callable[..., Any]:
+    def __call__(self, key: Any, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
         part = self._parts.get(key)
         if part is None:
-            part = self._parts[key] = self._part(make(), grad_args)
+            part = self._parts[key] = self._part(make())
         return part
 
-    def _part(self, pure: Callable[..., Any], grad_args: tuple[int, ...]) -> Callable[..., Any]:
+    def _part(self, pure: Callable[..., Any]) -> Callable[..., Any]:
         compiled = self._compile(pure, fullgraph=True)
 
         def part(*args: Any) -> Any:
@@ -709,8 +697,6 @@ class _PartCompiler:
                 self.eager_calls += 1
                 return pure(*args)
             self.compiled_calls += 1
-            if grad_args and torch.is_grad_enabled():
-                args = _all_tracked(args, grad_args)
             with warnings.catch_warnings(), _kept_buffers():
                 # Dynamo reads .grad of the non-leaf inputs (the state, the FSAL stage)
                 # while it builds its guards; the warning is about that read, not ours
@@ -718,26 +704,6 @@ class _PartCompiler:
                 return compiled(*args)
 
         return part
-
-
-def _all_tracked(args: tuple[Any, ...], positions: tuple[int, ...]) -> tuple[Any, ...]:
-    """``args`` with the untracked floating tensors at ``positions`` as fresh tracked leaves.
-
-    Unchanged where none of them is tracked (nothing is differentiated).
-    """
-    from torch.utils import _pytree
-
-    chosen = [args[i] for i in positions]
-    leaves = [x for x in _pytree.tree_leaves(chosen) if isinstance(x, torch.Tensor)]
-    if not any(x.requires_grad for x in leaves):
-        return args
-
-    def tracked(x: Any) -> Any:
-        if isinstance(x, torch.Tensor) and x.is_floating_point() and not x.requires_grad:
-            return x.detach().requires_grad_(True)
-        return x
-
-    return tuple(_pytree.tree_map(tracked, a) if i in positions else a for i, a in enumerate(args))
 
 
 def _forward_levels(kind: str, params: dict[str, Any], scalar: bool = True) -> int:

@@ -13,7 +13,6 @@ derivatives.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ import numpy as np
 
 from ..errors import InputError
 from ._base import Rhs, SolveInfo, Solver
-from ._driver import compiled_stepper, drive
+from ._driver import drive
 from .adjoint import Adjoint, make_adjoint
 
 __all__ = [
@@ -131,9 +130,6 @@ class EmbeddedPair(Solver):
     error_order: int = 1
     #: Whether ``init`` returns ``f(t0, y0)`` (first same as last).
     fsal: bool = False
-    #: Whether the step is compiled as one graph under ``compile=True | "auto"`` on torch
-    #: (:func:`~simdiff.ode._driver.compiled_stepper`); checked for Dopri5 only.
-    step_compiles: bool = False
 
     def init(self, rhs: Rhs, t0: Any, y0: Any, p: Any, ops: Any) -> Any:
         """The state before the first step (``()``: the method carries nothing)."""
@@ -174,10 +170,8 @@ class EmbeddedPair(Solver):
         controller = AdaptiveController(self.rtol, self.atol, self.error_order, abs(span))
         adjoint = make_adjoint(adjoint)
         stage_rhs = adjoint.step_rhs(rhs, ops)
-        loop = self.loop_compiles  # the whole loop compiles (then not the step on its own)
-        make = self.stepper if loop else functools.partial(compiled_stepper, self)
         return drive(
-            lambda q: make(stage_rhs, q, ops), p, state0, y0, t0, save_at, ops, h0=h0,
+            lambda q: self.stepper(stage_rhs, q, ops), p, state0, y0, t0, save_at, ops, h0=h0,
             controller=controller, max_steps=self.max_steps, adjoint=adjoint,
-            key=(self, rhs, adjoint) if loop else None,
+            key=(self, rhs, adjoint) if self.loop_compiles else None,
         )  # fmt: skip

@@ -31,7 +31,7 @@ from .._tree import tree_map
 from ..backends.numpy import NumpyOps
 from ._base import SolveInfo
 
-__all__ = ["compiled_stepper", "drive"]
+__all__ = ["drive"]
 
 #: ``step(t, y, h, state) -> (y_new, err, state_new)``.
 Step = Callable[[Any, Any, Any, Any], tuple[Any, Any, Any]]
@@ -195,37 +195,6 @@ def _traced_loop(
     return ys, SolveInfo(status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej)
 
 
-def compiled_stepper(solver: Any, rhs: Any, p: Any, ops: Any) -> Step:
-    """``solver.stepper(rhs, p, ops)``, its step compiled where the context asks for it.
-
-    In a context with ``ops.compile_part`` (``Derivatives(..., compile=True |
-    "auto")`` on torch, for the derivatives whose transforms run at the top
-    level: value, gradient, VJP) the step -- the stages and the error
-    estimate, a pure function of ``(t, y, h, state, p)`` with no control flow
-    -- runs as one compiled graph (forward and backward), built once per
-    solver and right-hand side; ``h`` is passed as an array so that a new
-    step size does not specialise a new graph.  Elsewhere it is the stepper
-    itself.  The controller is not compiled: it runs on host numbers
-    (:func:`_drive_eager`).
-    """
-    if ops.compile_part is None:
-        return solver.stepper(rhs, p, ops)  # type: ignore[no-any-return]
-
-    def make() -> Step:
-        def pure(t: Any, y: Any, h: Any, state: Any, q: Any) -> Any:
-            return solver.stepper(rhs, q, ops)(t, y, h, state)
-
-        return pure  # type: ignore[return-value]
-
-    # y, the method's state and p carry the gradient: one graph whether or not y0 is tracked
-    part = ops.compile_part(("ode step", solver, rhs), make, grad_args=(1, 3, 4))
-
-    def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, Any, Any]:
-        return part(t, y, ops.asarray(h), state, p)  # type: ignore[no-any-return]
-
-    return step
-
-
 def _compiled_loop(
     stepper: Callable[[Any], Step],
     p: Any,
@@ -268,8 +237,8 @@ def _compiled_loop(
 
         return pure
 
-    # no grad_args: a callable differentiates with respect to the same inputs on every call
-    # (one graph), and an untracked y0 enters the loop tied to the anchor like every leaf
+    # a callable differentiates with respect to the same inputs on every call (one
+    # graph), and an untracked y0 enters the loop tied to the anchor like every leaf
     part = ops.compile_part(("ode loop", key, controller, t0, times, int(max_steps)), make)
     ys, fields = part(y0, state0, ops.stop_gradient(h0), p)
     return ys, SolveInfo(*fields)

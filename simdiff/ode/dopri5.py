@@ -102,7 +102,6 @@ class Dopri5(EmbeddedPair):
     order = 5
     error_order = 4
     fsal = True
-    step_compiles = True
     loop_compiles = True
 
     def __post_init__(self) -> None:

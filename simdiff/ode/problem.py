@@ -10,7 +10,6 @@ import numpy as np
 from .._problem import CheckOptions, Problem
 from ..backends import get_backend
 from ..errors import InputError, InputTypeError, ShapeError, SolverError
-from ._adaptive import EmbeddedPair
 from ._base import Rhs, SolveInfo, Solver, status_message
 from .adjoint import Adjoint, make_adjoint
 from .dopri5 import Dopri5
@@ -223,15 +222,12 @@ class ODEProblem(Problem):
         """What the solver compiles by itself under ``compile=True | "auto"``, or None.
 
         Dopri5 and FixedStep (``solver.loop_compiles``): the whole step loop,
-        one graph (:func:`simdiff.ode._driver._compiled_loop`).  A solver with
-        ``step_compiles`` only: its step, the loop on the host
-        (:func:`simdiff.ode._driver.compiled_stepper`).  Rodas3: nothing (its
-        loop fails to compile in torch 2.13; the whole callable is compiled).
+        one graph (:func:`simdiff.ode._driver._compiled_loop`).  Rodas3:
+        nothing (its loop fails to compile in torch 2.13; the whole callable
+        is compiled).
         """
         if self.solver.loop_compiles:
             return f"the {self.solver.name} step loop (method, controller, saving), one graph"
-        if isinstance(self.solver, EmbeddedPair) and self.solver.step_compiles:
-            return f"the {self.solver.name} step (stages and error estimate), one graph"
         return None
 
     @property

@@ -118,12 +118,12 @@ def weighted(w: Any, ks: Any, ops: Any) -> Any:
     is applied as a broadcast product and a sum over the stages instead: XLA
     fuses that with the surrounding arithmetic, while a ``dot`` is a library
     call of its own (for the Lotka-Volterra benchmark of docs/ode.md, 37 to
-    29 kernels per Dopri5 step).  Likewise in a context that compiles its
-    step (``ops.compile_part``: torch under ``compile=True | "auto"``), where
-    Inductor made each product an external ``mm`` call: the compiled LV
-    gradient of ``validation.bench_ode_compile`` went from 0.26-0.28x to
-    0.21-0.22x torchdiffeq's, its cold compile from 26-28 s to 18-21 s
-    (docs/ode.md).
+    29 kernels per Dopri5 step).  Likewise in a context that compiles parts
+    (``ops.compile_part``: torch under ``compile=True | "auto"``, the step
+    loop), where Inductor made each product an external ``mm`` call: the
+    compiled LV gradient of ``validation.bench_ode_compile`` (then the
+    compiled step) went from 0.26-0.28x to 0.21-0.22x torchdiffeq's, its
+    cold compile from 26-28 s to 18-21 s (docs/ode.md).
     """
     if (not ops.eager or ops.compile_part is not None) and len(w.shape) == 1:
         return ops.sum(ops.reshape(w, (-1,) + (1,) * (len(ks.shape) - 1)) * ks, axis=0)
