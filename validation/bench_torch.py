@@ -98,6 +98,13 @@ def _timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, out
 
 
+def median_ms(fn: Callable[[], Any], repeats: int, warm: bool = True) -> float:
+    """Median milliseconds of ``repeats`` calls of ``fn`` (after one untimed call if ``warm``)."""
+    if warm:
+        fn()
+    return 1e3 * statistics.median(_timed(fn)[0] for _ in range(repeats))
+
+
 #: Calls after which ``compile="auto"`` (told to expect many) has settled on its path:
 #: warm-up, eager timing, then the compile (or its failure) on the third.
 AUTO_SETTLE_CALLS = 4

@@ -11,29 +11,17 @@ docs/performance.md.
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 
 import problems
 import simdiff
 import simdiff._api as api
+from validation.bench_torch import median_ms
 
 ENTRIES = (
     "seed", "heat_diffusivity", "burgers_colehopf", "ode_rk4_decay", "muller-brown",
     "ishigami", "rosenbrock4", "ode_linear_energy", "lotka_volterra_fit", "heat_modes",
 )  # fmt: skip
-
-
-def _median_ms(fn, k: int = 7) -> float:
-    fn()
-    times = []
-    for _ in range(k):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
 
 
 def main() -> None:
@@ -52,7 +40,7 @@ def main() -> None:
             for limit in (0, 8, 0, 8):
                 api.HVP_HESSIAN_MAX_N = limit
                 d = simdiff.Derivatives(p, "torch")
-                times[limit].append(_median_ms(lambda d=d, x=x: d.hessian(x, method="rev-rev")))
+                times[limit].append(median_ms(lambda d=d, x=x: d.hessian(x, method="rev-rev"), 7))
                 values[limit] = d.hessian(x, method="rev-rev")
             a, b = min(times[0]), min(times[8])
             diff = float((values[0] - values[8]).abs().max())

@@ -110,15 +110,6 @@ def _traced_loop_with_fused_tableau() -> Iterator[None]:
         rk.weighted = dopri5.weighted = weighted  # type: ignore[assignment]
 
 
-def _median_ms(fn: Callable[[], Any], n: int) -> float:
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
 def one_k(K: int, repeats: int, rounds: int, cpp_wrapper: bool) -> None:
     """Measure the chunked loop for one ``K`` (run in a fresh process and Inductor cache)."""
     import jax
@@ -127,6 +118,7 @@ def one_k(K: int, repeats: int, rounds: int, cpp_wrapper: bool) -> None:
     import problems
     import simdiff
     from simdiff.backends.torch import TorchOps
+    from validation.bench_torch import median_ms
 
     prob = problems.get(PROBLEM)
     x0 = torch.tensor(prob.x0, dtype=torch.float64)
@@ -192,7 +184,7 @@ def one_k(K: int, repeats: int, rounds: int, cpp_wrapper: bool) -> None:
     for _ in range(rounds):
         for name, fn in configs.items():
             n = max(3, repeats // 3) if name.startswith("eager") else repeats
-            rows.setdefault(name, []).append(_median_ms(fn, n))
+            rows.setdefault(name, []).append(median_ms(fn, n, warm=False))
     print(f"K = {K}  (cpp_wrapper={cpp_wrapper}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} torch threads)")  # fmt: skip
     print(f"  first chunked value {first_value:.1f} s, first chunked gradient {first_grad:.1f} s "

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +50,7 @@ from simdiff._tree import tree_flatten, tree_unflatten
 from simdiff.backends.taylor import TaylorArray, TaylorOps, taylor_function
 from simdiff.backends.torch import TorchOps
 from simdiff.ode import adjoint
+from validation.bench_torch import median_ms
 
 jax.config.update("jax_enable_x64", True)
 TRACING = [False]
@@ -120,16 +120,6 @@ def _patch() -> None:
     TaylorOps.while_loop = while_loop  # type: ignore[method-assign]
 
 
-def median_ms(f: Callable[[], Any], repeats: int = 21) -> float:
-    f()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
-
-
 def per_iteration_calls(f: Callable[[], Any]) -> str:
     prof = cProfile.Profile()
     prof.enable()
@@ -169,15 +159,15 @@ def probe(name: str, order: int, cpp_wrapper: bool) -> None:
         out = compiled(x0, v)
         compile_s = time.perf_counter() - start
         eager = g(x0, v)
-        ms = median_ms(lambda: compiled(x0, v))
+        ms = median_ms(lambda: compiled(x0, v), 21)
         eager_ms = median_ms(lambda: g(x0, v), 5)
         calls = per_iteration_calls(lambda: compiled(x0, v))
     d = simdiff.Derivatives(p, "jax")
     ref = np.asarray(d.taylor(np.asarray(p.x0, float), v.numpy(), order))
     if order == 2:
-        what, jax_ms = "Hessian", median_ms(lambda: d.hessian())
+        what, jax_ms = "Hessian", median_ms(lambda: d.hessian(), 21)
     else:
-        what, jax_ms = "JVP", median_ms(lambda: d.jvp(v.numpy()))
+        what, jax_ms = "JVP", median_ms(lambda: d.jvp(v.numpy()), 21)
     scale = float(np.abs(ref).max())
     vs_eager = float((out - eager).abs().max()) / scale
     vs_jax = float(np.abs(out.numpy() - ref).max()) / scale
