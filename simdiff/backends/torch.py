@@ -549,9 +549,13 @@ class TorchOps(LoopOps):
         the context's compiled parts (Dynamo traces fake tensors: a value read
         would be a graph break), where loops then run as :meth:`while_loop`.
         """
-        if self.compile_part is not None and torch.compiler.is_compiling():
+        if self._in_compiled_part():
             return None
         return _concrete(x)
+
+    def _in_compiled_part(self) -> bool:
+        """Whether Dynamo is tracing one of this context's compiled parts (``ops.compile_part``)."""
+        return self.compile_part is not None and torch.compiler.is_compiling()
 
     def while_loop(
         self,
@@ -568,7 +572,7 @@ class TorchOps(LoopOps):
         graph, differentiated by plain autograd outside the compiled part
         (:func:`_graph_while_loop`).
         """
-        if self.compile_part is not None and torch.compiler.is_compiling():
+        if self._in_compiled_part():
             return _graph_while_loop(cond, body, carry, int(max_steps))
         return super().while_loop(cond, body, carry, max_steps)
 
