@@ -2,7 +2,8 @@
 
 Run in a fresh process with an empty Inductor cache::
 
-    TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) python -m validation.benchmarks.bench_ode_compile --repeats 5
+    TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) \
+        python -m validation.benchmarks.bench_ode_compile --repeats 5
 
 Prints the first compiled gradient and value (seconds, compile included), the
 graphs Dynamo built, where the compile time went (``torch._dynamo.utils.compile_times``:

@@ -1,6 +1,7 @@
 """The PDE catalogue rows, eager only: JAX (jit) against torch.func eager, interleaved.
 
-``validation.benchmarks.bench_torch`` times torch compiled too, and since ``simdiff.pde`` is traceable by
+``validation.benchmarks.bench_torch`` times torch compiled too, and since ``simdiff.pde`` is
+traceable by
 Dynamo a compile of an 80- or 100-step ETDRK4 solve (unrolled) takes longer than its per-problem
 timeout, which then loses the row's eager numbers as well.  This runs the same derivatives
 (``bench_torch._derivatives``: gradient, HVP, Hessian with the backend's ``method="auto"``) in
@@ -10,7 +11,8 @@ the same torch object with ``torch.set_num_threads(1)`` around each call (the th
 the process's, set and restored per call), to show what torch's thread pool costs on tensors
 just above its parallel grain.
 
-    python -m validation.benchmarks.bench_pde_torch heat_modes heat_diffusivity ks_field burgers_colehopf
+    python -m validation.benchmarks.bench_pde_torch heat_modes heat_diffusivity ks_field \
+        burgers_colehopf
 """
 
 from __future__ import annotations

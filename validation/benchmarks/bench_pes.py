@@ -113,7 +113,8 @@ def worker(method: str, n_atoms: int, repeats: int, out: str, threads: int | Non
 
 def _measure(method: str, n_atoms: int, repeats: int, tmp: str, threads: int | None) -> dict:
     out = os.path.join(tmp, f"{method}-{n_atoms}.json")
-    cmd = [sys.executable, "-m", "validation.benchmarks.bench_pes", "--worker", method, str(n_atoms),
+    cmd = [sys.executable, "-m", "validation.benchmarks.bench_pes", "--worker", method,
+           str(n_atoms),
            "--repeats", str(repeats), "--out", out]  # fmt: skip
     env = dict(os.environ)
     if threads:

@@ -280,7 +280,8 @@ def main(argv: list[str] | None = None) -> None:
     with args.out.open("a") as fh:
         if not done:
             env = {"torch": torch.__version__, "threads": torch.get_num_threads()}
-            fh.write(json.dumps({"env": env, "cmd": "python -m validation.benchmarks.bench_torch"}) + "\n")
+            cmd = "python -m validation.benchmarks.bench_torch"
+            fh.write(json.dumps({"env": env, "cmd": cmd}) + "\n")
         for name in names:
             if name in done:
                 continue

@@ -17,7 +17,8 @@ vmapped over ``n`` directions at one point (simdiff's nested derivative sums),
 ``hvp`` ``jvp(grad f)``.
 
     python -m validation.benchmarks.probe_compile_crash                  # the default cases
-    python -m validation.benchmarks.probe_compile_crash ishigami:jvp2:0  # function:construction:batched
+    # function:construction:batched
+    python -m validation.benchmarks.probe_compile_crash ishigami:jvp2:0
 """
 
 from __future__ import annotations

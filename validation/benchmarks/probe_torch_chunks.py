@@ -321,7 +321,8 @@ def main() -> None:
     for K in args.K:
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache)
-            cmd = [sys.executable, "-m", "validation.benchmarks.probe_torch_chunks", "--one", str(K),
+            cmd = [sys.executable, "-m", "validation.benchmarks.probe_torch_chunks",
+                   "--one", str(K),
                    "--repeats", str(args.repeats), "--rounds", str(args.rounds)]  # fmt: skip
             if args.no_cpp_wrapper:
                 cmd.append("--no-cpp-wrapper")
