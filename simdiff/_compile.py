@@ -48,7 +48,7 @@ COMPILE_VALUES = (False, True, "auto")
 #: compile (the gradient or VJP each problem's process compiled first) over the 16
 #: closed-form and PES entries of the catalogue run on the reference machine (2 cores,
 #: load average 3.6 to 4.7; 4.2 to 25.9 s): ``python -m validation.benchmarks.bench_torch``,
-#: docs/results/bench_torch.txt, docs/performance.md.
+#: docs/results/bench_torch_catalogue.txt, docs/performance.md.
 COMPILE_PRIOR_S = 7.2
 
 #: Every successful compile in this process: ``(callable key, seconds)``; the key is

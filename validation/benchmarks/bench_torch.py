@@ -29,8 +29,8 @@ appended as one JSON line to ``--out`` as soon as it is measured (a long run
 can be stopped and resumed; problems already in the file are skipped);
 ``--table FILE`` prints the markdown table of such a file.
 
-    python -m validation.benchmarks.bench_torch --out docs/results/bench_torch.jsonl
-    python -m validation.benchmarks.bench_torch --table docs/results/bench_torch.jsonl
+    python -m validation.benchmarks.bench_torch --out docs/results/bench_torch_catalogue.jsonl
+    python -m validation.benchmarks.bench_torch --table docs/results/bench_torch_catalogue.jsonl
     python -m validation.benchmarks.bench_torch --auto heat_modes --out pde.jsonl
 """
 
