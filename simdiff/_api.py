@@ -285,6 +285,7 @@ class Derivatives(OperatorMethods):
         self._traces = 0
         self._expected_calls: int | None = None
         self._structured_calls = 0
+        self._generation = problem.cache.refresh()
 
     # ------------------------------------------------------------------ public
     @property
@@ -557,6 +558,12 @@ class Derivatives(OperatorMethods):
 
     def _call(self, kind: str, params: dict[str, Any], x: Any, extras: list) -> Any:
         problem = self.problem
+        generation = problem.cache.refresh()
+        if generation != self._generation:  # the definition changed: rebuild, re-probe
+            self._fns.clear()
+            self._info.clear()
+            self.probe_result = None
+            self._generation = generation
         if not self.backend.differentiable and kind not in _NO_AD_KINDS:
             raise UnsupportedError(
                 f"simdiff.{kind} is not available in the {self.backend.name!r} context: it "
@@ -739,6 +746,7 @@ def cached_derivatives(
         lambda: Derivatives(
             problem, backend, dtype=dtype, check_finite=check_finite, compile=compile
         ),
+        refresh=False,  # each call of a Derivatives checks the problem's fingerprint
     )
 
 

@@ -198,7 +198,7 @@ class Problem:
         self._output_shape: tuple[int, ...] | None = None
         #: What simdiff builds for this problem (see :class:`~simdiff._cache.DerivativeCache`):
         #: owned by the problem, freed with it.
-        self.cache = DerivativeCache()
+        self.cache = DerivativeCache(self)
 
     # ------------------------------------------------------------------ wrappers
     @classmethod
@@ -278,11 +278,31 @@ class Problem:
         y = self.fn(be.from_numpy(x, np.float64), be.ops())
         return be.to_numpy(y) if be.is_native(y) else np.asarray(y, dtype=np.float64)
 
+    def __fingerprint__(self) -> dict[str, Any]:
+        """What defines the problem, for :func:`simdiff.store.fingerprint`.
+
+        ``fn``, ``x0``, the backends, the exact references and the check
+        options (they change what :func:`simdiff.check` concludes); not the
+        name, ``meta`` or the cache.  A simulator adds its settings.
+        """
+        return {
+            "fn": self.fn,
+            "x0": self.x0,
+            "backends": self.backends,
+            "exact": self.exact,
+            "check_options": self.check_options,
+        }
+
     def __getstate__(self) -> dict[str, Any]:
         """Pickle without the cache of compiled callables (jit functions do not pickle)."""
         state = dict(self.__dict__)
-        state["cache"] = DerivativeCache()
+        state["cache"] = None
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickle with an empty cache of its own."""
+        self.__dict__.update(state)
+        self.cache = DerivativeCache(self)
 
     def __repr__(self) -> str:
         return f"Problem({self.name!r}, n={self.n}, backends={self.backends})"
