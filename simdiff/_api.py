@@ -556,6 +556,21 @@ class Derivatives(OperatorMethods):
         device = self.backend.device_of(a) if src is self.backend else None
         return src, a, a.ndim == ndim + 1, device
 
+    def _check_points(self, src: Any, x: Any, batched: bool) -> None:
+        """``problem.check_point`` at each concrete point, outside any compiled function.
+
+        A point that is symbolic (a tracer: the function face under a
+        framework transform) is not checked here.
+        """
+        if type(self.problem).check_point is Problem.check_point:
+            return  # nothing to check: no conversion
+        values = src.concrete(x)
+        if values is None:
+            return
+        values = np.asarray(values, dtype=np.float64)
+        for row in values if batched else values[None]:
+            self.problem.check_point(row)
+
     def _call(self, kind: str, params: dict[str, Any], x: Any, extras: list) -> Any:
         problem = self.problem
         generation = problem.cache.refresh()
@@ -578,6 +593,7 @@ class Derivatives(OperatorMethods):
         check = self.check_finite
         x = problem.x0 if x is None else x
         xsrc, x, xb, device = self._prepare(x, "x", (problem.n,), check)
+        self._check_points(xsrc, x, xb)
         prepared = [self._prepare(e, name, shape, check) for name, e, shape in extras]
         batches = {int(x.shape[0])} if xb else set()
         batches |= {int(a.shape[0]) for _, a, b, _ in prepared if b}

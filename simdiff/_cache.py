@@ -147,6 +147,10 @@ class RecentlyUsed(Generic[K, V]):
     [1, 3]
     """
 
+    def __fingerprint__(self) -> None:
+        """Nothing: what is kept is built from a definition, it is not part of one."""
+        return None
+
     def __init__(self, size: int) -> None:
         self.size = size
         self._items: dict[K, V] = {}

@@ -212,7 +212,10 @@ class _Hasher:
             if type(obj).__module__.startswith("torch"):  # torch tensors change in place
                 self.keep("value", _TENSOR_STATE, obj)
             return
-        wrapped = getattr(obj, "__wrapped__", None)
+        try:
+            wrapped = getattr(obj, "__wrapped__", None)
+        except Exception:  # an object whose __getattr__ refuses unknown names
+            wrapped = None
         if wrapped is not None and not isinstance(obj, type):  # jax.jit, functools.wraps
             self.put("wrapper", type(obj).__module__, type(obj).__qualname__)
             self.visit(wrapped)

@@ -256,6 +256,16 @@ class Problem:
     #: the whole derivative is compiled instead.
     compiles_parts: str | None = None
 
+    def check_point(self, x: np.ndarray) -> None:
+        """Raise a :class:`~simdiff.SimdiffError` if ``x`` (numpy, shape ``(n,)``) is outside
+        the problem's domain; nothing by default.
+
+        Run at the boundary of every derivative call, outside any compiled
+        function, with the actual point: the same rule a simulator applies at
+        construction (an explicit fixed step beyond its stability limit at
+        these parameters).
+        """
+
     def supports(self, backend: str) -> bool:
         """Whether ``fn`` runs in context ``backend``."""
         return backend in self.backends
@@ -275,6 +285,7 @@ class Problem:
         x = self.x0 if x is None else np.asarray(x, dtype=np.float64)
         if x.shape != (self.n,):
             raise ShapeError(f"problem {self.name!r} expects x of shape ({self.n},); got {x.shape}")
+        self.check_point(x)
         y = self.fn(be.from_numpy(x, np.float64), be.ops())
         return be.to_numpy(y) if be.is_native(y) else np.asarray(y, dtype=np.float64)
 

@@ -234,6 +234,12 @@ class ODEProblem(Problem):
             "adjoint": self.adjoint,
         }
 
+    def check_point(self, x: np.ndarray) -> None:
+        """The solver's construction check (``solver.check``: an explicit fixed step
+        against its stability limit) at the parameters and initial state of ``x``."""
+        p, y0 = self.split(np.asarray(x, dtype=np.float64), get_backend("numpy").ops())
+        self.solver.check(self.rhs, np.asarray(y0), self.t_span[0], self.save_at, np.asarray(p))
+
     @property
     def compiles_parts(self) -> str | None:  # type: ignore[override]
         """What the solver compiles by itself under ``compile=True | "auto"``, or None.
