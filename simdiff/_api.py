@@ -30,6 +30,7 @@ from .errors import (
     InputTypeError,
     LeakError,
     MemoryBudgetError,
+    NonFiniteError,
     OptionError,
     ShapeError,
     UnsupportedError,
@@ -556,6 +557,19 @@ class Derivatives(OperatorMethods):
         device = self.backend.device_of(a) if src is self.backend else None
         return src, a, a.ndim == ndim + 1, device
 
+    def _cause(self, src: Any, x: Any, batched: bool) -> Exception | None:
+        """The model's own error at the first point where eager evaluation raises one
+        (``Problem.failure_at``: an exhausted ``max_steps`` names the time reached), or None."""
+        values = src.concrete(x)
+        if values is None:
+            return None
+        values = np.asarray(values, dtype=np.float64)
+        for row in values if batched else values[None]:
+            cause = self.problem.failure_at(row, backend=self.backend.name)
+            if cause is not None and not isinstance(cause, NonFiniteError):
+                return cause
+        return None
+
     def _check_points(self, src: Any, x: Any, batched: bool) -> None:
         """``problem.check_point`` at each concrete point, outside any compiled function.
 
@@ -636,7 +650,13 @@ class Derivatives(OperatorMethods):
                 raise self._leak(exc, kind) from exc
         self._info[key]["calls"] += 1
         if check:
-            tree_map(lambda y: A.check_finite_result(y, self.backend, f"simdiff.{kind}"), out)
+            try:
+                tree_map(lambda y: A.check_finite_result(y, self.backend, f"simdiff.{kind}"), out)
+            except NonFiniteError as exc:  # a compiled call only says NaN: ask the model why
+                cause = self._cause(xsrc, x, xb)
+                if cause is not None:
+                    raise cause from exc
+                raise
         return tree_map(lambda y: A.convert_out(y, xsrc, self.backend), out)
 
     def _leak(self, exc: Exception, kind: str) -> Exception:

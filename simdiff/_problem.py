@@ -17,6 +17,7 @@ from .errors import (
     InputTypeError,
     OptionError,
     ShapeError,
+    SimdiffError,
     UnsupportedError,
 )
 
@@ -265,6 +266,30 @@ class Problem:
         construction (an explicit fixed step beyond its stability limit at
         these parameters).
         """
+
+    def failure_at(self, x: Any, *, backend: str = "numpy") -> Exception | None:
+        """The simdiff error an eager evaluation at ``x`` raises, or None if it raises none.
+
+        A compiled call cannot raise where its value is computed (a failed
+        solve poisons its output with NaN); this evaluates once more, eagerly
+        (on numpy where the problem runs there), so that the model's own error
+        (an exhausted ``max_steps`` with the time reached, an instability)
+        names the cause.
+
+        Examples
+        --------
+        >>> import numpy as np, simdiff
+        >>> p = simdiff.Problem(lambda x, ops: ops.sum(x ** 2), x0=np.ones(2))
+        >>> p.failure_at(np.ones(2)) is None
+        True
+        """
+        where = "numpy" if self.supports("numpy") else backend
+        try:
+            with np.errstate(all="ignore"):  # a NaN is known: its cause is asked for
+                self.evaluate(x, backend=where)
+        except SimdiffError as exc:
+            return exc
+        return None
 
     def supports(self, backend: str) -> bool:
         """Whether ``fn`` runs in context ``backend``."""

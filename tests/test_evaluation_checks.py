@@ -62,3 +62,16 @@ def test_a_sweep_records_the_refusal_with_its_message() -> None:
     assert r.messages[1].startswith("StabilityError: time step dt=0.05 is beyond")
     # rk4 global error ~ (dt k)^5 / 120 per step times 20 steps: 2e-6 at k = 2
     np.testing.assert_allclose(r["value"][[0, 2]], np.exp([-1.0, -2.0]), rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["value", "grad", "hessian"])
+def test_exhausted_max_steps_on_the_derivative_path_is_a_solver_error(backend, kind) -> None:
+    # dopri5 at rtol 1e-10 needs ~55 steps at k = 2 (x0) and ~250 at k = 30
+    p = ODEProblem(
+        lambda t, y, p, ops: -p[0] * y, [1.0], (0.0, 1.0), [2.0],
+        observable=lambda ys, ops: ys[-1, 0], rtol=1e-10, atol=1e-12, max_steps=100,
+    )  # fmt: skip
+    d = simdiff.Derivatives(p, backend)
+    with pytest.raises(simdiff.errors.SolverError, match=r"max_steps=100 exhausted at t=0\.\d+"):
+        getattr(d, kind)(np.array([30.0]))

@@ -193,16 +193,15 @@ def _diagnose(problem: Problem, x: np.ndarray, backend: str) -> tuple[int, str]:
     the model raises its own error (a solver's exhausted ``max_steps`` with
     the time reached, an instability).
     """
-    where = "numpy" if problem.supports("numpy") else backend
-    try:
-        with np.errstate(all="ignore"):  # the NaN is known: its cause is asked for
-            value = problem.evaluate(x, backend=where)
-    except SolverError as exc:
+    exc = problem.failure_at(x, backend=backend)
+    if isinstance(exc, SolverError):
         return SOLVER, f"{type(exc).__name__}: {exc}"
-    except (NonFiniteError, ArithmeticError) as exc:
+    if isinstance(exc, NonFiniteError):
         return NONFINITE, f"{type(exc).__name__}: {exc}"
-    except SimdiffError as exc:
+    if exc is not None:
         return FAILED, f"{type(exc).__name__}: {exc}"
+    with np.errstate(all="ignore"):
+        value = problem.evaluate(x, backend="numpy" if problem.supports("numpy") else backend)
     if not np.all(np.isfinite(value)):
         return NONFINITE, f"the value is not finite at this point: {value}"
     return NONFINITE, "the value is finite but a derivative is not (a singular derivative)"
