@@ -65,7 +65,16 @@ _NO_AD_KINDS = {"value", "taylor", "taylor_derivative", "derivative_sum"}
 def _check_order(order: Any, what: str = "order") -> int:
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
         raise InputError(f"{what} must be a non-negative integer; got {order!r}")
+    if order > _MAX_ORDER:
+        raise InputError(
+            f"{what} must be at most {_MAX_ORDER} (the derivative is a Taylor coefficient times "
+            f"{what}!, and {_MAX_ORDER + 1}! overflows float64); got {order}"
+        )
     return int(order)
+
+
+#: The highest derivative order: 170! is the largest factorial float64 holds.
+_MAX_ORDER = 170
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -140,7 +149,10 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any
         return build_operator(kind, params, problem, ops, T)
 
     def f(x: Any) -> Any:
-        return problem.fn(x, ops)
+        y = problem.fn(x, ops)
+        if isinstance(y, (int, float, np.integer, np.floating)) and not isinstance(y, bool):
+            return ops.sum(x * 0.0) + float(y)  # a constant: zero derivatives on every backend
+        return y
 
     if kind == "value":
         return f

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -179,6 +180,7 @@ class Problem:
         if not np.all(np.isfinite(x0)):
             bad = int(np.flatnonzero(~np.isfinite(x0))[0])
             raise InputError(f"Problem x0 must be finite; x0[{bad}] = {x0[bad]}")
+        _check_signature(fn)
         self.fn = fn
         self.x0 = x0
         self.name: str = name or str(getattr(fn, "__name__", "problem"))
@@ -312,7 +314,14 @@ class Problem:
             raise ShapeError(f"problem {self.name!r} expects x of shape ({self.n},); got {x.shape}")
         self.check_point(x)
         y = self.fn(be.from_numpy(x, np.float64), be.ops())
-        return be.to_numpy(y) if be.is_native(y) else np.asarray(y, dtype=np.float64)
+        if be.is_native(y):
+            if be.dtype_name(y).startswith("complex"):
+                raise InputTypeError(_bad_output(self.name, y, f"a complex {backend} array"))
+            return be.to_numpy(y)
+        a = np.asarray(y) if isinstance(y, (int, float, np.ndarray, np.generic, list)) else None
+        if a is None or isinstance(y, bool) or a.dtype.kind not in "fiu":
+            raise InputTypeError(_bad_output(self.name, y, type(y).__name__))
+        return a.astype(np.float64)
 
     def __fingerprint__(self) -> dict[str, Any]:
         """What defines the problem, for :func:`simdiff.store.fingerprint`.
@@ -342,6 +351,29 @@ class Problem:
 
     def __repr__(self) -> str:
         return f"Problem({self.name!r}, n={self.n}, backends={self.backends})"
+
+
+def _check_signature(fn: Callable[..., Any]) -> None:
+    """Refuse a ``fn`` that cannot be called as ``fn(x, ops)`` (before any backend traces it)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read (a builtin, a C callable)
+        return
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raise InputTypeError(
+            f"Problem fn must be callable as fn(x, ops) (two positional arguments); "
+            f"{name}{sig} is not (Problem.from_jax / from_torch wrap a function of x alone)"
+        ) from None
+
+
+def _bad_output(name: str, y: Any, got: str) -> str:
+    return (
+        f"problem {name!r}: fn must return a real scalar or 1-D array computed with ops "
+        f"from x; got {got} ({str(y)[:40]!r})"
+    )
 
 
 def _only(f: Callable[[Any], Any], backend: str) -> Callable[[Any, Any], Any]:
