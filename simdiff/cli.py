@@ -102,10 +102,22 @@ def _store(out: str) -> Any:
     return Store(Path(out) / STORE_DIR)
 
 
-def _fingerprints(problems: Sequence[tuple[str, Any]]) -> dict[str, str]:
+def _fingerprints(problems: Sequence[tuple[str, Any]]) -> dict[str, str | None]:
     from .store import fingerprint
 
     return {label: fingerprint(p) for label, p in problems}
+
+
+def _start_run(store: Any, name: str, params: dict[str, Any]) -> str:
+    """A run for ``params``; never a resumed one when a problem has no fingerprint."""
+    unknown = [label for label, fp in params["fingerprints"].items() if fp is None]
+    if unknown:
+        print(
+            f"not resuming stored results: {', '.join(unknown)} cannot be fingerprinted "
+            "(an object whose state cannot be inspected in its definition); a new run is started",
+            file=sys.stderr,
+        )
+    return store.start_run(name, params, resume=not unknown)
 
 
 # --------------------------------------------------------------------------- commands
@@ -144,7 +156,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     run = None
     if store is not None:
         params = {**kw, "problems": args.problems, "fingerprints": _fingerprints(problems)}
-        run = store.start_run("check", params)
+        run = _start_run(store, "check", params)
     status = 0  # 0 pass, 1 a check failed, 2 a check inconclusive or not checked
     for label, p in problems:
         done = store.get(run, label, "check", "all", arrays=False) if store else None
@@ -203,7 +215,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "repeats": args.repeats,
             "fingerprints": _fingerprints(problems),
         }
-        run = store.start_run("compare", params)
+        run = _start_run(store, "compare", params)
     for label, p, derivs, usable in plan:
         if store is not None and store.has(run, label, "compare", "all"):
             print(f"{label}: stored in {run}")
