@@ -6,7 +6,7 @@ simdiff/_fingerprint.py) and its point (``Problem.check_point``).  This times
 steady ``simdiff.grad`` calls of catalogue problems with the recheck and with
 it replaced by a no-op, interleaved in rounds, and prints the median ratio.
 
-Run: ``python -m validation.bench_identity [--rounds 7] [--calls 50]``
+Run: ``python -m validation.benchmarks.bench_identity [--rounds 7] [--calls 50]``
 """
 
 from __future__ import annotations
