@@ -2,32 +2,27 @@
 
 Usage::
 
-    python validation/benchmarks/bench_fft.py                 # N = 4096, 8192, 16384, 32768
-    python validation/benchmarks/bench_fft.py --sizes 16384 --repeats 50 --torch-threads 1
+    python -m validation.benchmarks.bench_fft                 # N = 4096, 8192, 16384, 32768
+    python -m validation.benchmarks.bench_fft --sizes 16384 --repeats 50 --torch-threads 1
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
 
+from validation.benchmarks.bench_torch import median_ms
+
 jax.config.update("jax_enable_x64", True)
 
 
 def _time(f, repeats: int) -> float:
-    f()
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        f()
-        out.append(time.perf_counter() - t)
-    return statistics.median(out)
+    """Median seconds of ``repeats`` calls after one untimed call (the benchmarks' timer)."""
+    return median_ms(f, repeats) / 1e3
 
 
 def _row(n: int, repeats: int) -> list[float]:

@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from validation.benchmarks.bench_torch import median_ms
+
 N, T, KAPPA, STEPS, CONTOUR = 64, 0.5, 0.3, 10, 64
 X0 = np.array([1.0, -0.5, 0.25, 0.4, 0.8, 0.3, -0.6, 0.1])
 
@@ -74,12 +76,8 @@ def energy(xp: Any, fft: Any, c: dict[str, Any], basis: Any) -> Callable[[Any], 
 
 
 def _median_time(fn: Callable[[], Any], n: int = 3) -> float:
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    """Median seconds of ``n`` calls, no warm-up call (the benchmarks' timer)."""
+    return median_ms(fn, n, warm=False) / 1e3
 
 
 def main(rounds: int = 15) -> None:
