@@ -128,7 +128,7 @@ def _hessian_by_hvps(f: Callable[[Any], Any], T: Any, ops: Ops, n: int) -> Calla
     one vector; one HVP took 0.49x to 0.71x of its time on torch (seed,
     heat_diffusivity, burgers_colehopf, ode_rk4_decay), the same numbers;
     from n = 3 the HVPs lose (1.08x to 3.97x): ``python -m
-    validation.bench_torch_hessian_hvps``, docs/results/bench_torch_hessian_hvps.txt.
+    validation.benchmarks.bench_torch_hessian_hvps``, docs/results/bench_torch_hessian_hvps.txt.
     """
     basis = [ops.eye(n)[i] for i in range(n)]
     hvp = _rev_rev_hvp(f, T, ops)
@@ -199,7 +199,7 @@ def auto_hessian_method(backend: Any, n: int, m: int, compiled: bool = False) ->
     see ``TorchBackend.hessian_method``.
 
     The backend decides (``Backend.hessian_method``), from measurements kept
-    in docs/performance.md (``python -m validation.bench_torch_hessian``): on
+    in docs/performance.md (``python -m validation.benchmarks.bench_torch_hessian``): on
     JAX forward over reverse for scalar functions and forward over forward for
     vector-valued ones with ``n <= m``; on torch.func reverse over reverse
     everywhere (its double backward beats forward mode through a backward pass

@@ -577,7 +577,7 @@ class Backend:
         may differ from the eager one; a backend without one ignores it.
 
         The default is JAX's measured rule (``python -m
-        validation.bench_torch_hessian``, docs/performance.md): forward over
+        validation.benchmarks.bench_torch_hessian``, docs/performance.md): forward over
         reverse for a scalar function, forward over forward for a vector-valued
         one with no more inputs than outputs (each output's reverse pass costs
         as much as a forward pass over all inputs).  Backends override it.
