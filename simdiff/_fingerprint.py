@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from .backends import backend_of
 from .errors import InputTypeError
 
 __all__ = ["Identity", "Opaque", "fingerprint", "why_opaque"]
@@ -208,9 +209,10 @@ class _Hasher:
             return
         concrete = _concrete_array(obj)
         if concrete is not None:
-            self.visit(concrete)
-            if type(obj).__module__.startswith("torch"):  # torch tensors change in place
-                self.keep("value", _TENSOR_STATE, obj)
+            values, backend = concrete
+            self.visit(values)
+            if backend.mutation_count(obj) is not None:  # arrays that change in place
+                self.keep("value", _mutation_reader(backend), obj)
             return
         try:
             wrapped = getattr(obj, "__wrapped__", None)
@@ -307,13 +309,16 @@ def _bytes_digest(a: np.ndarray) -> bytes:
 
 # Readers of what can change in place, C-level where possible (the check runs on every call).
 _ARRAY_LAYOUT = operator.attrgetter("shape", "strides", "dtype")
-_TENSOR_STATE = operator.attrgetter("_version", "shape", "dtype")  # torch counts in-place changes
 _ALL = operator.itemgetter(slice(None))
 _KEYS = operator.methodcaller("keys")
 _VALUES = operator.methodcaller("values")
 _FUNCTION_STATE = operator.attrgetter("__code__", "__defaults__", "__kwdefaults__", "__closure__")
 _CELL = operator.attrgetter("cell_contents")  # an empty cell raises: the check then fails
 _CLASS = operator.attrgetter("__class__")
+
+
+def _mutation_reader(backend: Any) -> Any:
+    return lambda x: (backend.mutation_count(x), tuple(x.shape))
 
 
 @functools.cache
@@ -375,21 +380,23 @@ def _is_builtin(obj: Any) -> bool:
     )
 
 
-def _concrete_array(obj: Any) -> np.ndarray | None:
-    """A numpy copy of a concrete jax or torch array (a tracer is opaque)."""
-    root = type(obj).__module__.partition(".")[0]
-    if root == "torch" and hasattr(obj, "detach"):
-        t = obj.detach()
-        try:
-            return t.cpu().numpy()
-        except (RuntimeError, TypeError) as exc:  # a functorch-wrapped or fake tensor
-            raise Opaque(f"a torch tensor without concrete values ({exc})") from exc
-    if root in ("jax", "jaxlib") and hasattr(obj, "__array__"):
-        try:
-            return np.asarray(obj)
-        except Exception as exc:  # a tracer: jax raises its own TracerArrayConversionError
-            raise Opaque(f"a jax value without concrete values ({type(obj).__name__})") from exc
-    return None
+def _concrete_array(obj: Any) -> tuple[np.ndarray, Any] | None:
+    """``(values, backend)`` of a framework's native array, None for anything else.
+
+    A tracer, or a tensor of a transform, has no values now: opaque.
+    """
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return None
+    backend = backend_of(obj)
+    if not backend.is_native(obj):
+        return None
+    try:
+        values = backend.concrete(obj)
+    except Exception as exc:  # a functorch-wrapped or fake tensor refusing conversion
+        raise Opaque(f"a {type(obj).__name__} without concrete values ({exc})") from exc
+    if values is None:
+        raise Opaque(f"a {type(obj).__name__} without concrete values (a tracer)")
+    return np.asarray(values), backend
 
 
 def _sub_digest(obj: Any) -> bytes:

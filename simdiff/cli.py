@@ -362,6 +362,24 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _refuse_unknown_leading_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Name an unknown option before the command (argparse would only say a command is
+    required); exits with status 2 through ``parser.error``."""
+    actions = parser._option_string_actions
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+        name = argv[i].split("=", 1)[0]
+        action = actions.get(name)
+        if action is None:
+            known = sorted(o for o in actions if o.startswith("--"))
+            parser.error(
+                f"unrecognized option {argv[i]!r} before the command; options there: "
+                f"{', '.join(known)}; options of a command go after it (simdiff check --help)"
+            )
+        takes_value = action.nargs != 0 and "=" not in argv[i]
+        i += 2 if takes_value else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``simdiff`` command; returns the exit status.
 
@@ -372,7 +390,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     2
     """
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        _refuse_unknown_leading_options(parser, sys.argv[1:] if argv is None else list(argv))
+        args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage error (status 2) or --help (0)
         return int(exc.code or 0)
     from .backends import set_threads  # before jax is imported: XLA reads its flags once

@@ -53,3 +53,13 @@ def test_out_pointing_at_a_file_exits_with_the_store_error(tmp_path: Path, capsy
     (tmp_path / "file").write_text("x")
     code = main(["check", "seed", "--derivatives", "grad", "--out", str(tmp_path / "file")])
     assert code == 2 and "is a file, so no directory can be created" in capsys.readouterr().err
+
+
+def test_an_unknown_option_before_the_command_is_named(capsys) -> None:
+    from simdiff.cli import main
+
+    assert main(["--bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "unrecognized option '--bogus' before the command" in err and "--threads" in err
+    assert main(["--threads", "1", "--bogus", "list"]) == 2
+    assert "'--bogus'" in capsys.readouterr().err

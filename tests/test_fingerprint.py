@@ -180,3 +180,16 @@ def test_fingerprint_survives_pickling_and_ignores_the_cache() -> None:
 def test_fingerprint_refuses_what_is_not_a_problem() -> None:
     with pytest.raises(simdiff.errors.InputTypeError, match="simdiff.Problem"):
         fingerprint(lambda x, ops: x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_framework_array_in_a_closure_is_hashed_by_value(backend: str) -> None:
+    be = simdiff.backends.get_backend(backend)
+    scale = be.from_numpy(np.array([1.0, 2.0]), np.float64)
+    p = simdiff.Problem(lambda x, ops: ops.sum(scale * x**2), x0=np.ones(2), backends=(backend,))
+    same = simdiff.Problem(lambda x, ops: ops.sum(scale * x**2), x0=np.ones(2), backends=(backend,))
+    assert fingerprint(p) == fingerprint(same) is not None
+    np.testing.assert_allclose(simdiff.grad(p, backend=backend), [2.0, 4.0], rtol=1e-14)
+    if be.mutation_count(scale) is not None:  # arrays that change in place (torch)
+        scale.mul_(2.0)
+        np.testing.assert_allclose(simdiff.grad(p, backend=backend), [4.0, 8.0], rtol=1e-14)

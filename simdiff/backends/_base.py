@@ -628,6 +628,11 @@ class Backend:
         """``x`` as a numpy array, or ``None`` if it has no value now (a tracer under jit/vmap)."""
         return self.to_numpy(x)
 
+    def mutation_count(self, x: Any) -> Any:
+        """A counter that changes with every in-place change of native array ``x``, or
+        ``None`` where arrays are immutable (what a fingerprint rechecks cheaply)."""
+        return None
+
     # --- threads
     def threads(self) -> dict[str, Any]:
         """The framework's thread counts in effect (empty where it has no setting)."""

@@ -905,6 +905,10 @@ class TorchBackend(Backend):
     def concrete(self, x: Any) -> Any:
         return _concrete(x)
 
+    def mutation_count(self, x: Any) -> Any:
+        """torch's version counter of ``x`` (bumped by every in-place operation)."""
+        return x._version
+
     def threads(self) -> dict[str, Any]:
         """torch's intra-op and inter-op thread counts."""
         return {"torch": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads()}
