@@ -26,6 +26,11 @@ OPS = T.ops()
 TORCH_ENTRIES = [n for n in problems.names() if problems.get(n).supports("torch")]
 SLOW = {"burgers_colehopf", "robertson", "lv4_mean_prey", "lv4_observations"}
 
+# Two code paths that round differently: 64 ulps of float64, relative, covers
+# the accumulated rounding of a few dozen operations of condition ~1 on any CPU
+# (measured up to 3.6e-15 = 16 ulps on the reference machine).
+PATH_RTOL = 64 * float(np.finfo(np.float64).eps)
+
 
 def _function(name: str):
     p = problems.get(name)
@@ -40,7 +45,7 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in TORCH_ENTRIES]
 )
 def test_top_level_gradient_equals_torch_func(name: str) -> None:
-    """Gradients (scalar entries) and VJPs (vector entries) agree with torch.func to 1e-15."""
+    """Gradients (scalar entries) and VJPs (vector entries) agree with torch.func to PATH_RTOL (different operation orders: rounding only)."""
     f, x = _function(name)
     out = f(x)
     if out.ndim == 0:
@@ -49,7 +54,7 @@ def test_top_level_gradient_equals_torch_func(name: str) -> None:
         u = torch.linspace(1.0, 2.0, out.numel(), dtype=torch.float64).reshape(out.shape)
         got, want = T.vjp(f, x)[1](u)[0], torch.func.vjp(f, x)[1](u)[0]
     assert not got.requires_grad
-    assert _rel(got, want) <= 1e-15
+    assert _rel(got, want) <= PATH_RTOL
 
 
 def test_the_plain_path_is_taken_only_outside_transforms() -> None:
@@ -83,7 +88,7 @@ def test_derivatives_nest_as_with_torch_func(name: str) -> None:
     assert _rel(hvp, H @ v) <= 1e-12
     xs = torch.stack([x, 1.01 * x])
     batched = torch.func.vmap(T.grad(f))(xs)
-    assert _rel(batched[1], torch.func.grad(f)(xs[1])) <= 1e-15
+    assert _rel(batched[1], torch.func.grad(f)(xs[1])) <= PATH_RTOL
 
 
 def test_derivatives_api_numbers_unchanged() -> None:
@@ -93,11 +98,11 @@ def test_derivatives_api_numbers_unchanged() -> None:
     d = simdiff.Derivatives(p, backend="torch")
     v = np.linspace(1.0, -0.5, p.n)
     g = torch.func.grad(f)(x).numpy()
-    np.testing.assert_allclose(d.grad(), g, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(d.grad(), g, rtol=PATH_RTOL, atol=0)
     val, g2 = d.value_and_grad()
-    np.testing.assert_allclose(g2, g, rtol=1e-15, atol=0)
-    assert val == pytest.approx(float(f(x)), rel=1e-15)
-    np.testing.assert_allclose(d.vjp(np.array(2.0)), 2.0 * g, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(g2, g, rtol=PATH_RTOL, atol=0)
+    assert val == pytest.approx(float(f(x)), rel=PATH_RTOL)
+    np.testing.assert_allclose(d.vjp(np.array(2.0)), 2.0 * g, rtol=PATH_RTOL, atol=0)
     H = torch.func.jacrev(torch.func.jacrev(f))(x).numpy()
     np.testing.assert_allclose(d.hessian(), H, rtol=1e-12, atol=0)
     np.testing.assert_allclose(d.hvp(v), H @ v, rtol=1e-12, atol=0)
@@ -113,7 +118,7 @@ def test_gradient_of_an_input_in_a_users_graph_stays_differentiable() -> None:
     g = T.grad(f)(2.0 * z)
     assert g.requires_grad
     (gz,) = torch.autograd.grad(g.sum(), z)
-    torch.testing.assert_close(gz, 2.0 * 6.0 * (2.0 * z.detach()), rtol=1e-15, atol=0)
+    torch.testing.assert_close(gz, 2.0 * 6.0 * (2.0 * z.detach()), rtol=PATH_RTOL, atol=0)
 
 
 def test_a_function_that_ignores_its_input_has_a_zero_gradient() -> None:
@@ -135,9 +140,9 @@ def test_a_pullback_called_again_and_inside_vmap() -> None:
     out, pullback = T.vjp(f, x)
     us = torch.eye(out.numel(), dtype=torch.float64)
     J = torch.func.jacrev(f)(x)
-    torch.testing.assert_close(pullback(us[0])[0], J[0], rtol=1e-15, atol=0)
-    torch.testing.assert_close(pullback(us[1])[0], J[1], rtol=1e-15, atol=0)
-    torch.testing.assert_close(torch.func.vmap(lambda u: pullback(u)[0])(us), J, rtol=1e-15, atol=0)
+    torch.testing.assert_close(pullback(us[0])[0], J[0], rtol=PATH_RTOL, atol=0)
+    torch.testing.assert_close(pullback(us[1])[0], J[1], rtol=PATH_RTOL, atol=0)
+    torch.testing.assert_close(torch.func.vmap(lambda u: pullback(u)[0])(us), J, rtol=PATH_RTOL, atol=0)
 
 
 def test_a_refused_reverse_pass_still_raises_its_message() -> None:
