@@ -30,6 +30,7 @@ from .errors import (
     InputTypeError,
     LeakError,
     MemoryBudgetError,
+    NonFiniteError,
     OptionError,
     ShapeError,
     UnsupportedError,
@@ -64,7 +65,16 @@ _NO_AD_KINDS = {"value", "taylor", "taylor_derivative", "derivative_sum"}
 def _check_order(order: Any, what: str = "order") -> int:
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
         raise InputError(f"{what} must be a non-negative integer; got {order!r}")
+    if order > _MAX_ORDER:
+        raise InputError(
+            f"{what} must be at most {_MAX_ORDER} (the derivative is a Taylor coefficient times "
+            f"{what}!, and {_MAX_ORDER + 1}! overflows float64); got {order}"
+        )
     return int(order)
+
+
+#: The highest derivative order: 170! is the largest factorial float64 holds.
+_MAX_ORDER = 170
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -118,7 +128,7 @@ def _hessian_by_hvps(f: Callable[[Any], Any], T: Any, ops: Ops, n: int) -> Calla
     one vector; one HVP took 0.49x to 0.71x of its time on torch (seed,
     heat_diffusivity, burgers_colehopf, ode_rk4_decay), the same numbers;
     from n = 3 the HVPs lose (1.08x to 3.97x): ``python -m
-    validation.bench_torch_hessian_hvps``, docs/results/bench_torch_hessian_hvps.txt.
+    validation.benchmarks.bench_torch_hessian_hvps``, docs/results/bench_torch_hessian_hvps.txt.
     """
     basis = [ops.eye(n)[i] for i in range(n)]
     hvp = _rev_rev_hvp(f, T, ops)
@@ -139,7 +149,10 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any
         return build_operator(kind, params, problem, ops, T)
 
     def f(x: Any) -> Any:
-        return problem.fn(x, ops)
+        y = problem.fn(x, ops)
+        if isinstance(y, (int, float, np.integer, np.floating)) and not isinstance(y, bool):
+            return ops.sum(x * 0.0) + float(y)  # a constant: zero derivatives on every backend
+        return y
 
     if kind == "value":
         return f
@@ -186,7 +199,7 @@ def auto_hessian_method(backend: Any, n: int, m: int, compiled: bool = False) ->
     see ``TorchBackend.hessian_method``.
 
     The backend decides (``Backend.hessian_method``), from measurements kept
-    in docs/performance.md (``python -m validation.bench_torch_hessian``): on
+    in docs/performance.md (``python -m validation.benchmarks.bench_torch_hessian``): on
     JAX forward over reverse for scalar functions and forward over forward for
     vector-valued ones with ``n <= m``; on torch.func reverse over reverse
     everywhere (its double backward beats forward mode through a backward pass
@@ -285,6 +298,7 @@ class Derivatives(OperatorMethods):
         self._traces = 0
         self._expected_calls: int | None = None
         self._structured_calls = 0
+        self._generation = problem.cache.refresh()
 
     # ------------------------------------------------------------------ public
     @property
@@ -555,8 +569,42 @@ class Derivatives(OperatorMethods):
         device = self.backend.device_of(a) if src is self.backend else None
         return src, a, a.ndim == ndim + 1, device
 
+    def _cause(self, src: Any, x: Any, batched: bool) -> Exception | None:
+        """The model's own error at the first point where eager evaluation raises one
+        (``Problem.failure_at``: an exhausted ``max_steps`` names the time reached), or None."""
+        values = src.concrete(x)
+        if values is None:
+            return None
+        values = np.asarray(values, dtype=np.float64)
+        for row in values if batched else values[None]:
+            cause = self.problem.failure_at(row, backend=self.backend.name)
+            if cause is not None and not isinstance(cause, NonFiniteError):
+                return cause
+        return None
+
+    def _check_points(self, src: Any, x: Any, batched: bool) -> None:
+        """``problem.check_point`` at each concrete point, outside any compiled function.
+
+        A point that is symbolic (a tracer: the function face under a
+        framework transform) is not checked here.
+        """
+        if type(self.problem).check_point is Problem.check_point:
+            return  # nothing to check: no conversion
+        values = src.concrete(x)
+        if values is None:
+            return
+        values = np.asarray(values, dtype=np.float64)
+        for row in values if batched else values[None]:
+            self.problem.check_point(row)
+
     def _call(self, kind: str, params: dict[str, Any], x: Any, extras: list) -> Any:
         problem = self.problem
+        generation = problem.cache.refresh()
+        if generation != self._generation:  # the definition changed: rebuild, re-probe
+            self._fns.clear()
+            self._info.clear()
+            self.probe_result = None
+            self._generation = generation
         if not self.backend.differentiable and kind not in _NO_AD_KINDS:
             raise UnsupportedError(
                 f"simdiff.{kind} is not available in the {self.backend.name!r} context: it "
@@ -571,6 +619,7 @@ class Derivatives(OperatorMethods):
         check = self.check_finite
         x = problem.x0 if x is None else x
         xsrc, x, xb, device = self._prepare(x, "x", (problem.n,), check)
+        self._check_points(xsrc, x, xb)
         prepared = [self._prepare(e, name, shape, check) for name, e, shape in extras]
         batches = {int(x.shape[0])} if xb else set()
         batches |= {int(a.shape[0]) for _, a, b, _ in prepared if b}
@@ -613,7 +662,13 @@ class Derivatives(OperatorMethods):
                 raise self._leak(exc, kind) from exc
         self._info[key]["calls"] += 1
         if check:
-            tree_map(lambda y: A.check_finite_result(y, self.backend, f"simdiff.{kind}"), out)
+            try:
+                tree_map(lambda y: A.check_finite_result(y, self.backend, f"simdiff.{kind}"), out)
+            except NonFiniteError as exc:  # a compiled call only says NaN: ask the model why
+                cause = self._cause(xsrc, x, xb)
+                if cause is not None:
+                    raise cause from exc
+                raise
         return tree_map(lambda y: A.convert_out(y, xsrc, self.backend), out)
 
     def _leak(self, exc: Exception, kind: str) -> Exception:
@@ -739,6 +794,7 @@ def cached_derivatives(
         lambda: Derivatives(
             problem, backend, dtype=dtype, check_finite=check_finite, compile=compile
         ),
+        refresh=False,  # each call of a Derivatives checks the problem's fingerprint
     )
 
 

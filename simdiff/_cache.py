@@ -13,12 +13,26 @@ When the last reference to a problem goes, the problem, its cache and the
 compiled functions in it go too (the cache and its values refer back to the
 problem, a cycle that Python's garbage collector frees).  ``problem.cache.clear()``
 frees them earlier; a pickled problem travels without its cache.
+
+Validity
+--------
+What is built is valid for the problem's definition at build time, so the
+cache is keyed by the problem's fingerprint (:mod:`simdiff._fingerprint`):
+before each use (:meth:`DerivativeCache.refresh`, run by :meth:`get` and by
+every call of a :class:`~simdiff.Derivatives`), a changed fingerprint (a
+closure value, a referenced module global, a default or an array changed
+after the first call) drops everything built, so every backend recomputes
+with the new definition.  A problem whose fingerprint is ``None`` (an opaque
+object in its definition) shares nothing: each use rebuilds.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar
+
+from ._fingerprint import Identity
 
 __all__ = ["DerivativeCache", "RecentlyUsed"]
 
@@ -46,11 +60,47 @@ class DerivativeCache:
     0
     """
 
-    def __init__(self) -> None:
+    def __init__(self, owner: Any = None) -> None:
         self._items: dict[Hashable, Any] = {}
+        self._owner = None if owner is None else weakref.ref(owner)
+        self._identity = Identity()
+        self._built_for: str | None = None
+        #: Bumped whenever what was built is dropped because the definition changed.
+        self.generation = 0
 
-    def get(self, key: Hashable, build: Callable[[], T]) -> T:
-        """The object stored under ``key``, built by ``build()`` on first use."""
+    def refresh(self) -> int:
+        """Drop what was built if the owner's fingerprint changed (or is None); the generation.
+
+        The check is shallow while nothing changed (:class:`~simdiff._fingerprint.Identity`).
+        """
+        owner = None if self._owner is None else self._owner()
+        if owner is None:
+            return self.generation
+        fp = self._identity.current(owner)
+        if fp is None or fp != self._built_for:
+            self._items.clear()
+            self._built_for = fp
+            self.generation += 1
+        return self.generation
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The owner's fingerprint that what is in the cache was built for."""
+        return self._built_for
+
+    def __fingerprint__(self) -> None:
+        """Nothing: what was built for a problem is not part of its definition."""
+        return None
+
+    def get(self, key: Hashable, build: Callable[[], T], *, refresh: bool = True) -> T:
+        """The object stored under ``key``, built by ``build()`` on first use.
+
+        Built anew after the owner's definition changed (:meth:`refresh`;
+        ``refresh=False`` when the object checks at each use by itself, as a
+        :class:`~simdiff.Derivatives` does).
+        """
+        if refresh:
+            self.refresh()
         try:
             return self._items[key]
         except KeyError:
@@ -96,6 +146,10 @@ class RecentlyUsed(Generic[K, V]):
     >>> kept.keys()
     [1, 3]
     """
+
+    def __fingerprint__(self) -> None:
+        """Nothing: what is kept is built from a definition, it is not part of one."""
+        return None
 
     def __init__(self, size: int) -> None:
         self.size = size

@@ -47,8 +47,8 @@ COMPILE_VALUES = (False, True, "auto")
 #: Inductor's start-up, is the one made before any was measured.  Median first
 #: compile (the gradient or VJP each problem's process compiled first) over the 16
 #: closed-form and PES entries of the catalogue run on the reference machine (2 cores,
-#: load average 3.6 to 4.7; 4.2 to 25.9 s): ``python -m validation.bench_torch``,
-#: docs/results/bench_torch.txt, docs/performance.md.
+#: load average 3.6 to 4.7; 4.2 to 25.9 s): ``python -m validation.benchmarks.bench_torch``,
+#: docs/results/bench_torch_catalogue.txt, docs/performance.md.
 COMPILE_PRIOR_S = 7.2
 
 #: Every successful compile in this process: ``(callable key, seconds)``; the key is

@@ -1,106 +1,524 @@
-"""A problem's fingerprint: what it computes at fixed probe points, plus its source text.
+"""A problem's fingerprint: a hash of what defines it, never of what it looks like.
 
 Stored results are matched to a problem by its fingerprint, never by its name
-(every lambda is called ``'<lambda>'``), so a resumed sweep or run never
-returns another function's numbers.
+(every lambda is called ``'<lambda>'``), and the derivative cache of a problem
+is valid only while its fingerprint stays the same, so a resumed sweep, a
+resumed run or a cached compiled derivative never belongs to another function.
+
+What is hashed
+--------------
+* A Python function: its code (bytecode, constants and names, recursively
+  through nested code objects), its default and keyword-default values, the
+  values of its closure cells and the module globals its code names (data is
+  hashed by value; functions, classes and instances recursively).
+* A function or class of an installed library (numpy, jax, torch, the
+  standard library, simdiff itself): its module, qualified name and the
+  library's version; a library function's closure and defaults are hashed.
+* Data: ``None``, bools, numbers, strings, bytes, numpy arrays (dtype, shape
+  and bytes), concrete jax and torch arrays, and tuples, lists, dicts and sets
+  of them.
+* An object whose class has ``__fingerprint__(self)``: what that returns.
+  A :class:`~simdiff.Problem` returns what defines it (``fn``, ``x0``,
+  backends, exact references, check options, and a simulator's settings); a
+  derivative cache returns nothing (what was built is not a definition).
+* Any other instance: its class and its attributes (``__dict__`` and
+  ``__slots__``).
+* Anything else (an object without inspectable state: a lock, a generator, a
+  C extension object, a tracer) is *opaque*: the fingerprint is ``None``, and
+  ``None`` means "unknown": results are not resumed and compiled derivatives
+  are not reused.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import inspect
+import importlib.metadata
+import operator
+import struct
+import sys
+import sysconfig
+import types
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ._api import jvp, value_and_grad
-from ._problem import Problem
+from .backends import backend_of
 from .errors import InputTypeError
 
-__all__ = ["fingerprint"]
-
-_SEED = 20261201
-_DIGITS = 12
+__all__ = ["Identity", "Opaque", "fingerprint", "why_opaque"]
 
 
-def _probes(x0: np.ndarray, count: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(_SEED)
-    scale = 1e-2 * (1.0 + np.abs(x0))
-    return [x0] + [x0 + scale * rng.standard_normal(x0.shape) for _ in range(count - 1)]
+class Opaque(Exception):
+    """Raised inside the digest for a value whose state cannot be inspected (internal)."""
 
 
-def _numbers(a: Any) -> str:
-    return ",".join(f"{v:.{_DIGITS}g}" for v in np.asarray(a, dtype=np.float64).ravel())
+_DATA = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), range, slice)
+_LIBRARY_ROOTS = [
+    Path(p).resolve()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib")
+    if (p := sysconfig.get_paths().get(key))
+]
+#: Packages hashed by name and version, also when installed from a source tree.
+_LIBRARY_PACKAGES = {"simdiff", "numpy", "scipy", "jax", "jaxlib", "torch", "builtins"}
 
 
-def _source(fn: Any) -> str:
+@functools.cache
+def _library_version(module: str) -> str | None:
+    """``"pkg==version"`` when ``module`` belongs to an installed library, else None."""
+    top = module.partition(".")[0]
+    if top in sys.builtin_module_names or top in _LIBRARY_PACKAGES:
+        pass
+    else:
+        mod = sys.modules.get(top)
+        path = getattr(mod, "__file__", None)
+        if mod is None:
+            return None
+        if path is not None:
+            resolved = Path(path).resolve()
+            if not any(resolved.is_relative_to(root) for root in _LIBRARY_ROOTS):
+                return None
     try:
-        return inspect.getsource(fn)
-    except (OSError, TypeError):  # built in, defined in a REPL, or not a Python function
-        return ""
+        return f"{top}=={importlib.metadata.version(top)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"{top}=={getattr(sys.modules.get(top), '__version__', sys.version)}"
 
 
-def fingerprint(problem: Problem, *, backend: str | None = None, probes: int = 3) -> str:
-    """A hash of what ``problem`` computes, to match stored results to it.
+@functools.lru_cache(maxsize=4096)
+def _code_digest(code: types.CodeType) -> tuple[bytes, frozenset[str]]:
+    """The digest of a code object and the global names it (and its nested code) uses."""
+    h = hashlib.sha256()
+    names = set(code.co_names)
+    h.update(code.co_code)
+    h.update(repr((code.co_argcount, code.co_kwonlyargcount, code.co_flags)).encode())
+    h.update(repr(code.co_names).encode())
+    h.update(repr(code.co_varnames).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            sub, sub_names = _code_digest(const)
+            h.update(sub)
+            names |= sub_names
+        else:
+            h.update(repr((type(const).__name__, const)).encode())
+    return h.digest(), frozenset(names)
+
+
+class _Hasher:
+    """One traversal: the stack breaks cycles (a method's globals name its own class)."""
+
+    def __init__(self, watch: _Watch | None = None) -> None:
+        self.h = hashlib.sha256()
+        self.stack: list[int] = []
+        self.watch = watch
+
+    def keep(self, kind: str, read: Any, obj: Any) -> None:
+        if self.watch is not None:
+            self.watch.keep(kind, read, obj)
+
+    def put(self, *parts: Any) -> None:
+        for p in parts:
+            self.h.update(p if isinstance(p, bytes) else str(p).encode())
+            self.h.update(b"\x00")
+
+    def visit(self, obj: Any) -> None:
+        if isinstance(obj, _DATA):
+            if isinstance(obj, float):  # repr(-0.0) != repr(0.0); nan == nan here
+                self.put("float", struct.pack("<d", obj))
+            else:
+                self.put(type(obj).__name__, repr(obj))
+            return
+        if isinstance(obj, (np.ndarray, np.generic)):
+            a = np.ascontiguousarray(obj)
+            if a.dtype.hasobject:
+                self.put("objarray", a.shape)
+                for v in a.ravel():
+                    self.visit(v)
+                return
+            self.put("array", a.dtype.str, a.shape, _bytes_digest(a))
+            if isinstance(obj, np.ndarray) and obj.flags.writeable:
+                self.keep("value", _ARRAY_LAYOUT, obj)
+                self.keep("value", np.ndarray.tobytes, obj)
+            return
+        if isinstance(obj, types.ModuleType):
+            self.put("module", obj.__name__, _library_version(obj.__name__) or "")
+            return
+        key = id(obj)
+        if key in self.stack:
+            self.put("cycle", self.stack.index(key))
+            return
+        self.stack.append(key)
+        try:
+            self._visit_object(obj)
+        finally:
+            self.stack.pop()
+
+    def _visit_object(self, obj: Any) -> None:
+        if isinstance(obj, list):
+            self.keep("items", _ALL, obj)
+        if isinstance(obj, (tuple, list)):
+            self.put(type(obj).__name__, len(obj))
+            for v in obj:
+                self.visit(v)
+            return
+        if isinstance(obj, dict):
+            self.keep("items", _KEYS, obj)
+            self.keep("items", _VALUES, obj)
+            self.put("dict", len(obj))
+            for k, v in sorted(obj.items(), key=lambda kv: _sub_digest(kv[0])):
+                self.visit(k)
+                self.visit(v)
+            return
+        if isinstance(obj, set):
+            self.keep("value", frozenset, obj)
+        if isinstance(obj, (set, frozenset)):
+            self.put("set", *sorted(_sub_digest(v) for v in obj))
+            return
+        if isinstance(obj, types.FunctionType):
+            self._function(obj)
+            return
+        if isinstance(obj, types.MethodType):
+            self.put("method")
+            self.visit(obj.__func__)
+            self.visit(obj.__self__)
+            return
+        if isinstance(obj, functools.partial):
+            self.put("partial")
+            self.visit(obj.func)
+            self.visit(obj.args)
+            self.visit(obj.keywords)
+            return
+        if isinstance(obj, (staticmethod, classmethod)):
+            self.put(type(obj).__name__)
+            self.visit(obj.__func__)
+            return
+        if isinstance(obj, property):
+            self.put("property")
+            for f in (obj.fget, obj.fset, obj.fdel):
+                self.visit(f)
+            return
+        if isinstance(obj, type):
+            self._class(obj)
+            return
+        if _is_builtin(obj):
+            name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+            module = getattr(obj, "__module__", None) or type(obj).__module__
+            if name is None:
+                raise Opaque(f"a {type(obj).__name__} without a name")
+            self.put("builtin", module, name, _library_version(module) or "")
+            return
+        concrete = _concrete_array(obj)
+        if concrete is not None:
+            values, backend = concrete
+            self.visit(values)
+            if backend.mutation_count(obj) is not None:  # arrays that change in place
+                self.keep("value", _mutation_reader(backend), obj)
+            return
+        try:
+            wrapped = getattr(obj, "__wrapped__", None)
+        except Exception:  # an object whose __getattr__ refuses unknown names
+            wrapped = None
+        if wrapped is not None and not isinstance(obj, type):  # jax.jit, functools.wraps
+            self.put("wrapper", type(obj).__module__, type(obj).__qualname__)
+            self.visit(wrapped)
+            return
+        definition = getattr(type(obj), "__fingerprint__", None)
+        if definition is not None:  # the object says what defines it (a Problem, a cache)
+            self.put("defined", type(obj).__module__, type(obj).__qualname__)
+            if hasattr(obj, "__dict__"):
+                self.keep("items", _KEYS, obj.__dict__)
+                self.keep("items", _VALUES, obj.__dict__)
+            self.visit(definition(obj))
+            return
+        self._instance(obj)
+
+    def _function(self, fn: types.FunctionType) -> None:
+        self.keep("items", _FUNCTION_STATE, fn)
+        module = fn.__module__ or ""
+        # code typed at a prompt, exec'd or in a doctest has a "<...>" file name, whatever
+        # module name its namespace carries: it is hashed, never taken for a library's
+        library = None if fn.__code__.co_filename.startswith("<") else _library_version(module)
+        if library is not None:
+            self.put("libfunction", module, fn.__qualname__, library)
+        else:
+            code, names = _code_digest(fn.__code__)
+            self.put("function", fn.__qualname__, code)
+            globs = fn.__globals__
+            for name in sorted(names):
+                self.keep("object", operator.methodcaller("get", name, _MISSING), globs)
+                if name in globs:
+                    self.put("global", name)
+                    self.visit(globs[name])
+        self.visit(fn.__defaults__)
+        self.visit(fn.__kwdefaults__)
+        for cell in fn.__closure__ or ():
+            self.keep("object", _CELL, cell)
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell (a name assigned later)
+                self.put("empty cell")
+                continue
+            self.visit(value)
+
+    def _class(self, cls: type) -> None:
+        library = _library_version(cls.__module__)
+        self.put("class", cls.__module__, cls.__qualname__, library or "")
+        if library is not None:
+            return
+        self.keep("items", _KEYS, cls.__dict__)
+        self.keep("items", _VALUES, cls.__dict__)
+        for base in cls.__mro__[1:]:
+            self.visit(base)
+        for name, value in sorted(vars(cls).items()):
+            if name in ("__dict__", "__weakref__", "__module__", "__doc__", "__slotnames__"):
+                continue
+            if isinstance(value, (types.FunctionType, staticmethod, classmethod, property)) or (
+                isinstance(value, (*_DATA, np.ndarray, tuple, list, dict, frozenset))
+            ):
+                self.put("attr", name)
+                self.visit(value)
+
+    def _instance(self, obj: Any) -> None:
+        cls = type(obj)
+        state = getattr(obj, "__dict__", None)
+        slots = [s for c in cls.__mro__ for s in getattr(c, "__slots__", ())]
+        if state is None and not slots:
+            raise Opaque(f"an object of type {cls.__module__}.{cls.__qualname__}")
+        self.put("instance")
+        self.keep("object", _CLASS, obj)
+        self.visit(cls)
+        if state is not None:
+            self.keep("items", _KEYS, state)
+            self.keep("items", _VALUES, state)
+            self.visit(dict(state))
+        if slots:
+            self.keep("items", _slots_reader(tuple(slots)), obj)
+        for s in slots:
+            if s in ("__dict__", "__weakref__"):
+                continue
+            self.put("slot", s)
+            self.visit(getattr(obj, s, "<unset>"))
+
+
+_MISSING = object()
+
+
+def _bytes_digest(a: np.ndarray) -> bytes:
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).digest()
+
+
+# Readers of what can change in place, C-level where possible (the check runs on every call).
+_ARRAY_LAYOUT = operator.attrgetter("shape", "strides", "dtype")
+_ALL = operator.itemgetter(slice(None))
+_KEYS = operator.methodcaller("keys")
+_VALUES = operator.methodcaller("values")
+_FUNCTION_STATE = operator.attrgetter("__code__", "__defaults__", "__kwdefaults__", "__closure__")
+_CELL = operator.attrgetter("cell_contents")  # an empty cell raises: the check then fails
+_CLASS = operator.attrgetter("__class__")
+
+
+def _mutation_reader(backend: Any) -> Any:
+    return lambda x: (backend.mutation_count(x), tuple(x.shape))
+
+
+@functools.cache
+def _slots_reader(slots: tuple[str, ...]) -> Any:
+    return lambda obj: tuple(getattr(obj, s, _MISSING) for s in slots)
+
+
+class _Watch:
+    """What could change in place in a definition, with what it held when hashed.
+
+    ``object`` entries hold one object (compared by identity), ``items`` entries
+    a sequence of objects (identities compared), ``value`` entries a value
+    compared by ``==`` (an array's bytes, a tensor's version counter).  The
+    objects seen are kept alive, so an identity is never reused.
+    """
+
+    def __init__(self) -> None:
+        self.objects: list[tuple[Any, Any, int, Any]] = []
+        self.items: list[tuple[Any, Any, tuple[int, ...], Any]] = []
+        self.values: list[tuple[Any, Any, Any]] = []
+
+    def keep(self, kind: str, read: Any, obj: Any) -> None:
+        try:
+            seen = read(obj)
+        except ValueError:  # an empty cell: watched as changed until it is filled
+            seen = _MISSING
+        if kind == "object":
+            self.objects.append((read, obj, id(seen), seen))
+        elif kind == "items":
+            seen = tuple(seen)
+            self.items.append((read, obj, tuple(map(id, seen)), seen))
+        else:
+            self.values.append((read, obj, seen))
+
+    def unchanged(self) -> bool:
+        try:
+            for read, obj, ident, _ in self.objects:
+                if id(read(obj)) != ident:
+                    return False
+            for read, obj, idents, _ in self.items:
+                if tuple(map(id, read(obj))) != idents:
+                    return False
+            for read, obj, value in self.values:
+                if read(obj) != value:
+                    return False
+        except (ValueError, AttributeError):  # an empty cell, an attribute deleted
+            return False
+        return True
+
+    def __len__(self) -> int:
+        return len(self.objects) + len(self.items) + len(self.values)
+
+
+def _is_builtin(obj: Any) -> bool:
+    if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType, np.ufunc)):
+        return True
+    return isinstance(
+        obj, (types.WrapperDescriptorType, types.MethodDescriptorType, types.MethodWrapperType)
+    )
+
+
+def _concrete_array(obj: Any) -> tuple[np.ndarray, Any] | None:
+    """``(values, backend)`` of a framework's native array, None for anything else.
+
+    A tracer, or a tensor of a transform, has no values now: opaque.
+    """
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return None
+    backend = backend_of(obj)
+    if not backend.is_native(obj):
+        return None
+    try:
+        values = backend.concrete(obj)
+    except Exception as exc:  # a functorch-wrapped or fake tensor refusing conversion
+        raise Opaque(f"a {type(obj).__name__} without concrete values ({exc})") from exc
+    if values is None:
+        raise Opaque(f"a {type(obj).__name__} without concrete values (a tracer)")
+    return np.asarray(values), backend
+
+
+def _sub_digest(obj: Any) -> bytes:
+    h = _Hasher()
+    h.visit(obj)
+    return h.h.digest()
+
+
+def _digest(obj: Any) -> str:
+    h = _Hasher()
+    h.visit(obj)
+    return h.h.hexdigest()
+
+
+def why_opaque(obj: Any) -> str | None:
+    """What makes ``obj`` impossible to fingerprint, or None when it can be.
+
+    Examples
+    --------
+    >>> import threading
+    >>> from simdiff._fingerprint import why_opaque
+    >>> why_opaque({"a": 1.0}) is None
+    True
+    >>> why_opaque(threading.Lock())
+    'an object of type _thread.lock'
+    """
+    try:
+        _digest(obj)
+    except Opaque as exc:
+        return str(exc)
+    return None
+
+
+def fingerprint(problem: Any) -> str | None:
+    """A hash of what defines ``problem``, or None when part of it cannot be inspected.
 
     Parameters
     ----------
     problem : Problem
-    backend : {"jax", "torch"}, optional
-        Where the derivatives at the probes are taken (default: the first of
-        the two the problem supports; a problem that runs on numpy only is
-        probed for values alone).
-    probes : int
-        Points probed: ``x0`` and ``probes - 1`` fixed perturbations of it
-        (relative size 1e-2, from a fixed seed).
 
     Returns
     -------
-    str
-        64 hex digits (SHA-256) over: ``n``, the output shape, the value and
-        the gradient (scalar problems) or a Jacobian-vector product along a
-        fixed direction (vector-valued ones) at each probe point, printed to
-        12 significant digits, and the source text of ``problem.fn`` where
-        Python has it.  A probe that raises contributes its exception type.
+    str or None
+        64 hex digits (SHA-256) over ``problem.__fingerprint__()``: the function's
+        code, defaults, closure values and the module globals it names
+        (recursively), ``x0``, the backends, the exact references and check
+        options, and for simulators every setting that changes results
+        (solver, tolerances, ``max_steps``, grid, cutoff, ...).  ``None`` when
+        something in it is opaque (:func:`why_opaque` says what): a problem
+        with an unknown identity is never resumed from stored results and its
+        compiled derivatives are not reused.
 
     Notes
     -----
-    Two problems with equal fingerprints agree at the probe points to 12
-    digits and have the same source; the name is not used.  Changing a
-    function's code (or a constant it closes over that changes its values)
-    changes the fingerprint, so results stored for the old function are not
-    resumed.
+    Nothing is evaluated: the fingerprint costs a traversal of the
+    definition (code digests are memoised; arrays are hashed by their bytes).
+    Two problems with equal fingerprints run the same code on the same data;
+    a constant changed in a closure, a default or a module global changes the
+    fingerprint.  Functions of installed libraries are identified by name and
+    library version.  The name and ``meta`` are not used.
 
     Examples
     --------
     >>> import numpy as np, simdiff
     >>> from simdiff.store import fingerprint
-    >>> a = simdiff.Problem(lambda x, ops: ops.sum(x**2), x0=np.ones(2))
-    >>> b = simdiff.Problem(lambda x, ops: ops.sum(x**3), x0=np.ones(2))
-    >>> fingerprint(a) == fingerprint(a), fingerprint(a) == fingerprint(b)
+    >>> def make(c):
+    ...     return simdiff.Problem(lambda x, ops: ops.sum(c * x**2), x0=np.ones(2))
+    >>> a, b, c = make(1.0), make(1.0), make(2.0)
+    >>> fingerprint(a) == fingerprint(b), fingerprint(a) == fingerprint(c)
     (True, False)
     """
-    if not isinstance(problem, Problem):
+    if not callable(getattr(type(problem), "__fingerprint__", None)):
         raise InputTypeError(f"fingerprint needs a simdiff.Problem; got {type(problem).__name__}")
-    if backend is None:
-        backend = next((b for b in ("jax", "torch") if problem.supports(b)), None)
-    h = hashlib.sha256()
-    h.update(f"n={problem.n};out={problem.output_shape};".encode())
-    direction = np.random.default_rng(_SEED + 1).standard_normal(problem.n)
-    for x in _probes(problem.x0, probes):
+    try:
+        return _digest(problem)
+    except Opaque:
+        return None
+    except RecursionError:  # a definition nested beyond Python's recursion limit
+        return None
+
+
+class Identity:
+    """A fingerprint kept up to date at the cost of a shallow check.
+
+    :meth:`current` traverses the definition once and remembers what in it
+    could change in place (closure cells, the module globals the code names,
+    defaults, instance attributes, lists, dicts, writable arrays), each with
+    what it held.  Later calls compare those (identity; the bytes of
+    writable arrays; torch's version counter of tensors) and traverse again
+    only when one differs.  An opaque definition is traversed on every call,
+    so that it stays ``None`` for as long as it is opaque.
+
+    Examples
+    --------
+    >>> import numpy as np, simdiff
+    >>> from simdiff._fingerprint import Identity
+    >>> c = np.array([1.0])
+    >>> p = simdiff.Problem(lambda x, ops: ops.sum(c * x), x0=np.ones(1))
+    >>> ident = Identity()
+    >>> first = ident.current(p)
+    >>> first == ident.current(p)
+    True
+    >>> c[0] = 2.0
+    >>> first == ident.current(p)
+    False
+    """
+
+    def __init__(self) -> None:
+        self.value: str | None = None
+        self._watch: _Watch | None = None
+
+    def current(self, problem: Any) -> str | None:
+        """The fingerprint of ``problem`` now (see :func:`fingerprint`)."""
+        watch = self._watch
+        if watch is not None and watch.unchanged():
+            return self.value
+        watch = _Watch()
+        h = _Hasher(watch)
         try:
-            if backend is None:
-                row = [problem.evaluate(x)]
-            elif problem.is_scalar:
-                row = list(value_and_grad(problem, x, backend=backend))
-            else:
-                row = [
-                    problem.evaluate(x, backend=backend),
-                    jvp(problem, direction, x, backend=backend),
-                ]
-            h.update(";".join(_numbers(a) for a in row).encode())
-        except Exception as exc:  # a failing probe is part of what the problem computes
-            h.update(f"raised {type(exc).__name__}".encode())
-        h.update(b"|")
-    h.update(_source(problem.fn).encode())
-    return h.hexdigest()
+            h.visit(problem)
+        except (Opaque, RecursionError):
+            self.value, self._watch = None, None
+            return None
+        self.value, self._watch = h.h.hexdigest(), watch
+        return self.value

@@ -137,7 +137,8 @@ def probe(
     def values(a: np.ndarray) -> np.ndarray:
         replay.index = 0
         y = problem.fn(backend.from_numpy(a, dtype), ops)
-        return np.asarray(backend.to_numpy(y), dtype=np.float64).ravel()
+        y = backend.to_numpy(y) if backend.is_native(y) else y  # a constant: a Python number
+        return np.asarray(y, dtype=np.float64).ravel()
 
     try:
         f1 = values(x1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from .errors import (
     InputTypeError,
     OptionError,
     ShapeError,
+    SimdiffError,
     UnsupportedError,
 )
 
@@ -178,6 +180,7 @@ class Problem:
         if not np.all(np.isfinite(x0)):
             bad = int(np.flatnonzero(~np.isfinite(x0))[0])
             raise InputError(f"Problem x0 must be finite; x0[{bad}] = {x0[bad]}")
+        _check_signature(fn)
         self.fn = fn
         self.x0 = x0
         self.name: str = name or str(getattr(fn, "__name__", "problem"))
@@ -198,7 +201,7 @@ class Problem:
         self._output_shape: tuple[int, ...] | None = None
         #: What simdiff builds for this problem (see :class:`~simdiff._cache.DerivativeCache`):
         #: owned by the problem, freed with it.
-        self.cache = DerivativeCache()
+        self.cache = DerivativeCache(self)
 
     # ------------------------------------------------------------------ wrappers
     @classmethod
@@ -256,6 +259,40 @@ class Problem:
     #: the whole derivative is compiled instead.
     compiles_parts: str | None = None
 
+    def check_point(self, x: np.ndarray) -> None:
+        """Raise a :class:`~simdiff.SimdiffError` if ``x`` (numpy, shape ``(n,)``) is outside
+        the problem's domain; nothing by default.
+
+        Run at the boundary of every derivative call, outside any compiled
+        function, with the actual point: the same rule a simulator applies at
+        construction (an explicit fixed step beyond its stability limit at
+        these parameters).
+        """
+
+    def failure_at(self, x: Any, *, backend: str = "numpy") -> Exception | None:
+        """The simdiff error an eager evaluation at ``x`` raises, or None if it raises none.
+
+        A compiled call cannot raise where its value is computed (a failed
+        solve poisons its output with NaN); this evaluates once more, eagerly
+        (on numpy where the problem runs there), so that the model's own error
+        (an exhausted ``max_steps`` with the time reached, an instability)
+        names the cause.
+
+        Examples
+        --------
+        >>> import numpy as np, simdiff
+        >>> p = simdiff.Problem(lambda x, ops: ops.sum(x ** 2), x0=np.ones(2))
+        >>> p.failure_at(np.ones(2)) is None
+        True
+        """
+        where = "numpy" if self.supports("numpy") else backend
+        try:
+            with np.errstate(all="ignore"):  # a NaN is known: its cause is asked for
+                self.evaluate(x, backend=where)
+        except SimdiffError as exc:
+            return exc
+        return None
+
     def supports(self, backend: str) -> bool:
         """Whether ``fn`` runs in context ``backend``."""
         return backend in self.backends
@@ -275,17 +312,68 @@ class Problem:
         x = self.x0 if x is None else np.asarray(x, dtype=np.float64)
         if x.shape != (self.n,):
             raise ShapeError(f"problem {self.name!r} expects x of shape ({self.n},); got {x.shape}")
+        self.check_point(x)
         y = self.fn(be.from_numpy(x, np.float64), be.ops())
-        return be.to_numpy(y) if be.is_native(y) else np.asarray(y, dtype=np.float64)
+        if be.is_native(y):
+            if be.dtype_name(y).startswith("complex"):
+                raise InputTypeError(_bad_output(self.name, y, f"a complex {backend} array"))
+            return be.to_numpy(y)
+        a = np.asarray(y) if isinstance(y, (int, float, np.ndarray, np.generic, list)) else None
+        if a is None or isinstance(y, bool) or a.dtype.kind not in "fiu":
+            raise InputTypeError(_bad_output(self.name, y, type(y).__name__))
+        return a.astype(np.float64)
+
+    def __fingerprint__(self) -> dict[str, Any]:
+        """What defines the problem, for :func:`simdiff.store.fingerprint`.
+
+        ``fn``, ``x0``, the backends, the exact references and the check
+        options (they change what :func:`simdiff.check` concludes); not the
+        name, ``meta`` or the cache.  A simulator adds its settings.
+        """
+        return {
+            "fn": self.fn,
+            "x0": self.x0,
+            "backends": self.backends,
+            "exact": self.exact,
+            "check_options": self.check_options,
+        }
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle without the cache of compiled callables (jit functions do not pickle)."""
         state = dict(self.__dict__)
-        state["cache"] = DerivativeCache()
+        state["cache"] = None
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickle with an empty cache of its own."""
+        self.__dict__.update(state)
+        self.cache = DerivativeCache(self)
 
     def __repr__(self) -> str:
         return f"Problem({self.name!r}, n={self.n}, backends={self.backends})"
+
+
+def _check_signature(fn: Callable[..., Any]) -> None:
+    """Refuse a ``fn`` that cannot be called as ``fn(x, ops)`` (before any backend traces it)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read (a builtin, a C callable)
+        return
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raise InputTypeError(
+            f"Problem fn must be callable as fn(x, ops) (two positional arguments); "
+            f"{name}{sig} is not (Problem.from_jax / from_torch wrap a function of x alone)"
+        ) from None
+
+
+def _bad_output(name: str, y: Any, got: str) -> str:
+    return (
+        f"problem {name!r}: fn must return a real scalar or 1-D array computed with ops "
+        f"from x; got {got} ({str(y)[:40]!r})"
+    )
 
 
 def _only(f: Callable[[Any], Any], backend: str) -> Callable[[Any, Any], Any]:

@@ -102,10 +102,22 @@ def _store(out: str) -> Any:
     return Store(Path(out) / STORE_DIR)
 
 
-def _fingerprints(problems: Sequence[tuple[str, Any]]) -> dict[str, str]:
+def _fingerprints(problems: Sequence[tuple[str, Any]]) -> dict[str, str | None]:
     from .store import fingerprint
 
     return {label: fingerprint(p) for label, p in problems}
+
+
+def _start_run(store: Any, name: str, params: dict[str, Any]) -> str:
+    """A run for ``params``; never a resumed one when a problem has no fingerprint."""
+    unknown = [label for label, fp in params["fingerprints"].items() if fp is None]
+    if unknown:
+        print(
+            f"not resuming stored results: {', '.join(unknown)} cannot be fingerprinted "
+            "(an object whose state cannot be inspected in its definition); a new run is started",
+            file=sys.stderr,
+        )
+    return store.start_run(name, params, resume=not unknown)
 
 
 # --------------------------------------------------------------------------- commands
@@ -144,7 +156,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     run = None
     if store is not None:
         params = {**kw, "problems": args.problems, "fingerprints": _fingerprints(problems)}
-        run = store.start_run("check", params)
+        run = _start_run(store, "check", params)
     status = 0  # 0 pass, 1 a check failed, 2 a check inconclusive or not checked
     for label, p in problems:
         done = store.get(run, label, "check", "all", arrays=False) if store else None
@@ -203,7 +215,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "repeats": args.repeats,
             "fingerprints": _fingerprints(problems),
         }
-        run = store.start_run("compare", params)
+        run = _start_run(store, "compare", params)
     for label, p, derivs, usable in plan:
         if store is not None and store.has(run, label, "compare", "all"):
             print(f"{label}: stored in {run}")
@@ -350,6 +362,24 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _refuse_unknown_leading_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Name an unknown option before the command (argparse would only say a command is
+    required); exits with status 2 through ``parser.error``."""
+    actions = parser._option_string_actions
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+        name = argv[i].split("=", 1)[0]
+        action = actions.get(name)
+        if action is None:
+            known = sorted(o for o in actions if o.startswith("--"))
+            parser.error(
+                f"unrecognized option {argv[i]!r} before the command; options there: "
+                f"{', '.join(known)}; options of a command go after it (simdiff check --help)"
+            )
+        takes_value = action.nargs != 0 and "=" not in argv[i]
+        i += 2 if takes_value else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``simdiff`` command; returns the exit status.
 
@@ -360,7 +390,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     2
     """
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        _refuse_unknown_leading_options(parser, sys.argv[1:] if argv is None else list(argv))
+        args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage error (status 2) or --help (0)
         return int(exc.code or 0)
     from .backends import set_threads  # before jax is imported: XLA reads its flags once

@@ -188,6 +188,12 @@ class Store:
         """Whether a store is there; raises StoreError for anything that is not one."""
         p = self.path
         if not p.exists():
+            blocking = next((a for a in p.parents if a.exists() and not a.is_dir()), None)
+            if blocking is not None:  # mkdir would raise NotADirectoryError
+                raise self._refuse(
+                    f"{blocking} is a file, so no directory can be created under it",
+                    "give a path whose parent directories are directories (or absent)",
+                )
             return False
         if not p.is_dir():
             return self._refuse_file()

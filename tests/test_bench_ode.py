@@ -13,7 +13,7 @@ import pytest
 import problems
 import problems.ode
 import simdiff
-from validation import bench_ode
+from validation.benchmarks import bench_ode
 
 
 def test_fitted_exponent_recovers_powers() -> None:

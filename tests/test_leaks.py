@@ -83,7 +83,7 @@ def test_probe_honours_stop_gradient():
 
 @pytest.mark.parametrize("name", ["rosenbrock4", "lj13", "ishigami", "muller-brown", "spherical"])
 def test_probe_is_silent_on_catalogue_problems(name):
-    """Both forms (reused gradient, own VJP); validation/probe_catalogue.py runs all of them."""
+    """Both forms (reused gradient, own VJP); validation/benchmarks/probe_catalogue.py runs all of them."""
     p = problems.get(name)
     T = get_backend("torch")
     assert probe(p, T, T.ops(), np.asarray(p.x0), np.float64)["status"] == "agree"

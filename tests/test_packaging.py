@@ -10,6 +10,7 @@ import subprocess
 import sys
 import sysconfig
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # Modules of validation/ that the library imports (the bench_* and plot scripts are run).
 LIBRARY_VALIDATION = ("__init__", "catalogue", "literature", "simulators", "claims/*")
+# Run from the checkout, never shipped: validation/benchmarks/ (bench_* and probe_* scripts).
+UNSHIPPED = (ROOT / "validation" / "benchmarks",)
 
 
 def _packages_on_disk() -> set[str]:
@@ -26,6 +29,8 @@ def _packages_on_disk() -> set[str]:
                         ("simdiff.problems", ROOT / "problems"),
                         ("simdiff.validation", ROOT / "validation")):  # fmt: skip
         for init in top.rglob("__init__.py"):
+            if any(init.is_relative_to(u) for u in UNSHIPPED):
+                continue
             rel = init.parent.relative_to(top).parts
             found.add(".".join((prefix, *rel)))
     return found
@@ -38,6 +43,33 @@ def test_the_package_list_ships_every_package_of_the_tree() -> None:
         "simdiff.problems": "problems",
         "simdiff.validation": "validation",
     }
+
+
+def _shipped_modules() -> list[str]:
+    """Every module of the distribution: the package list mapped onto the tree."""
+    setuptools = PYPROJECT["tool"]["setuptools"]
+    dirs = setuptools["package-dir"]
+    modules = []
+    for package in setuptools["packages"]:
+        top = next((k for k in sorted(dirs, key=len, reverse=True) if package.startswith(k)), None)
+        rel = (
+            package.split(".") if top is None else [dirs[top], *package[len(top) + 1 :].split(".")]
+        )
+        folder = ROOT.joinpath(*[r for r in rel if r])
+        modules += [f"{package}.{f.stem}" for f in sorted(folder.glob("*.py"))]
+    return modules
+
+
+def test_the_distribution_ships_no_benchmark_or_probe_module() -> None:
+    modules = _shipped_modules()
+    assert "simdiff.validation.catalogue" in modules  # the report's catalogue run ships
+    assert "simdiff.validation.claims.speed" in modules
+    stray = [m for m in modules if re.search(r"\.(bench|probe)_|\.benchmarks\b", m)]
+    assert stray == []
+    # Every benchmark and probe script of the tree lives in validation/benchmarks/.
+    loose = sorted(p.name for p in (ROOT / "validation").rglob("*.py")
+                   if re.match(r"(bench|probe)_", p.name) and p.parent != UNSHIPPED[0])  # fmt: skip
+    assert loose == []
 
 
 def test_the_library_never_edits_sys_path() -> None:
@@ -80,6 +112,11 @@ def test_the_wheel_works_outside_the_repository(tmp_path: Path) -> None:
     _run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
           str(tmp_path / "dist"), str(src)], tmp_path, env)  # fmt: skip
     (wheel,) = (tmp_path / "dist").glob("simdiff-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        in_wheel = sorted(
+            n[: -len(".py")].replace("/", ".") for n in zf.namelist() if n.endswith(".py")
+        )
+    assert in_wheel == sorted(_shipped_modules())  # nothing from validation/benchmarks/
     # A fresh venv that sees this environment's dependencies (a .pth line adds the
     # directory; the .pth files inside it, such as an editable simdiff, are not run).
     venv = tmp_path / "venv"

@@ -1,7 +1,7 @@
 """simdiff.pde under torch.compile: Dynamo traces a whole solve (no graph break), and the
 compiled derivatives equal the eager ones.
 
-What made PDE problems untraceable before (docs/performance.md, "PDE entries"): numpy
+What made PDE problems untraceable before (docs/performance.md, "PDE derivatives on torch"): numpy
 finiteness checks in ``Grid`` (a branch on a traced value), numpy arithmetic on the ETDRK4
 coefficients inside the problem function (``ndarray.dtype``), and ``np.fft.rfftfreq``, which
 Dynamo's numpy emulation computes in float32.

@@ -17,10 +17,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+import simdiff.problems as problems
+from simdiff.problems.sensitivity import LV_EVERY, LV_STEPS, LV_T1
 
-import problems
 import simdiff
-from problems.sensitivity import LV_EVERY, LV_STEPS, LV_T1
 from simdiff.sensitivity import dgsm, fisher_information, laplace, local_sensitivity
 
 FIG = Path(__file__).resolve().parents[1] / "figures"

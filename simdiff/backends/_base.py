@@ -577,7 +577,7 @@ class Backend:
         may differ from the eager one; a backend without one ignores it.
 
         The default is JAX's measured rule (``python -m
-        validation.bench_torch_hessian``, docs/performance.md): forward over
+        validation.benchmarks.bench_torch_hessian``, docs/performance.md): forward over
         reverse for a scalar function, forward over forward for a vector-valued
         one with no more inputs than outputs (each output's reverse pass costs
         as much as a forward pass over all inputs).  Backends override it.
@@ -627,6 +627,11 @@ class Backend:
     def concrete(self, x: Any) -> Any:
         """``x`` as a numpy array, or ``None`` if it has no value now (a tracer under jit/vmap)."""
         return self.to_numpy(x)
+
+    def mutation_count(self, x: Any) -> Any:
+        """A counter that changes with every in-place change of native array ``x``, or
+        ``None`` where arrays are immutable (what a fingerprint rechecks cheaply)."""
+        return None
 
     # --- threads
     def threads(self) -> dict[str, Any]:

@@ -151,7 +151,7 @@ def _grad(func: Callable[..., Any], argnums: Any = 0, has_aux: bool = False) -> 
     The same numbers (the same backward formulas run), without torch.func's
     per-operation dispatch through its transform level: a long ODE gradient
     (146 Dopri5 steps, ~224k ATen operations) took 0.64x to 0.76x of the
-    torch.func time (``python -m validation.bench_ode_tape``).  Inside a
+    torch.func time (``python -m validation.benchmarks.bench_ode_tape``).  Inside a
     transform (``jacrev``, ``jacfwd``, ``vmap``, ``jvp``, ``grad``), under
     torch.compile, and for ``argnums``/``has_aux`` other than the defaults,
     this is ``torch.func.grad``.  A derivative called inside an outer
@@ -743,7 +743,7 @@ class TorchBackend(Backend):
     ops_class = TorchOps
     optional_compiler = True
     #: torch.func's double backward beats jvp-of-grad 2.5x to 28x eager (ishigami,
-    #: rosenbrock32, lj38; ``validation/bench_torch.py``, docs/performance.md).
+    #: rosenbrock32, lj38; ``validation/benchmarks/bench_torch.py``, docs/performance.md).
     hvp_method = "rev-rev"
     prefers_batched_calls = False
     #: ``torch.func.grad`` / ``vjp``; at the top level (no transform active, not
@@ -821,7 +821,7 @@ class TorchBackend(Backend):
     def hessian_method(n: int, m: int, compiled: bool = False) -> str:
         """Reverse over reverse, whatever the shape, eager or compiled (measured rule).
 
-        Eager (``python -m validation.bench_torch_hessian``): torch.func's double
+        Eager (``python -m validation.benchmarks.bench_torch_hessian``): torch.func's double
         backward beat forward over reverse by 1.4x to 20x and forward over
         forward by 2.8x to 90x on every catalogue entry measured, scalar and
         vector-valued.  Compiled (``--compiled``, docs/performance.md): reverse
@@ -845,7 +845,7 @@ class TorchBackend(Backend):
         ``jvp`` can end the process with a segmentation fault on its first
         call, which no ``try`` catches (Inductor's code: the same graphs run
         under ``backend="aot_eager"``).  One subprocess per construction
-        (``python -m validation.probe_compile_crash``, output in
+        (``python -m validation.benchmarks.probe_compile_crash``, output in
         docs/results/probe_compile_crash.txt; plain ``torch.compile`` of
         ``torch.func`` code, no simdiff) found:
 
@@ -904,6 +904,10 @@ class TorchBackend(Backend):
 
     def concrete(self, x: Any) -> Any:
         return _concrete(x)
+
+    def mutation_count(self, x: Any) -> Any:
+        """torch's version counter of ``x`` (bumped by every in-place operation)."""
+        return x._version
 
     def threads(self) -> dict[str, Any]:
         """torch's intra-op and inter-op thread counts."""

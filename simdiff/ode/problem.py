@@ -217,6 +217,29 @@ class ODEProblem(Problem):
         )  # fmt: skip
 
     # ------------------------------------------------------------------ internals
+    def __fingerprint__(self) -> dict[str, Any]:
+        """What defines the problem: :class:`~simdiff.Problem`'s fields and every setting
+        of the solve (right-hand side, observable, initial state, times, ``wrt``,
+        the solver with its tolerances and ``max_steps``, the adjoint)."""
+        return {
+            **super().__fingerprint__(),
+            "rhs": self.rhs,
+            "observable": self.observable,
+            "y0": self.y0,
+            "t_span": self.t_span,
+            "params": self.params,
+            "save_at": self.save_at,
+            "wrt": self.wrt,
+            "solver": self.solver,
+            "adjoint": self.adjoint,
+        }
+
+    def check_point(self, x: np.ndarray) -> None:
+        """The solver's construction check (``solver.check``: an explicit fixed step
+        against its stability limit) at the parameters and initial state of ``x``."""
+        p, y0 = self.split(np.asarray(x, dtype=np.float64), get_backend("numpy").ops())
+        self.solver.check(self.rhs, np.asarray(y0), self.t_span[0], self.save_at, np.asarray(p))
+
     @property
     def compiles_parts(self) -> str | None:  # type: ignore[override]
         """What the solver compiles by itself under ``compile=True | "auto"``, or None.

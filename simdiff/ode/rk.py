@@ -121,7 +121,7 @@ def weighted(w: Any, ks: Any, ops: Any) -> Any:
     29 kernels per Dopri5 step).  Likewise in a context that compiles parts
     (``ops.compile_part``: torch under ``compile=True | "auto"``, the step
     loop), where Inductor made each product an external ``mm`` call: the
-    compiled LV gradient of ``validation.bench_ode_compile`` (then the
+    compiled LV gradient of ``validation.benchmarks.bench_ode_compile`` (then the
     compiled step) went from 0.26-0.28x to 0.21-0.22x torchdiffeq's, its
     cold compile from 26-28 s to 18-21 s (docs/ode.md).
     """

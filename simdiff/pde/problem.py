@@ -205,6 +205,46 @@ def _params(equation: Equation, params: Mapping[str, float] | None) -> dict[str,
     return out
 
 
+def _check_march(
+    equation: Equation,
+    D: Discretization,
+    kind: ButcherTableau | str,
+    values: dict[str, float],
+    t_final: float,
+    n_steps: int,
+) -> None:
+    """The one rule for construction and evaluation: parameters in their domain
+    (:func:`_params`) and an explicit step within its stability limit for them."""
+    if not isinstance(kind, ButcherTableau):  # etdrk4 is exact in its linear part
+        return
+    terms = equation.linear(values)
+    radius = sum(max(abs(float(c)) for c in cs) * D.spectral_radius(t) for t, cs in terms)
+    what = f"{equation.name}, {D.method}" + (f" order {D.order}" if D.method == "fd" else "")
+    check_explicit_step(t_final, n_steps, radius, kind, what)
+
+
+class PDEProblem(Problem):
+    """The :class:`~simdiff.Problem` :func:`pde_problem` returns: it checks each point.
+
+    At every evaluation (value and every derivative, on every backend) the
+    parameters of ``x`` pass the construction rule again (:meth:`check_point`):
+    each within its domain (a negative diffusivity is refused) and the explicit
+    step within its stability limit for them.
+    """
+
+    def __init__(self, fn: Any, x0: Any, *, domain: Any, **kwargs: Any) -> None:
+        super().__init__(fn, x0, **kwargs)
+        self.domain = domain
+
+    def __fingerprint__(self) -> dict[str, Any]:
+        return {**super().__fingerprint__(), "domain": self.domain}
+
+    def check_point(self, x: np.ndarray) -> None:
+        """Raise :class:`~simdiff.errors.InputError` or :class:`~simdiff.errors.StabilityError`
+        when the parameters of ``x`` are refused (the construction rule)."""
+        self.domain(x)
+
+
 def _field_shape(equation: Equation, grid: Grid) -> tuple[int, ...]:
     return grid.shape if equation.n_fields == 1 else (equation.n_fields, *grid.shape)
 
@@ -427,10 +467,7 @@ def pde_problem(
             "the biharmonic operator needs two boundary conditions per side; only "
             f"periodic grids support it, got boundary {grid.boundary!r}"
         )
-    if isinstance(kind, ButcherTableau):  # etdrk4 is exact in its linear part
-        radius = sum(max(abs(float(c)) for c in cs) * D.spectral_radius(t) for t, cs in terms)
-        what = f"{equation.name}, {method}" + (f" order {order}" if method == "fd" else "")
-        check_explicit_step(t_final, n_steps, radius, kind, what)
+    _check_march(equation, D, kind, values, t_final, int(n_steps))
     if wrt == "field":
         names: tuple[str, ...] = ()
         x0 = u0.reshape(-1)
@@ -460,11 +497,22 @@ def pde_problem(
         return functional(u, ops) if output == "functional" else ops.reshape(u, (-1,))
 
     fn.__name__ = equation.name
+
+    def domain(x: np.ndarray) -> None:
+        if names:
+            p = _params(
+                equation,
+                {n: float(x[i]) for i, n in enumerate(names)}
+                | {k: v for k, v in values.items() if k not in names},
+            )
+            _check_march(equation, D, kind, p, float(t_final), int(n_steps))
+
     setup = {"equation": equation.name, "grid": grid, "params": values,
              "wrt": names or "field", "output": output, **opts}  # fmt: skip
-    return Problem(
+    return PDEProblem(
         fn,
         x0=x0,
+        domain=domain,
         name=name or f"{equation.name}_{'field' if not names else '_'.join(names)}",
         exact=exact,
         meta={"tags": ("pde",), "setup": setup, **(meta or {})},

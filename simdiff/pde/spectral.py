@@ -62,7 +62,7 @@ def as_complex(a: Any, ops: Ops) -> Any:
     Dynamo (torch 2.13) cannot trace: **a deliberate graph break**.  Inductor
     differentiates a real-to-complex cast wrongly at second order when the
     result multiplies an ``rfft`` (compiled Hessian of ``heat_diffusivity``
-    0.75 of the exact one; ``python -m validation.probe_inductor_complex_cast``),
+    0.75 of the exact one; ``python -m validation.benchmarks.probe_inductor_complex_cast``),
     so a compiled derivative must not contain it: ``compile=True`` compiles
     around it (right values, tests/test_pde_compile.py), ``compile="auto"``
     (fullgraph) runs eager and says why.  Only a solve whose linear operator

@@ -219,7 +219,7 @@ def cubic_force_constants(
     the total is about :math:`m^3/6` of them, independent of ``n``;
     ``"hessian-jvp"`` differentiates the ``n x n`` Hessian along each of the
     ``m`` modes, about :math:`m n` HVP-like passes.  Measured on LJ clusters
-    (docs/pes.md, section 10; ``python -m validation.bench_pes_anharmonic``) a
+    (docs/pes.md, section 10; ``python -m validation.benchmarks.bench_pes_anharmonic``) a
     Taylor direction costs 0.8-1.7 Hessian-jvp columns: Taylor mode wins for
     a few modes of a large system (10 modes of LJ150: 22x) and loses for all
     modes of a small one (all 33 of LJ13: 3.9x slower).  On JAX each is

@@ -6,7 +6,8 @@ compiles) the problem's derivative functions once and keeps them in the
 problem's own derivative cache.  Finished chunks stream into a results store
 (:class:`simdiff.store.Store`), one entry per chunk, so an interrupted sweep
 resumes without recomputing them; the sweep is matched to its stored run by
-the problem's fingerprint (what it computes), never by its name.  A point
+the problem's fingerprint (what defines it), never by its name; a problem
+that cannot be fingerprinted is never resumed.  A point
 where the model fails is reported in the status array and the sweep goes on.
 """
 
@@ -89,6 +90,9 @@ class SweepResult:
         of one chunk at one thread (``one_thread_s``) and at ``start``
         threads (``start_threads_s``), ``used`` (the count the remaining
         chunks ran with) and ``reason`` (see :class:`_ThreadTrial`).
+    note : str
+        Why stored results were not resumed although a store was given (the
+        problem cannot be fingerprinted); empty otherwise.
     """
 
     points: np.ndarray = field(repr=False)
@@ -102,6 +106,7 @@ class SweepResult:
     run: str | None = None
     compile_info: list = field(default_factory=list, repr=False)
     threads: dict = field(default_factory=dict, repr=False)
+    note: str = ""
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.results[name]
@@ -180,6 +185,28 @@ def _row_finite(results: dict[str, np.ndarray], k: int) -> np.ndarray:
     return ok
 
 
+def _diagnose(problem: Problem, x: np.ndarray, backend: str) -> tuple[int, str]:
+    """Status and message of a point whose batched results are not finite.
+
+    A compiled, vmapped call cannot raise (a failed solve poisons its output
+    with NaN), so the point's value is evaluated once more, eagerly, where
+    the model raises its own error (a solver's exhausted ``max_steps`` with
+    the time reached, an instability).
+    """
+    exc = problem.failure_at(x, backend=backend)
+    if isinstance(exc, SolverError):
+        return SOLVER, f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, NonFiniteError):
+        return NONFINITE, f"{type(exc).__name__}: {exc}"
+    if exc is not None:
+        return FAILED, f"{type(exc).__name__}: {exc}"
+    with np.errstate(all="ignore"):
+        value = problem.evaluate(x, backend="numpy" if problem.supports("numpy") else backend)
+    if not np.all(np.isfinite(value)):
+        return NONFINITE, f"the value is not finite at this point: {value}"
+    return NONFINITE, "the value is finite but a derivative is not (a singular derivative)"
+
+
 def _compute_chunk(
     spec: Any,
     backend: str,
@@ -200,6 +227,8 @@ def _compute_chunk(
     try:
         results = {name: a[:k] for name, a in _evaluate(d, derivatives, padded).items()}
         status = np.where(_row_finite(results, k), OK, NONFINITE).astype(np.int8)
+        for i in map(int, np.flatnonzero(status == NONFINITE)):  # a batch only says NaN: why?
+            status[i], messages[i] = _diagnose(d.problem, points[i], backend)
     except Exception:  # any batched failure: locate it point by point below
         results = {name: np.full((k, *shapes[name]), np.nan) for name in derivatives}
         status = np.zeros(k, dtype=np.int8)
@@ -217,7 +246,8 @@ def _compute_chunk(
                 continue
             for name, a in row.items():
                 results[name][i] = a
-            status[i] = OK if _row_finite({n: a[None] for n, a in row.items()}, 1)[0] else NONFINITE
+            if not _row_finite({n: a[None] for n, a in row.items()}, 1)[0]:
+                status[i], messages[i] = _diagnose(d.problem, points[i], backend)
     info = d.cache_info()
     return {"results": results, "status": status, "messages": messages, "compile_info": info}
 
@@ -303,12 +333,17 @@ def _read_chunk(db: Store, run: str, i: int, derivatives: Sequence[str]) -> dict
     return {"results": results, "status": e["arrays"]["status"], "messages": messages}
 
 
-def _open_run(db: Store, params: dict[str, Any], pts: np.ndarray) -> tuple[str, bool]:
-    """The sweep's run: a finished one to read back, an interrupted one to resume, or a new one."""
-    run = db.find_run("sweep", params, status="complete")
+def _open_run(
+    db: Store, params: dict[str, Any], pts: np.ndarray, *, resume: bool
+) -> tuple[str, bool]:
+    """The sweep's run: a finished one to read back, an interrupted one to resume, or a new one.
+
+    ``resume=False`` (a problem of unknown identity): always a new run.
+    """
+    run = db.find_run("sweep", params, status="complete") if resume else None
     if run is not None:
         return run, True
-    run = db.start_run("sweep", params)
+    run = db.start_run("sweep", params, resume=resume)
     if db.get(run, "sweep", "points", "all", arrays=False) is None:
         db.put(run, "sweep", "points", "all", {"n_points": len(pts)}, arrays={"points": pts})
     return run, False
@@ -389,7 +424,8 @@ def sweep(
         Results store (a directory, :class:`simdiff.store.Store`) the chunks
         stream into, one entry per chunk.  A sweep is a run of the store
         whose parameters are the problem's :func:`~simdiff.store.fingerprint`
-        (what it computes at probe points, plus its source: never its name),
+        (what defines it: code, closure and default values, referenced module
+        data, ``x0`` and a simulator's settings; never its name),
         the points' SHA-256, the derivatives, backend and chunk size.  Chunks
         of the same sweep already there are read back, not recomputed; a
         different sweep gets a new run of the same store.  A path that is
@@ -439,17 +475,25 @@ def sweep(
     messages: dict[int, str] = {}
     db = run = None
     complete = False
+    note = ""
     if store is not None:
         db = Store(store)
+        identity = fingerprint(prob)
+        if identity is None:
+            note = (
+                f"problem {prob.name!r} cannot be fingerprinted (its definition holds an object "
+                "whose state cannot be inspected); stored results are not resumed, a new run "
+                "is started"
+            )
         params = {
-            "fingerprint": fingerprint(prob, backend=backend),
+            "fingerprint": identity,
             "backend": backend,
             "derivatives": list(derivatives),
             "chunk_size": size,
             "n_points": int(pts.shape[0]),
             "points_sha256": hashlib.sha256(np.ascontiguousarray(pts).tobytes()).hexdigest(),
         }
-        run, complete = _open_run(db, params, pts)
+        run, complete = _open_run(db, params, pts, resume=identity is not None)
     counts = {"computed": 0, "resumed": 0}
     compile_info: list = []
 
@@ -503,6 +547,7 @@ def sweep(
         run,
         compile_info,
         threads,
+        note,
     )
 
 

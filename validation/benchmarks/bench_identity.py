@@ -1,0 +1,65 @@
+"""Cost of keeping each problem's identity on steady derivative calls.
+
+Every call of a :class:`simdiff.Derivatives` rechecks the problem's
+fingerprint (a shallow check of what could have changed in place, see
+simdiff/_fingerprint.py) and its point (``Problem.check_point``).  This times
+steady ``simdiff.grad`` calls of catalogue problems with the recheck and with
+it replaced by a no-op, interleaved in rounds, and prints the median ratio.
+
+Run: ``python -m validation.benchmarks.bench_identity [--rounds 7] [--calls 50]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import simdiff
+from simdiff._cache import DerivativeCache
+from simdiff._catalogue import catalogue
+
+PROBLEMS = ("seed", "rosenbrock4", "lj38", "heat_diffusivity", "ode_rk4_decay", "lorenz63")
+
+
+def _time(f, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        f()
+    return (time.perf_counter() - start) / calls
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=50)
+    args = ap.parse_args()
+    real = DerivativeCache.refresh
+    registry = catalogue().registry()
+    print(f"{'problem':18s} {'backend':7s} {'checked us':>11s} {'unchecked us':>13s} ratio")
+    for name in PROBLEMS:
+        p = registry[name]()
+        derivative = simdiff.grad if p.is_scalar else simdiff.jacobian
+        for backend in ("jax", "torch"):
+            if not p.supports(backend):
+                continue
+            derivative(p, backend=backend)  # build and compile outside the timing
+
+            def call(derivative=derivative, p=p, backend=backend) -> None:
+                derivative(p, backend=backend)
+
+            on, off = [], []
+            for _ in range(args.rounds):
+                DerivativeCache.refresh = real  # type: ignore[method-assign]
+                on.append(_time(call, args.calls))
+                DerivativeCache.refresh = lambda self: self.generation  # type: ignore[method-assign]
+                off.append(_time(call, args.calls))
+            DerivativeCache.refresh = real  # type: ignore[method-assign]
+            ratio = float(np.median(np.array(on) / np.array(off)))
+            print(f"{name:18s} {backend:7s} {np.median(on) * 1e6:11.1f} "
+                  f"{np.median(off) * 1e6:13.1f} {ratio:.3f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,529 @@
+"""ODE derivatives side by side: simdiff, diffrax, torchdiffeq, torchode, finite differences.
+
+``--problem long`` (default; issue 11's problem): the Lotka–Volterra misfit,
+4 parameters, 100 save times on [0, 10], Dopri5 at rtol 1e-8, atol 1e-10.
+``--problem catalogue``: the catalogue's ``lotka_volterra_fit`` (6 times on
+[0, 3], rtol 1e-7).  One interleaved run (so load changes hit every
+configuration alike) of:
+
+- simdiff-jax, simdiff-torch: :class:`simdiff.Derivatives` over simdiff's
+  Dopri5 (default adjoint, ``CheckpointAdjoint``); torch gradients by plain
+  autograd at the top level (``TorchBackend.grad``);
+- simdiff-torch ``compile=True``: the same, each Dopri5 step one
+  ``torch.compile`` graph (value and gradient; the first call includes the
+  compiles);
+- diffrax: the same ODEProblem through :func:`simdiff.ode.diffrax_problem`
+  (Dopri5, PIDController; RecursiveCheckpointAdjoint for the value and the
+  gradient, DirectAdjoint for the Hessian and the HVP);
+- torchdiffeq: ``odeint(method="dopri5")`` with plain autograd;
+- torchode: ``AutoDiffAdjoint(Dopri5, IntegralController)`` at its defaults
+  (eager, autograd through the solver and its step-size control);
+- finite differences: central differences of the numpy evaluation.
+
+The torch peers' Hessians are ``torch.autograd.functional.hessian`` and their
+HVPs double backward.  Each gradient is compared with simdiff-jax's and with a
+tight reference: the forward sensitivity equations integrated by
+``scipy.integrate.solve_ivp`` (DOP853, rtol 1e-12, analytic Jacobians).
+Prints first-call seconds (compile on JAX), steady-state medians and the
+ratios gradient / solve (cheap-gradient principle: about 4 or less) and
+Hessian / gradient (about p + 1 = 5 for forward-over-reverse).
+
+``--problem memory``: reverse-mode peak memory of the JAX gradient through
+FixedStep RK4 with 10^3, 10^4 and 10^5 steps, CheckpointAdjoint against
+DirectAdjoint (XLA's ``memory_analysis()`` of the compiled gradient, and the
+resident-set peak of one call by :class:`simdiff._memory.PeakRSS`), with the
+exponent of ``n`` fitted to each.
+
+``--problem robertson``: Robertson's stiff kinetics to t = 1e5, simdiff
+Rodas3 against diffrax Kvaerno5 at several tolerances: gradient time and
+gradient error against Radau-integrated sensitivity equations, and simdiff's
+time interpolated (log-log) to each diffrax point's accuracy.
+
+``--problem all``: long, catalogue, robertson and memory, one after the other.
+
+    python -m validation.benchmarks.bench_ode --problem all --repeats 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.integrate
+import torch
+
+import problems
+import problems.ode as po
+import simdiff
+from simdiff._memory import PeakRSS
+from simdiff.ode import (
+    CheckpointAdjoint,
+    DirectAdjoint,
+    Dopri5,
+    FixedStep,
+    ODEProblem,
+    Rodas3,
+    diffrax_problem,
+)
+
+jax.config.update("jax_enable_x64", True)
+
+KINDS = ("value", "grad", "hessian", "hvp")
+Callables = dict[str, Callable[[], object]]
+
+
+# --------------------------------------------------------------------------- problems
+
+
+def lv_long(max_steps: int = 4096, solver: Any = None) -> ODEProblem:
+    """Issue 11's problem: Lotka–Volterra misfit, 100 save times on [0, 10], Dopri5 1e-8/1e-10."""
+    times = np.linspace(0.1, 10.0, 100)
+    data = scipy.integrate.solve_ivp(
+        lambda t, y: po.lotka_volterra_rhs(t, y, po.LV_PARAMS, np), (0.0, 10.0), po.LV_Y0,
+        method="DOP853", rtol=1e-12, atol=1e-12, t_eval=times,
+    ).y.T.copy()  # fmt: skip
+
+    def misfit(ys, ops):
+        return 0.5 * ops.sum((ys - ops.asarray(data)) ** 2)
+
+    p = ODEProblem(
+        po.lotka_volterra_rhs, po.LV_Y0, (0.0, 10.0), np.array([1.2, 0.8, 1.2, 2.6]),
+        save_at=times, observable=misfit, name="lotka_volterra_long",
+        solver=solver or Dopri5(rtol=1e-8, atol=1e-10, max_steps=max_steps),
+    )  # fmt: skip
+    p.data = data
+    return p
+
+
+def _data(p: ODEProblem) -> np.ndarray:
+    return getattr(p, "data", None) if hasattr(p, "data") else po.lv_data()
+
+
+def sensitivities(
+    rhs: Callable, jac_y: Callable, jac_p: Callable, y0: np.ndarray, x: np.ndarray,
+    times: np.ndarray, method: str, rtol: float, atol: float,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``y(t_i)`` and ``dy(t_i)/dx`` from ``S' = J_y S + J_x``, ``S(0) = 0`` by ``solve_ivp``."""
+    n, m = len(y0), len(x)
+
+    def aug(t: float, z: np.ndarray) -> np.ndarray:
+        y, S = z[:n], z[n:].reshape(n, m)
+        return np.concatenate([rhs(t, y, x, np), (jac_y(y, x) @ S + jac_p(y, x)).ravel()])
+
+    z0 = np.concatenate([y0, np.zeros(n * m)])
+    sol = scipy.integrate.solve_ivp(aug, (0.0, float(times[-1])), z0, method=method, rtol=rtol,
+                                    atol=atol, t_eval=times)  # fmt: skip
+    assert sol.success, sol.message
+    zs = sol.y.T
+    return zs[:, :n], zs[:, n:].reshape(len(times), n, m)
+
+
+def lv_reference_grad(p: ODEProblem) -> np.ndarray:
+    """Gradient of the misfit 0.5 sum (y - data)^2 by DOP853 sensitivities at rtol 1e-12."""
+
+    def jy(y: np.ndarray, q: np.ndarray) -> np.ndarray:
+        a, b, d, g = q
+        return np.array([[a - b * y[1], -b * y[0]], [d * y[1], d * y[0] - g]])
+
+    def jp(y: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return np.array([[y[0], -y[0] * y[1], 0.0, 0.0], [0.0, 0.0, y[0] * y[1], -y[1]]])
+
+    ys, S = sensitivities(po.lotka_volterra_rhs, jy, jp, np.asarray(p.y0), p.x0, p.save_at,
+                          "DOP853", 1e-12, 1e-14)  # fmt: skip
+    return np.einsum("ti,tij->j", ys - _data(p), S)
+
+
+# --------------------------------------------------------------------------- configurations
+
+
+def torch_callables(misfit: Callable[[torch.Tensor], torch.Tensor], x0: np.ndarray,
+                    v: np.ndarray) -> Callables:  # fmt: skip
+    """Value, gradient, Hessian and HVP of a torch misfit by plain autograd."""
+    x = torch.tensor(x0, dtype=torch.float64)
+    vt = torch.tensor(v, dtype=torch.float64)
+
+    def value() -> object:
+        with torch.no_grad():
+            return misfit(x)
+
+    def grad() -> object:
+        xr = x.clone().requires_grad_(True)
+        return torch.autograd.grad(misfit(xr), xr)[0]
+
+    def hessian() -> object:
+        return torch.autograd.functional.hessian(misfit, x)
+
+    def hvp() -> object:  # double backward
+        xr = x.clone().requires_grad_(True)
+        g = torch.autograd.grad(misfit(xr), xr, create_graph=True)[0]
+        return torch.autograd.grad(g @ vt, xr)[0]
+
+    return {"value": value, "grad": grad, "hessian": hessian, "hvp": hvp}
+
+
+def _lv_torch(theta: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    a, b, d, g = theta[0], theta[1], theta[2], theta[3]
+    y0, y1 = y[..., 0], y[..., 1]
+    return torch.stack([a * y0 - b * y0 * y1, d * y0 * y1 - g * y1], dim=-1)
+
+
+def torchdiffeq_callables(p: ODEProblem, v: np.ndarray) -> Callables:
+    """The misfit by ``torchdiffeq.odeint(method="dopri5")``."""
+    import torchdiffeq
+
+    t = torch.tensor(np.concatenate([[0.0], p.save_at]), dtype=torch.float64)
+    y0 = torch.tensor(p.y0, dtype=torch.float64)
+    data = torch.tensor(_data(p), dtype=torch.float64)
+    solver = p.solver
+
+    def misfit(theta: torch.Tensor) -> torch.Tensor:
+        ys = torchdiffeq.odeint(lambda tt, y: _lv_torch(theta, y), y0, t, rtol=solver.rtol,
+                                atol=solver.atol, method="dopri5")  # fmt: skip
+        return 0.5 * torch.sum((ys[1:] - data) ** 2)
+
+    return torch_callables(misfit, p.x0, v)
+
+
+def torchode_callables(p: ODEProblem, v: np.ndarray) -> Callables:
+    """The misfit by torchode: ``AutoDiffAdjoint(Dopri5, IntegralController)``, a batch of one."""
+    import torchode
+
+    t = torch.tensor(np.concatenate([[0.0], p.save_at]), dtype=torch.float64)[None]
+    y0 = torch.tensor(p.y0, dtype=torch.float64)[None]
+    data = torch.tensor(_data(p), dtype=torch.float64)
+    solver = p.solver
+
+    def misfit(theta: torch.Tensor) -> torch.Tensor:
+        term = torchode.ODETerm(lambda tt, y: _lv_torch(theta, y))
+        control = torchode.IntegralController(atol=solver.atol, rtol=solver.rtol, term=term)
+        adjoint = torchode.AutoDiffAdjoint(torchode.Dopri5(term=term), control,
+                                           max_steps=solver.max_steps)  # fmt: skip
+        sol = adjoint.solve(torchode.InitialValueProblem(y0=y0, t_eval=t))
+        if int(sol.status[0]) != 0:
+            raise RuntimeError(f"torchode failed with status {int(sol.status[0])}")
+        return 0.5 * torch.sum((sol.ys[0, 1:] - data) ** 2)
+
+    return torch_callables(misfit, p.x0, v)
+
+
+def fd_callables(p: ODEProblem) -> Callables:
+    """Central differences of the numpy evaluation (h = 1e-6 relative)."""
+    h = 1e-6 * np.maximum(1.0, np.abs(p.x0))
+    eye = np.eye(p.n)
+
+    def grad() -> object:
+        return np.array([(p.evaluate(p.x0 + h[i] * eye[i]) - p.evaluate(p.x0 - h[i] * eye[i]))
+                         / (2 * h[i]) for i in range(p.n)])  # fmt: skip
+
+    return {"value": lambda: p.evaluate(p.x0), "grad": grad}
+
+
+def configurations(p: ODEProblem, v: np.ndarray) -> dict[str, Callables]:
+    out: dict[str, Callables] = {}
+    for be in ("jax", "torch"):
+        d = simdiff.Derivatives(p, backend=be)
+        out[f"simdiff-{be}"] = {"value": d.value, "grad": d.grad, "hessian": d.hessian,
+                                "hvp": lambda d=d: d.hvp(v)}  # fmt: skip
+    # compile=True: on torch the Dopri5 step is compiled (one graph), the adaptive loop stays
+    # in Python; value and gradient only (Hessians would compile the whole callable)
+    dc = simdiff.Derivatives(p, backend="torch", compile=True)
+    out["simdiff-torch compile=True (step compiled)"] = {"value": dc.value, "grad": dc.grad}
+    dv = simdiff.Derivatives(diffrax_problem(p, "grad", solver="dopri5"), backend="jax")
+    dh = simdiff.Derivatives(diffrax_problem(p, "hessian", solver="dopri5"), backend="jax")
+    out["diffrax (dopri5)"] = {"value": dv.value, "grad": dv.grad, "hessian": dh.hessian,
+                               "hvp": lambda: dh.hvp(v)}  # fmt: skip
+    out["torchdiffeq (dopri5, autograd)"] = torchdiffeq_callables(p, v)
+    out["torchode (dopri5, AutoDiffAdjoint)"] = torchode_callables(p, v)
+    out["finite differences (numpy)"] = fd_callables(p)
+    return out
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = fn()
+    if isinstance(out, jax.Array):
+        out.block_until_ready()
+    return time.perf_counter() - t0, out
+
+
+def _rel(a: object, ref: np.ndarray) -> float:
+    return float(np.max(np.abs(_np(a) - ref)) / np.max(np.abs(ref)))
+
+
+# --------------------------------------------------------------------------- the LV table
+
+
+def compare(p: ODEProblem, repeats: int) -> dict[str, dict[str, float]]:
+    """The interleaved side-by-side run; prints the table and returns the medians (s)."""
+    v = np.linspace(1.0, -0.5, p.n)  # the HVP direction
+    configs = configurations(p, v)
+    first: dict[str, dict[str, float]] = {}
+    results: dict[str, dict[str, object]] = {}
+    failures: dict[str, str] = {}
+    for name, kinds in configs.items():
+        first[name], results[name] = {}, {}
+        for kind, fn in list(kinds.items()):
+            try:
+                first[name][kind], results[name][kind] = timed(fn)
+            except Exception as exc:  # a peer that cannot do it is reported, not hidden
+                failures[f"{name} {kind}"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+                del kinds[kind]
+    ref_grad = np.asarray(results["simdiff-jax"]["grad"])
+    tight = lv_reference_grad(p)
+    times: dict[str, dict[str, list[float]]] = {n: {k: [] for k in c} for n, c in configs.items()}
+    for _ in range(repeats):
+        for name, kinds in configs.items():
+            for kind, fn in kinds.items():
+                times[name][kind].append(timed(fn)[0])
+    print(f"{p.name} (p = {p.n}), median of {repeats}, interleaved; ms")
+    print(
+        "| configuration | solve | grad | Hessian | HVP | grad/solve | Hessian/grad "
+        "| first call solve / grad / Hessian / HVP (s) | grad rel. diff. vs simdiff-jax "
+        "| grad rel. error vs reference |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    medians: dict[str, dict[str, float]] = {}
+    for name, kinds in times.items():
+        med = {k: statistics.median(t) for k, t in kinds.items()}
+        medians[name] = med
+        g = results[name].get("grad")
+        cells = [f"{1e3 * med[k]:.1f}" if k in med else "n/a" for k in KINDS]
+        r1 = f"{med['grad'] / med['value']:.1f}" if "grad" in med else "n/a"
+        r2 = f"{med['hessian'] / med['grad']:.1f}" if "hessian" in med else "n/a"
+        fc = " / ".join(f"{first[name][k]:.2f}" if k in first[name] else "n/a" for k in KINDS)
+        d1 = f"{_rel(g, ref_grad):.1e}" if g is not None else "n/a"
+        d2 = f"{_rel(g, tight):.1e}" if g is not None else "n/a"
+        print(f"| {name} | {' | '.join(cells)} | {r1} | {r2} | {fc} | {d1} | {d2} |")
+    for name, res in results.items():  # each HVP against its own Hessian times v
+        if "hvp" in res and "hessian" in res:
+            hv = _np(res["hessian"]) @ v
+            print(f"- {name}: HVP vs its Hessian @ v, rel. diff. {_rel(res['hvp'], hv):.1e}")
+    print(f"- reference gradient (DOP853 sensitivities, rtol 1e-12): {np.array2string(tight)}")
+    for what, why in failures.items():
+        print(f"- {what} failed: {why}")
+    return medians
+
+
+def max_steps_sweep(p: ODEProblem, budgets: list[int], repeats: int) -> dict[str, dict[str, float]]:
+    """simdiff-jax solve and gradient times for several ``max_steps``."""
+    print(f"simdiff-jax, {p.name}, median of {repeats}; ms")
+    print("| max_steps | solve | grad | grad/solve |")
+    print("|---|---|---|---|")
+    out = {}
+    for n in budgets:
+        solver = Dopri5(rtol=p.solver.rtol, atol=p.solver.atol, max_steps=n)
+        q = ODEProblem(p.rhs, p.y0, p.t_span, p.x0, save_at=p.save_at, observable=p.observable,
+                       solver=solver)  # fmt: skip
+        d = simdiff.Derivatives(q, backend="jax")
+        d.value(), d.grad()
+        tv, tg = [], []
+        for _ in range(repeats):
+            tv.append(timed(d.value)[0])
+            tg.append(timed(d.grad)[0])
+        v, g = statistics.median(tv), statistics.median(tg)
+        out[str(n)] = {"value": v, "grad": g}
+        print(f"| {n} | {1e3 * v:.2f} | {1e3 * g:.2f} | {g / v:.1f} |")
+    return out
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def fitted_exponent(ns: list[int], values: list[float]) -> float:
+    """Least-squares slope of ``log value`` against ``log n``."""
+    return float(np.polyfit(np.log(ns), np.log(values), 1)[0])
+
+
+def memory(ns: list[int], repeats: int) -> dict[str, dict[int, float]]:
+    """Peak memory of the compiled JAX gradient through n RK4 steps, per adjoint."""
+    ops = simdiff.get_ops("jax")
+    adjoints = {"CheckpointAdjoint": CheckpointAdjoint(), "DirectAdjoint": DirectAdjoint()}
+    temp: dict[str, dict[int, float]] = {a: {} for a in adjoints}
+    rss: dict[str, dict[int, float]] = {a: {} for a in adjoints}
+    print("Reverse-mode memory: JAX gradient of the long LV misfit through FixedStep RK4 with n "
+          f"steps on [0, 10]; time median of {repeats}")  # fmt: skip
+    print("| n steps | adjoint | XLA temp (MB) | RSS peak of one call (MB) | grad (ms) "
+          "| grad rel. diff. vs CheckpointAdjoint |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for n in ns:
+        ref = None
+        for name, adjoint in adjoints.items():
+            base = lv_long(solver=FixedStep(n_steps=n))
+            p = ODEProblem(base.rhs, base.y0, base.t_span, base.x0, save_at=base.save_at,
+                           observable=base.observable, solver=base.solver,
+                           adjoint=adjoint)  # fmt: skip
+            x = jnp.asarray(p.x0)
+            compiled = jax.jit(jax.grad(lambda z, p=p: p.fn(z, ops))).lower(x).compile()
+            temp[name][n] = compiled.memory_analysis().temp_size_in_bytes / 2**20
+            with PeakRSS() as probe:  # the first run allocates XLA's buffers
+                g = np.asarray(compiled(x))
+            rss[name][n] = probe.delta_mb
+            ts = [timed(lambda c=compiled, x=x: c(x))[0] for _ in range(repeats)]
+            ref = g if ref is None else ref
+            print(f"| {n} | {name} | {temp[name][n]:.3f} | {rss[name][n]:.1f} "
+                  f"| {1e3 * statistics.median(ts):.1f} | {_rel(g, ref):.1e} |")  # fmt: skip
+    for name in adjoints:
+        ks = sorted(temp[name])
+        e = fitted_exponent(ks, [temp[name][k] for k in ks])
+        print(f"- {name}: XLA temp memory ~ n^{e:.2f} (fit over n = {ks})")
+    return temp
+
+
+# --------------------------------------------------------------------------- Robertson
+
+ROBERTSON_TIMES = np.logspace(-1, 5, 13)  # 0.1 ... 1e5
+
+
+def robertson_long(rtol: float, solver: str = "rodas3", max_steps: int = 20_000) -> ODEProblem:
+    """Robertson to t = 1e5, x = ln k; observable sum_i y1(t_i) + 1e4 sum_i y2(t_i)."""
+    atol = 1e-4 * rtol
+    sol = Rodas3(rtol=rtol, atol=atol, max_steps=max_steps)
+    p = ODEProblem(
+        po.robertson_rhs, np.array([1.0, 0.0, 0.0]), (0.0, 1e5), np.log(po.ROBERTSON_K),
+        save_at=ROBERTSON_TIMES, observable=_robertson_observable, solver=sol,
+        name="robertson_1e5",
+    )  # fmt: skip
+    if solver == "kvaerno5":
+        return diffrax_problem(p, "grad", solver="kvaerno5")
+    return p
+
+
+def _robertson_observable(ys: Any, ops: Any) -> Any:
+    return ops.sum(ys[:, 0]) + 1e4 * ops.sum(ys[:, 1])
+
+
+def robertson_reference(rtol: float = 1e-11, x: Any = None) -> tuple[float, np.ndarray]:
+    """Value and gradient (in ``x = ln k``) of the observable by Radau sensitivity equations."""
+    x = np.log(po.ROBERTSON_K) if x is None else np.asarray(x, dtype=np.float64)
+    k = np.exp(x)
+
+    def jy(y: np.ndarray, _: np.ndarray) -> np.ndarray:
+        return np.array([[-k[0], k[2] * y[2], k[2] * y[1]],
+                         [k[0], -2 * k[1] * y[1] - k[2] * y[2], -k[2] * y[1]],
+                         [0.0, 2 * k[1] * y[1], 0.0]])  # fmt: skip
+
+    def jp(y: np.ndarray, _: np.ndarray) -> np.ndarray:  # d f / d ln k_j = k_j d f / d k_j
+        r1, r2, r3 = k[0] * y[0], k[1] * y[1] ** 2, k[2] * y[1] * y[2]
+        return np.array([[-r1, 0.0, r3], [r1, -r2, -r3], [0.0, r2, 0.0]])
+
+    ys, S = sensitivities(po.robertson_rhs, jy, jp, np.array([1.0, 0.0, 0.0]), x,
+                          ROBERTSON_TIMES, "Radau", rtol, 1e-6 * rtol)  # fmt: skip
+    w = np.array([1.0, 1e4, 0.0])
+    return float(np.sum(ys @ w)), np.einsum("i,tij->j", w, S)
+
+
+def robertson(rtols: list[float], rtols_diffrax: list[float], repeats: int) -> dict[str, Any]:
+    """Gradient time and error, simdiff Rodas3 (at ``rtols``) vs diffrax Kvaerno5.
+
+    Rodas3 is of order 3 and Kvaerno5 of order 5, so equal tolerances do not
+    give equal accuracy: simdiff runs at more (tighter) tolerances, and its
+    time is interpolated to each diffrax point's gradient error.
+    """
+    value_ref, grad_ref = robertson_reference()
+    _, grad_ref2 = robertson_reference(1e-10)
+    print("Robertson to t = 1e5 (13 save times, x = ln k), gradient of sum y1 + 1e4 sum y2; "
+          f"atol = 1e-4 rtol; median of {repeats}, interleaved")  # fmt: skip
+    print(f"- reference: Radau sensitivities at rtol 1e-11, gradient {np.array2string(grad_ref)}; "
+          f"rtol 1e-10 differs by {_rel(grad_ref2, grad_ref):.1e}")  # fmt: skip
+    configs: dict[tuple[str, float], Callable[[], object]] = {}
+    errs: dict[tuple[str, float], tuple[float, float]] = {}
+    first: dict[tuple[str, float], float] = {}
+    runs = [("rodas3", r) for r in rtols] + [("kvaerno5", r) for r in rtols_diffrax]
+    for solver, rtol in runs:
+        d = simdiff.Derivatives(robertson_long(rtol, solver), backend="jax")
+        first[solver, rtol], g = timed(d.grad)
+        val = float(d.value())
+        errs[solver, rtol] = (abs(val - value_ref) / abs(value_ref), _rel(g, grad_ref))
+        configs[solver, rtol] = d.grad
+    ts: dict[tuple[str, float], list[float]] = {key: [] for key in configs}
+    for _ in range(repeats):
+        for key, fn in configs.items():
+            ts[key].append(timed(fn)[0])
+    med = {key: statistics.median(t) for key, t in ts.items()}
+    print("| solver | rtol | grad (ms) | first call (s) | value rel. error | grad rel. error |")
+    print("|---|---|---|---|---|---|")
+    names = {"rodas3": "simdiff Rodas3", "kvaerno5": "diffrax Kvaerno5"}
+    for (solver, rtol), m in med.items():
+        ev, eg = errs[solver, rtol]
+        print(f"| {names[solver]} | {rtol:.0e} | {1e3 * m:.1f} | {first[solver, rtol]:.2f} "
+              f"| {ev:.1e} | {eg:.1e} |")  # fmt: skip
+    # simdiff's time at diffrax's accuracy: log-log interpolation along simdiff's points
+    pts = sorted((errs["rodas3", r][1], med["rodas3", r]) for r in rtols)
+    le, lt = np.log([e for e, _ in pts]), np.log([t for _, t in pts])
+    print("| diffrax Kvaerno5 rtol | its grad error | diffrax grad (ms) "
+          "| simdiff Rodas3 at that error (ms) | simdiff / diffrax |")  # fmt: skip
+    print("|---|---|---|---|---|")
+    ratios = {}
+    for r in rtols_diffrax:
+        e, t = errs["kvaerno5", r][1], med["kvaerno5", r]
+        if not (le[0] <= math.log(e) <= le[-1]) or len(pts) < 2:
+            print(f"| {r:.0e} | {e:.1e} | {1e3 * t:.1f} | outside simdiff's range | n/a |")
+            continue
+        ts_at = math.exp(float(np.interp(math.log(e), le, lt)))
+        ratios[r] = ts_at / t
+        print(f"| {r:.0e} | {e:.1e} | {1e3 * t:.1f} | {1e3 * ts_at:.1f} | {ts_at / t:.2f} |")
+    return {"errors": {f"{s} {r:g}": v for (s, r), v in errs.items()}, "ratios": ratios}
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--max-steps-sweep",
+        type=int,
+        nargs="*",
+        metavar="N",
+        help="instead: simdiff-jax solve and gradient times for these max_steps",
+    )
+    parser.add_argument("--problem", default="long",
+                        choices=["long", "catalogue", "memory", "robertson", "all"],
+                        help="long: issue 11's 100-time misfit on [0, 10]; catalogue: "
+                        "lotka_volterra_fit; memory: reverse-mode memory against steps; "
+                        "robertson: stiff, to t = 1e5; all: each in turn")  # fmt: skip
+    parser.add_argument("--steps", type=int, nargs="*", default=[1_000, 10_000, 100_000],
+                        help="memory: the step counts")  # fmt: skip
+    parser.add_argument("--rtols", type=float, nargs="*",
+                        default=[1e-5, 1e-6, 1e-7, 1e-8, 1e-9],
+                        help="robertson: simdiff Rodas3's tolerances")  # fmt: skip
+    parser.add_argument("--rtols-diffrax", type=float, nargs="*", default=[1e-5, 1e-6, 1e-7],
+                        help="robertson: diffrax Kvaerno5's tolerances")  # fmt: skip
+    args = parser.parse_args(argv)
+    out: dict[str, Any] = {}
+    print(f"load: {os.getloadavg()}")
+    if args.max_steps_sweep:
+        p = lv_long() if args.problem == "long" else problems.get("lotka_volterra_fit")
+        return max_steps_sweep(p, args.max_steps_sweep, args.repeats)
+    todo = ["long", "catalogue", "robertson", "memory"] if args.problem == "all" else [args.problem]
+    for what in todo:
+        print()
+        if what == "long":
+            out[what] = compare(lv_long(), args.repeats)
+        elif what == "catalogue":
+            out[what] = compare(problems.get("lotka_volterra_fit"), args.repeats)
+        elif what == "robertson":
+            out[what] = robertson(args.rtols, args.rtols_diffrax, args.repeats)
+        else:
+            out[what] = memory(args.steps, args.repeats)
+        print(f"load: {os.getloadavg()}")
+    return out
+
+
+def _np(a: object) -> np.ndarray:
+    if isinstance(a, torch.Tensor):
+        return a.detach().numpy()
+    return np.asarray(a)
+
+
+if __name__ == "__main__":
+    main()
