@@ -312,7 +312,8 @@ def find_saddle(
         one is followed.
     backend : {"jax", "torch"}
     gtol : float
-        Stop when the gradient norm is below ``gtol``.
+        Stop when the norm of the gradient projected onto the internal
+        subspace (rigid-body modes of a cluster removed) is below ``gtol``.
     max_steps : int
     trust_radius, max_trust : float
         Initial and largest step length (in the problem's length unit).
@@ -363,7 +364,7 @@ def find_saddle(
         k = mode if followed is None else int(np.argmax(np.abs(V.T @ (q.T @ followed))))
         followed = q @ V[:, k]
         F = V.T @ gq
-        if np.linalg.norm(g) < gtol:
+        if np.linalg.norm(gq) < gtol:  # the projected gradient: rigid-body parts excluded
             # the tolerance of stationary_index: a curvature within rounding of zero (a
             # flat or dissociated direction) is not the negative one of a saddle
             tol = _curvature_tol(b)
@@ -395,7 +396,8 @@ def find_saddle(
         elif ratio < 0.25 or ratio > 3.0:
             trust = max(0.5 * trust, 1e-6)
         x, e, g = x_new, float(e_new), np.asarray(g_new)
-    if np.linalg.norm(g) < gtol:
+    q = _search_basis(problem, x)
+    if np.linalg.norm(q.T @ g) < gtol:
         return _saddle(problem, x, backend, max_steps)
     return _result(
         problem, x, backend, False, f"gtol not met in max_steps={max_steps}", max_steps, "P-RFO"
