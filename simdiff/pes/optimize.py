@@ -189,8 +189,64 @@ def find_minimum(
         options = {"maxiter": maxiter, "gtol": gtol, "ftol": 0.0, "maxcor": 30}
     else:
         options = {"maxiter": maxiter, "gtol": gtol}
-    res = minimize(problem, start, method, backend=backend, options=options, compile=compile)
+    if method == "trust-exact" and cluster_info(problem) is not None:
+        res = _projected_trust_exact(problem, start, backend, options, compile)
+    else:
+        res = minimize(problem, start, method, backend=backend, options=options, compile=compile)
     return _result(problem, res.x, backend, res.success, str(res.message), res.nit, method)
+
+
+def _projected_trust_exact(problem, start, backend, options, compile) -> Any:
+    """``trust-exact`` on the internal coordinates of a cluster.
+
+    The rigid-body modes (3 translations and 3 rotations of a free cluster,
+    the 3 translations of a periodic box) have zero curvature: a trust region
+    on the raw Hessian wanders along them and stalls ("a bad approximation").
+    Here the gradient is projected onto the internal subspace ``Q`` (so the
+    tolerance holds for the projected gradient) and the Hessian is
+    ``Q Q^T H Q Q^T + s (I - Q Q^T)`` with ``s`` the largest curvature: the
+    rigid directions are stiff and no step follows them.
+    """
+    import scipy.optimize
+
+    def proj(x):
+        q = _search_basis(problem, x)
+        return q @ q.T
+
+    def fun(x):
+        e, g = _value_and_grad(problem, x, backend=backend, compile=compile)
+        return float(e), proj(x) @ np.asarray(g, dtype=float)
+
+    def hess(x):
+        p = proj(x)
+        h = p @ np.asarray(_hessian(problem, x, backend=backend, compile=compile)) @ p
+        s = max(float(np.max(np.abs(np.linalg.eigvalsh(h)), initial=0.0)), 1.0)
+        return h + s * (np.eye(x.size) - p)
+
+    res = scipy.optimize.minimize(fun, start, method="trust-exact", jac=True, hess=hess,
+                                  options=options)  # fmt: skip
+    # Near the minimum the energy change of a step, g^2 / curvature, falls below the
+    # rounding of E (about eps * |E| * n_pairs) and SciPy's ratio test stops it with the
+    # gradient still above gtol.  Newton steps there need no energy comparison: they are
+    # taken while the projected gradient shrinks (quadratically, from a point this close).
+    x, g = np.asarray(res.x, dtype=float), fun(res.x)[1]
+    gnorm = float(np.linalg.norm(g))
+    for _ in range(20):
+        if gnorm < options["gtol"]:
+            break
+        x_new = x - np.linalg.solve(hess(x), g)
+        g_new = fun(x_new)[1]
+        if not float(np.linalg.norm(g_new)) < gnorm:
+            break
+        x, g, gnorm = x_new, g_new, float(np.linalg.norm(g_new))
+        res.nit += 1
+    res.x = x
+    res.success = gnorm < options["gtol"]
+    if res.success:
+        res.message = "projected gradient below gtol"
+    else:
+        res.message = f"projected gradient {gnorm:.3g} above gtol: {res.message}"
+    return res
 
 
 def _search_basis(problem: Problem, x: np.ndarray) -> np.ndarray:
@@ -256,7 +312,8 @@ def find_saddle(
         one is followed.
     backend : {"jax", "torch"}
     gtol : float
-        Stop when the gradient norm is below ``gtol``.
+        Stop when the norm of the gradient projected onto the internal
+        subspace (rigid-body modes of a cluster removed) is below ``gtol``.
     max_steps : int
     trust_radius, max_trust : float
         Initial and largest step length (in the problem's length unit).
@@ -307,7 +364,7 @@ def find_saddle(
         k = mode if followed is None else int(np.argmax(np.abs(V.T @ (q.T @ followed))))
         followed = q @ V[:, k]
         F = V.T @ gq
-        if np.linalg.norm(g) < gtol:
+        if np.linalg.norm(gq) < gtol:  # the projected gradient: rigid-body parts excluded
             # the tolerance of stationary_index: a curvature within rounding of zero (a
             # flat or dissociated direction) is not the negative one of a saddle
             tol = _curvature_tol(b)
@@ -339,7 +396,8 @@ def find_saddle(
         elif ratio < 0.25 or ratio > 3.0:
             trust = max(0.5 * trust, 1e-6)
         x, e, g = x_new, float(e_new), np.asarray(g_new)
-    if np.linalg.norm(g) < gtol:
+    q = _search_basis(problem, x)
+    if np.linalg.norm(q.T @ g) < gtol:
         return _saddle(problem, x, backend, max_steps)
     return _result(
         problem, x, backend, False, f"gtol not met in max_steps={max_steps}", max_steps, "P-RFO"

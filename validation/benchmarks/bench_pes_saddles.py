@@ -3,7 +3,7 @@ simdiff's Hessian, and Sella with its default (iterative, quasi-Newton) Hessian.
 
 Every search starts from the same point: the global minimum (found by
 ``simdiff.pes.find_minimum``) displaced by 0.05 sigma along a fixed random
-direction (``default_rng(2)``, as in docs/pes.md section 5).  Not along the
+direction (``default_rng(2)``).  Not along the
 minimum's softest mode: for LJ7 and LJ13 it is degenerate, so that start (and
 the saddle reached) moved with rounding.  Each reports whether it converged
 (gradient norm / largest force below 1e-6), its steps, energy-and-gradient
