@@ -2,7 +2,7 @@
 
 ``ODEProblem`` turns an initial-value problem into a :class:`simdiff.Problem`
 of its parameters and/or initial state; the solvers (:class:`FixedStep`
-(RK4), :class:`Dopri5`, :class:`Rodas3`) are written once over ``ops``, and
+(RK4), :class:`Dopri5`, :class:`Rodas3`, :class:`Rodas5P`) are written once over ``ops``, and
 :class:`Diffrax` / :func:`diffrax_problem` run the same problem with diffrax
 on JAX.
 """
@@ -27,6 +27,7 @@ from .rk import RK4 as RK4
 from .rk import ButcherTableau as ButcherTableau
 from .rk import rk_integrate as rk_integrate
 from .rk import rk_step as rk_step
+from .rodas5p import Rodas5P as Rodas5P
 from .rosenbrock import Rodas3 as Rodas3
 
 

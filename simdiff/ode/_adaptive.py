@@ -54,15 +54,25 @@ def initial_step(f0: Any, y0: Any, span: float, rtol: float, atol: float, ops: A
 
 @dataclass(frozen=True)
 class AdaptiveController:
-    """The standard error-per-step controller of an embedded pair.
+    """The error-per-step controller of an embedded pair: integral (I) or PI.
 
-    ``h_new = h * clip(safety * err^(-1/(q+1)), factor_min, factor_max)`` with
-    ``err`` the :func:`rms_norm` of the error estimate and ``q`` the order of
-    the embedded (lower-order) solution; a step is accepted when ``err <= 1``.
-    After a step shortened to land on a save time the longer proposal is
-    kept.  A non-finite error shrinks the step by ``factor_min``; the solve
-    fails (status 2) when it is still non-finite at ``1e-12`` of the span.
-    Every decision is taken on ``ops.stop_gradient`` values.
+    I (``beta2 = 0``, the default): ``h_new = h * clip(safety * err^(-1/(q+1)),
+    factor_min, factor_max)`` with ``err`` the :func:`rms_norm` of the error
+    estimate and ``q`` the order of the embedded (lower-order) solution.
+
+    PI (``beta2 > 0``; Gustafsson's controller as in Hairer & Wanner, *Solving
+    ODEs II*, IV.8, and OrdinaryDiffEq.jl's ``PIController``): after an
+    accepted step ``h_new = h * clip(safety * err^(-beta1) * err_prev^beta2,
+    factor_min, factor_max)`` with ``err_prev`` the error of the previous
+    accepted step (``max(err_prev, 1e-4)``, starting at ``1e-4``); after a
+    rejected step the I factor, at most 1.  The controller's memory
+    (``err_prev``) is carried by the driver's loop (:meth:`memory0`).
+
+    A step is accepted when ``err <= 1``.  After a step shortened to land on
+    a save time the longer proposal is kept.  A non-finite error shrinks the
+    step by ``factor_min``; the solve fails (status 2) when it is still
+    non-finite at ``1e-12`` of the span.  Every decision is taken on
+    ``ops.stop_gradient`` values.
     """
 
     rtol: float
@@ -72,6 +82,18 @@ class AdaptiveController:
     safety: float = 0.9
     factor_min: float = 0.2
     factor_max: float = 10.0
+    beta1: float | None = None
+    beta2: float = 0.0
+
+    @classmethod
+    def pi(cls, rtol: float, atol: float, error_order: int, span: float) -> AdaptiveController:
+        """The PI controller with ``beta1 = 0.7/(q+1)``, ``beta2 = 0.4/(q+1)``."""
+        k = error_order + 1
+        return cls(rtol, atol, error_order, span, beta1=0.7 / k, beta2=0.4 / k)
+
+    def memory0(self, ops: Any) -> Any:
+        """The controller's memory before the first step: ``()`` (I) or ``err_prev = 1e-4`` (PI)."""
+        return () if self.beta2 == 0.0 else ops.asarray(1e-4)
 
     @staticmethod
     def try_step(h: Any, remaining: Any, ops: Any) -> Any:
@@ -79,17 +101,30 @@ class AdaptiveController:
         return ops.minimum(h, remaining)
 
     def decide(
-        self, h: Any, h_try: Any, remaining: Any, y: Any, y_new: Any, err_vec: Any, ops: Any
-    ) -> tuple[Any, Any, Any]:
-        """``(accept, h_next, failed)`` for a step of length ``h_try`` from ``y`` to ``y_new``."""
+        self,
+        h: Any,
+        h_try: Any,
+        remaining: Any,
+        y: Any,
+        y_new: Any,
+        err_vec: Any,
+        memory: Any,
+        ops: Any,
+    ) -> tuple[Any, Any, Any, Any]:
+        """``(accept, h_next, failed, memory)`` for a step ``h_try`` from ``y`` to ``y_new``."""
         err = rms_norm(
             ops.stop_gradient(err_vec), ops.stop_gradient(y), ops.stop_gradient(y_new),
             self.rtol, self.atol, ops,
         )  # fmt: skip
         finite = ops.isfinite(err)
         accept = err <= 1.0
-        exponent = -1.0 / (self.error_order + 1)
-        factor = self.safety * ops.clip(ops.where(finite, err, 1.0), 1e-10) ** exponent
+        safe_err = ops.clip(ops.where(finite, err, 1.0), 1e-10)
+        factor = self.safety * safe_err ** (-1.0 / (self.error_order + 1))
+        if self.beta2 != 0.0:
+            beta1 = 0.7 / (self.error_order + 1) if self.beta1 is None else self.beta1
+            pi = self.safety * safe_err ** (-beta1) * memory**self.beta2
+            factor = ops.where(accept, pi, ops.minimum(factor, 1.0))
+            memory = ops.where(accept & finite, ops.maximum(safe_err, 1e-4), memory)
         factor = ops.where(
             finite, ops.clip(factor, self.factor_min, self.factor_max), self.factor_min
         )
@@ -98,7 +133,7 @@ class AdaptiveController:
         hits = accept & (h >= remaining)
         h_next = ops.where(hits, ops.maximum(h_next, h), h_next)
         failed = ~finite & (h_try <= 1e-12 * self.span)
-        return accept, h_next, failed
+        return accept, h_next, failed, memory
 
 
 def check_tolerances(rtol: float, atol: float, max_steps: int, h0: float | None) -> None:
@@ -135,6 +170,10 @@ class EmbeddedPair(Solver):
         """The state before the first step (``()``: the method carries nothing)."""
         return ()
 
+    def make_controller(self, span: float) -> AdaptiveController:
+        """The step controller of a solve over ``span`` (default: I, exponent ``-1/(q+1)``)."""
+        return AdaptiveController(self.rtol, self.atol, self.error_order, abs(span))
+
     def step(
         self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, state: Any, ops: Any
     ) -> tuple[Any, Any, Any]:
@@ -167,7 +206,7 @@ class EmbeddedPair(Solver):
             h0 = initial_step(f0, y0, span, self.rtol, self.atol, ops)
         else:
             h0 = ops.asarray(float(self.h0))
-        controller = AdaptiveController(self.rtol, self.atol, self.error_order, abs(span))
+        controller = self.make_controller(span)
         adjoint = make_adjoint(adjoint)
         stage_rhs = adjoint.step_rhs(rhs, ops)
         return drive(

@@ -71,9 +71,11 @@ def drive(
     h0 : array, shape ()
         First step proposal (for fixed-step controllers the step bound).
     controller : AdaptiveController or FixedController
+        ``controller.memory0(ops)`` (what the controller remembers between
+        steps, e.g. the PI controller's previous error; ``()`` if nothing),
         ``controller.try_step(h, remaining, ops)`` and
-        ``controller.decide(h, h_try, remaining, y, y_new, err, ops) ->
-        (accept, h_next, failed)``.
+        ``controller.decide(h, h_try, remaining, y, y_new, err, memory, ops) ->
+        (accept, h_next, failed, memory)``.
     max_steps : int
         Attempted steps (accepted and rejected) before giving up.
     adjoint : Adjoint
@@ -150,6 +152,7 @@ def _traced_loop(
         zero,  # rejected steps
         zero,  # 1.0 once the step failed (non-finite right-hand side)
         state0,
+        controller.memory0(ops),
     )
     limit = float(max_steps)
 
@@ -157,7 +160,7 @@ def _traced_loop(
         return (c[3] < m) & (c[7] < 0.5) & (c[5] + c[6] < limit)
 
     def body(c: tuple) -> tuple:
-        t, y, h, idx, saved, n_acc, n_rej, bad, state = c
+        t, y, h, idx, saved, n_acc, n_rej, bad, state, memory = c
         # Inside the loop ``done`` is false; it is true only where a vmapped loop
         # evaluates a finished lane, and then the step is h = 0 and nothing changes.
         done = ~running(c)
@@ -166,7 +169,9 @@ def _traced_loop(
         remaining = t_next - t
         h_try = ops.where(done, 0.0, controller.try_step(h, remaining, ops))
         y_new, err, state_new = step(t, y, h_try, state)
-        accept, h_next, failed = controller.decide(h, h_try, remaining, y, y_new, err, ops)
+        accept, h_next, failed, memory_new = controller.decide(
+            h, h_try, remaining, y, y_new, err, memory, ops
+        )
         accept = accept & ~done
         hits = accept & (h_try >= remaining)
         t_new = ops.where(accept, ops.where(hits, t_next, t + h_try), t)
@@ -183,9 +188,12 @@ def _traced_loop(
             n_rej + ops.where(~accept & ~done, 1.0, 0.0),
             ops.maximum(bad, ops.where(failed & ~done, 1.0, 0.0)),
             state,
+            tree_map(
+                lambda new, old: ops.where(done, old, ops.stop_gradient(new)), memory_new, memory
+            ),
         )
 
-    t, y, _, idx, saved, n_acc, n_rej, bad, _ = loop(running, body, carry0, int(max_steps), ops)
+    t, y, _, idx, saved, n_acc, n_rej, bad, _, _ = loop(running, body, carry0, int(max_steps), ops)
     status = ops.where(bad > 0.5, 2.0, ops.where(idx >= m, 0.0, 1.0))
     ok = status == 0.0
     # NaN-poisoning: under jit a failure cannot raise, so the output (and, through
@@ -296,6 +304,7 @@ def _drive_eager(
     y, state = y0, state0
     n_acc = n_rej = 0
     bad = False
+    memory = controller.memory0(host)
     with host.errstate():
         while idx < m and not bad and n_acc + n_rej < max_steps:
             t_next = float(save_at[idx])
@@ -306,8 +315,8 @@ def _drive_eager(
             err_c = None if err is None else ops.concrete(ops.stop_gradient(err))
             if y_new_c is None or (err is not None and err_c is None):
                 return None  # batched from here on (vmap): the traced loop takes over
-            accept, h_next, failed = controller.decide(
-                h, h_try, remaining, y_c, y_new_c, err_c, host
+            accept, h_next, failed, memory = controller.decide(
+                h, h_try, remaining, y_c, y_new_c, err_c, memory, host
             )
             h = float(h_next)
             if bool(accept):

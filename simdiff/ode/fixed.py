@@ -180,9 +180,14 @@ class FixedController:
         return remaining / ops.clip(n, 1.0)
 
     @staticmethod
+    def memory0(ops: Any) -> Any:
+        """No memory: ``()``."""
+        return ()
+
+    @staticmethod
     def decide(
-        h: Any, h_try: Any, remaining: Any, y: Any, y_new: Any, err: Any, ops: Any
-    ) -> tuple[Any, Any, Any]:
-        """``(accept, h, failed)``: accept a finite step, fail on a non-finite one."""
+        h: Any, h_try: Any, remaining: Any, y: Any, y_new: Any, err: Any, memory: Any, ops: Any
+    ) -> tuple[Any, Any, Any, Any]:
+        """``(accept, h, failed, ())``: accept a finite step, fail on a non-finite one."""
         finite = ops.sum(ops.where(ops.isfinite(ops.stop_gradient(y_new)), 0.0, 1.0)) == 0.0
-        return finite, h, ~finite
+        return finite, h, ~finite, memory

@@ -14,13 +14,22 @@ from ._base import Rhs, SolveInfo, Solver, status_message
 from .adjoint import Adjoint, make_adjoint
 from .dopri5 import Dopri5
 from .fixed import FixedStep
+from .rodas5p import Rodas5P
 from .rosenbrock import Rodas3
 
 __all__ = ["SOLVERS", "WRT", "ODEProblem", "make_solver", "solve"]
 
 WRT = ("params", "y0", "both")
 #: Solver names accepted by ``solver=``; ``diffrax-*`` run on the jax backend only.
-SOLVERS = ("rk4", "dopri5", "rodas3", "diffrax-tsit5", "diffrax-dopri5", "diffrax-kvaerno5")
+SOLVERS = (
+    "rk4",
+    "dopri5",
+    "rodas3",
+    "rodas5p",
+    "diffrax-tsit5",
+    "diffrax-dopri5",
+    "diffrax-kvaerno5",
+)
 
 Observable = Callable[[Any, Any], Any]
 
@@ -44,6 +53,8 @@ def make_solver(solver: str | Solver, **options: Any) -> Solver:
         return Dopri5(**options)
     if solver == "rodas3":
         return Rodas3(**options)
+    if solver == "rodas5p":
+        return Rodas5P(**options)
     if isinstance(solver, str) and solver.startswith("diffrax-"):
         from .diffrax_engine import Diffrax  # imports jax and diffrax: only when asked for
 

@@ -1,4 +1,4 @@
-"""Rodas3: an adaptive, stiffly accurate Rosenbrock method of order 3 (embedded order 2).
+"""Rosenbrock methods for stiff systems: the stage machinery, and Rodas3 (order 3, embedded 2).
 
 A Rosenbrock method replaces the Newton iterations of an implicit method by
 one linear solve per stage with ``W = I - h gamma J``, ``J = df/dy``.  Here
@@ -8,6 +8,11 @@ to the right-hand side inside the problem function (``jax.jacfwd`` on JAX,
 transforms), or from a user-supplied ``jac``.  The numpy context, which has no
 AD, uses central differences (step ``eps^(1/3) max(1, |z|)``, error about
 ``1e-11`` relative): its values are a reference, not differentiated.
+
+``J`` is evaluated once per step, at the step's start, and every stage of the
+step reuses it (a Rosenbrock method's order conditions assume one ``J`` per
+step); a rejected step's ``J`` is recomputed at the same point, since the
+step is a pure function of ``(t, y, h)``.
 """
 
 from __future__ import annotations
@@ -16,27 +21,69 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputTypeError, UnsupportedError
+from ..errors import InputTypeError, SolverError, UnsupportedError
 from ._adaptive import EmbeddedPair, check_tolerances
 from ._base import Rhs
 
-__all__ = ["Rodas3", "rhs_jacobian"]
-
-# Rodas3 in the Hairer–Wanner form (Solving ODEs II, IV.7; coefficients as in
-# Sandu et al. 1997 / KPP):  (I/(h g) - J) K_i = f(t + alpha_i h, y + sum_j A_ij K_j)
-#   + sum_j C_ij K_j / h + g_i h f_t;   y1 = y + sum M_j K_j;  err = sum E_j K_j.
-_GAMMA = 0.5
-_A = ((), (0.0,), (2.0, 0.0), (2.0, 0.0, 1.0))
-_C = ((), (4.0,), (1.0, -1.0), (1.0, -1.0, -8.0 / 3.0))
-_ALPHA = (0.0, 0.0, 1.0, 1.0)
-_GAMMAS = (0.5, 1.5, 0.0, 0.0)
-_M = (2.0, 0.0, 1.0, 1.0)
-_E = (0.0, 0.0, 0.0, 1.0)
+__all__ = ["Rodas3", "RosenbrockMethod", "RosenbrockTableau", "rhs_jacobian"]
 
 Jac = Callable[[Any, Any, Any, Any], Any]
 
 
-def rhs_jacobian(rhs: Rhs, t: Any, y: Any, p: Any, ops: Any) -> tuple[Any, Any]:
+@dataclass(frozen=True)
+class RosenbrockTableau:
+    """The coefficients of a Rosenbrock method in the Hairer–Wanner form.
+
+    Stage ``i`` solves ``(I/(h gamma) - J) K_i = f(t + c_i h, y + sum_j a_ij K_j)
+    + sum_j C_ij K_j / h + d_i h f_t``; the solution is ``y + sum_j m_j K_j``
+    and the error estimate ``sum_j e_j K_j`` (Hairer & Wanner, *Solving ODEs
+    II*, IV.7, formula (7.4'); OrdinaryDiffEq.jl writes its tableaus the same
+    way).  ``a`` and ``C`` are the strictly lower rows (row ``i`` has ``i``
+    entries), ``m`` and ``e`` have one entry per stage.
+    """
+
+    name: str
+    gamma: float
+    a: tuple[tuple[float, ...], ...]
+    C: tuple[tuple[float, ...], ...]
+    c: tuple[float, ...]
+    d: tuple[float, ...]
+    m: tuple[float, ...]
+    e: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        s = len(self.c)
+        rows_ok = all(len(r) == i for i, r in enumerate(self.a)) and all(
+            len(r) == i for i, r in enumerate(self.C)
+        )
+        if not (rows_ok and len(self.a) == len(self.C) == len(self.d) == s):
+            raise ValueError(f"tableau {self.name!r}: row lengths do not match {s} stages")
+        if len(self.m) != s or len(self.e) != s:
+            raise ValueError(f"tableau {self.name!r}: m and e need {s} entries")
+
+    @property
+    def stages(self) -> int:
+        return len(self.c)
+
+    def increments(self, i: int) -> bool:
+        """Whether stage ``i``'s input is stage ``i-1``'s input plus ``K_{i-1}``."""
+        if i == 0:
+            return False
+        prev = (*self.a[i - 1], 1.0)
+        return tuple(self.a[i]) == prev
+
+    def reuses_f(self, i: int) -> bool:
+        """Whether stage ``i`` evaluates ``f`` at the same point as stage ``i-1``."""
+        return i > 0 and self.c[i] == self.c[i - 1] and tuple(self.a[i]) == (*self.a[i - 1], 0.0)
+
+    def solution_increments(self) -> bool:
+        """Whether ``m`` is the last stage's input row plus ``K_last`` (stiffly accurate)."""
+        return tuple(self.m) == (*self.a[-1], 1.0)
+
+
+def rhs_jacobian(
+    rhs: Rhs, t: Any, y: Any, p: Any, ops: Any, solver: str = "Rodas3"
+) -> tuple[Any, Any]:
     """``(df/dy, df/dt)`` at ``(t, y)`` by the context's forward-mode Jacobian ``ops.jacfwd``.
 
     Shapes ``(dim, dim)`` and ``(dim,)``.  JAX: ``jax.jacfwd``; torch:
@@ -52,14 +99,124 @@ def rhs_jacobian(rhs: Rhs, t: Any, y: Any, p: Any, ops: Any) -> tuple[Any, Any]:
         jz = ops.jacfwd(g)(z)
     except UnsupportedError as exc:
         raise UnsupportedError(
-            f"Rodas3 computes df/dy by forward-mode AD, which the {ops.name!r} context lacks; "
-            "pass an analytic jac=jac(t, y, p, ops) to Rodas3"
+            f"{solver} computes df/dy by forward-mode AD, which the {ops.name!r} context lacks; "
+            f"pass an analytic jac=jac(t, y, p, ops) to {solver}"
         ) from exc
     return jz[:, 1:], jz[:, 0]
 
 
+def _solve(W: Any, b: Any, t: Any, h: Any, ops: Any, solver: str) -> Any:
+    """``W^-1 b``; a singular ``W`` in an eager context raises :class:`SolverError`.
+
+    Compiled contexts (JAX) return non-finite values instead, which the
+    controller treats as a failed step (it shrinks ``h``; ``W -> I`` as
+    ``h -> 0``).
+    """
+    try:
+        return ops.linalg.solve(W, b)
+    except (RuntimeError, ValueError) as exc:  # numpy's LinAlgError, torch's _LinAlgError
+        tc, hc = ops.concrete(ops.stop_gradient(t)), ops.concrete(ops.stop_gradient(h))
+        raise SolverError(
+            f"{solver}: the linear system W = I - h*gamma*J is singular at t={float(tc):.6g} "
+            f"with step h={float(hc):.6g} ({exc}); check the Jacobian (jac=) for a singular "
+            "or non-finite df/dy, or set a smaller h0"
+        ) from exc
+
+
+class RosenbrockMethod(EmbeddedPair):
+    """An adaptive Rosenbrock method given by a :class:`RosenbrockTableau`.
+
+    Subclasses are frozen dataclasses with the fields ``rtol``, ``atol``,
+    ``max_steps``, ``h0``, ``jac``, ``dfdt`` and set ``tableau``, ``name``,
+    ``order`` and ``error_order``.
+    """
+
+    tableau: RosenbrockTableau
+    jac: Jac | None
+    dfdt: Jac | None
+    stiff = True
+
+    def __post_init__(self) -> None:
+        check_tolerances(self.rtol, self.atol, self.max_steps, self.h0)
+        for what, f in (("jac", self.jac), ("dfdt", self.dfdt)):
+            if f is not None and not callable(f):
+                raise InputTypeError(f"{what} must be callable {what}(t, y, p, ops); got {f!r}")
+
+    def _jacobians(self, rhs: Rhs, t: Any, y: Any, p: Any, ops: Any) -> tuple[Any, Any]:
+        if self.jac is None:
+            return rhs_jacobian(rhs, t, y, p, ops, solver=type(self).__name__)
+        ft = ops.zeros_like(y) if self.dfdt is None else self.dfdt(t, y, p, ops)
+        return self.jac(t, y, p, ops), ft
+
+    def stages(self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any) -> tuple[Any, list[Any]]:
+        """``(y_new, [K_1, ..., K_s])`` of one step.
+
+        The stage equations are multiplied by ``h gamma`` (``W = I - h gamma
+        J``, right-hand side ``h gamma f_i + gamma sum_j C_ij K_j + gamma d_i
+        h^2 f_t``) so that a masked step (``h = 0``) is the identity.
+        """
+        tab = self.tableau
+        J, ft = self._jacobians(rhs, t, y, p, ops)
+        g = tab.gamma
+        hg = h * g
+        W = ops.eye(int(y.shape[0])) - hg * J
+        ks: list[Any] = []
+        yi = y
+        fi = None
+        for i in range(tab.stages):
+            if tab.increments(i):
+                yi = yi + ks[i - 1]
+            elif i > 0:
+                yi = y
+                for aij, kj in zip(tab.a[i], ks, strict=True):
+                    if aij != 0.0:
+                        yi = yi + aij * kj
+            if fi is None or not tab.reuses_f(i):
+                fi = rhs(t + tab.c[i] * h, yi, p, ops)
+            b = hg * fi
+            for cij, kj in zip(tab.C[i], ks, strict=True):
+                if cij != 0.0:
+                    b = b + (g * cij) * kj
+            if tab.d[i] != 0.0:
+                b = b + (g * tab.d[i]) * (h * h) * ft
+            ks.append(_solve(W, b, t, h, ops, self.name))
+        if tab.solution_increments():
+            y_new = yi + ks[-1]
+        else:
+            y_new = y
+            for mj, kj in zip(tab.m, ks, strict=True):
+                if mj != 0.0:
+                    y_new = y_new + mj * kj
+        return y_new, ks
+
+    def step(
+        self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, state: Any, ops: Any
+    ) -> tuple[Any, Any, Any]:
+        """One step: ``(y_new, err, ())``, the solution and its embedded error estimate."""
+        y_new, ks = self.stages(rhs, t, y, h, p, ops)
+        err = None
+        for ej, kj in zip(self.tableau.e, ks, strict=True):
+            if ej != 0.0:
+                err = ej * kj if err is None else err + ej * kj
+        return y_new, err, state
+
+
+#: Rodas3 (Sandu et al. 1997 / KPP, in the Hairer–Wanner form): stiffly accurate,
+#: L-stable, order 3; the error estimate is ``K_4`` (embedded order 2).
+RODAS3 = RosenbrockTableau(
+    "rodas3",
+    gamma=0.5,
+    a=((), (0.0,), (2.0, 0.0), (2.0, 0.0, 1.0)),
+    C=((), (4.0,), (1.0, -1.0), (1.0, -1.0, -8.0 / 3.0)),
+    c=(0.0, 0.0, 1.0, 1.0),
+    d=(0.5, 1.5, 0.0, 0.0),
+    m=(2.0, 0.0, 1.0, 1.0),
+    e=(0.0, 0.0, 0.0, 1.0),
+)
+
+
 @dataclass(frozen=True)
-class Rodas3(EmbeddedPair):
+class Rodas3(RosenbrockMethod):
     """Adaptive Rodas3 (Rosenbrock, stiffly accurate, L-stable), order 3, for stiff systems.
 
     Parameters
@@ -76,14 +233,15 @@ class Rodas3(EmbeddedPair):
 
     Notes
     -----
-    Each step evaluates ``J`` once (one ``jacfwd`` of the right-hand side) and
-    solves four linear systems with ``W = I - h J / 2`` by ``ops.linalg.solve``.
-    The stage equations are multiplied by ``h gamma`` so that a masked step
-    (``h = 0``) is the identity.  Derivatives with respect to parameters
+    Each step evaluates ``J`` once (one ``jacfwd`` of the right-hand side),
+    reused by the four stages, and solves four linear systems with ``W = I -
+    h J / 2`` by ``ops.linalg.solve``.  Derivatives with respect to parameters
     differentiate through ``J`` too (second derivatives of the right-hand side
     appear): they are the exact derivatives of the discrete solution for the
     accepted step sequence, as for :class:`~simdiff.ode.Dopri5`, whose Notes on
     step-size decisions under ``stop_gradient`` and on failures apply here.
+    For tight tolerances :class:`~simdiff.ode.Rodas5P` (order 5) takes far
+    fewer steps.
 
     References
     ----------
@@ -111,47 +269,4 @@ class Rodas3(EmbeddedPair):
     name = "rodas3"
     order = 3
     error_order = 2
-    stiff = True
-
-    def __post_init__(self) -> None:
-        check_tolerances(self.rtol, self.atol, self.max_steps, self.h0)
-        for what, f in (("jac", self.jac), ("dfdt", self.dfdt)):
-            if f is not None and not callable(f):
-                raise InputTypeError(f"{what} must be callable {what}(t, y, p, ops); got {f!r}")
-
-    def _jacobians(self, rhs: Rhs, t: Any, y: Any, p: Any, ops: Any) -> tuple[Any, Any]:
-        if self.jac is None:
-            return rhs_jacobian(rhs, t, y, p, ops)
-        ft = ops.zeros_like(y) if self.dfdt is None else self.dfdt(t, y, p, ops)
-        return self.jac(t, y, p, ops), ft
-
-    def step(
-        self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, state: Any, ops: Any
-    ) -> tuple[Any, Any, Any]:
-        """One step: ``(y_new, err, ())``, the 3rd-order solution and its error estimate."""
-        J, ft = self._jacobians(rhs, t, y, p, ops)
-        hg = h * _GAMMA
-        W = ops.eye(int(y.shape[0])) - hg * J
-        ks: list[Any] = []
-        f_prev = None
-        for i in range(4):
-            yi = y
-            for aij, kj in zip(_A[i], ks, strict=False):
-                if aij != 0.0:
-                    yi = yi + aij * kj
-            if i == 1:  # A_2j = 0 and alpha_2 = alpha_1: stage 2 reuses f of stage 1
-                fi = f_prev
-            else:
-                fi = rhs(t + _ALPHA[i] * h, yi, p, ops)
-            f_prev = fi
-            b = hg * fi
-            for cij, kj in zip(_C[i], ks, strict=False):
-                b = b + (_GAMMA * cij) * kj
-            if _GAMMAS[i] != 0.0:
-                b = b + (_GAMMA * _GAMMAS[i]) * (h * h) * ft
-            ks.append(ops.linalg.solve(W, b))
-        y_new = y
-        for mj, kj in zip(_M, ks, strict=True):
-            if mj != 0.0:
-                y_new = y_new + mj * kj
-        return y_new, ks[3], state  # E = (0, 0, 0, 1)
+    tableau = RODAS3
