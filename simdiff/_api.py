@@ -26,6 +26,7 @@ from ._tree import tree_map
 from .backends import Ops, get_backend
 from .backends.taylor import taylor_function
 from .errors import (
+    ArgumentOrderError,
     InputError,
     InputTypeError,
     LeakError,
@@ -75,6 +76,23 @@ def _check_order(order: Any, what: str = "order") -> int:
 
 #: The highest derivative order: 170! is the largest factorial float64 holds.
 _MAX_ORDER = 170
+
+
+def _check_taylor_order(order: Any) -> int:
+    """``order`` of :func:`taylor`, refusing the retired ``(problem, x, direction, order)`` call.
+
+    An array (or list, tensor) in the ``order`` slot is a call in the old
+    argument order; it is refused rather than read as an order.
+    """
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)):
+        if hasattr(order, "shape") or isinstance(order, (list, tuple)) or order is None:
+            raise ArgumentOrderError(
+                "taylor takes (order, direction, x=None), the order of simdiff.derivative, "
+                f"e.g. simdiff.taylor(problem, 3, direction, x); got {type(order).__name__} "
+                "for order (an x where the order goes: the call is in the retired order "
+                "(problem, x, direction, order))"
+            )
+    return _check_order(order)
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -458,9 +476,12 @@ class Derivatives(OperatorMethods):
             return self._call("derivative", {"order": order}, x, extras)
         return self._call("taylor_derivative", {"order": order}, x, extras)
 
-    def taylor(self, x: Any, direction: Any, order: int) -> Any:
-        """Taylor coefficients ``c_0..c_K`` of ``t -> f(x + t v)``, shape ``(K+1, out...)``."""
-        order = _check_order(order)
+    def taylor(self, order: int, direction: Any, x: Any = None) -> Any:
+        """Taylor coefficients ``c_0..c_K`` of ``t -> f(x + t v)``, shape ``(K+1, out...)``.
+
+        Arguments in the order of :meth:`derivative`: ``order``, ``direction``, ``x``.
+        """
+        order = _check_taylor_order(order)
         return self._call(
             "taylor", {"order": order}, x, [("direction", direction, (self.problem.n,))]
         )
@@ -488,7 +509,7 @@ class Derivatives(OperatorMethods):
         shape = self.problem.output_shape
 
         def coeffs(xb: np.ndarray, dirs: np.ndarray, d: int) -> Any:
-            return np.asarray(self.taylor(xb, dirs, d))
+            return np.asarray(self.taylor(d, dirs, xb))
 
         points = xs if xs.ndim == 2 else xs[None]
         out = np.stack([assemble_tensor(coeffs, p, order, shape) for p in points])
@@ -1014,9 +1035,9 @@ def derivative(
 
 def taylor(
     problem: Problem,
-    x: Any,
-    direction: Any,
     order: int,
+    direction: Any,
+    x: Any = None,
     *,
     backend: str = "jax",
     dtype: Any = None,
@@ -1025,16 +1046,19 @@ def taylor(
     """Taylor coefficients ``c_0..c_K`` of ``t -> f(x + t v)``, shape ``(K+1, out...)``.
 
     ``c_k = f^{(k)} / k!`` along ``direction``; a batch axis comes first.
+    Arguments in the order of :func:`derivative`; ``x`` defaults to
+    ``problem.x0``.  A call in the retired order ``(problem, x, direction,
+    order)`` raises :class:`~simdiff.errors.ArgumentOrderError`.
 
     Examples
     --------
     >>> import numpy as np, simdiff
     >>> p = simdiff.Problem(lambda x, ops: ops.sum(ops.exp(x)), x0=np.zeros(1))
-    >>> simdiff.taylor(p, np.zeros(1), np.ones(1), 3)
+    >>> simdiff.taylor(p, 3, np.ones(1), np.zeros(1))
     array([1.        , 1.        , 0.5       , 0.16666667])
     """
     return cached_derivatives(problem, backend, dtype=dtype, compile=compile).taylor(
-        x, direction, order
+        order, direction, x
     )
 
 

@@ -9,6 +9,7 @@ a ``TypeError``), so ``except ValueError`` keeps working.
 from __future__ import annotations
 
 __all__ = [
+    "ArgumentOrderError",
     "BackendUnavailable",
     "DTypeError",
     "InputError",
@@ -121,6 +122,13 @@ class StoreError(SimdiffError, ValueError):
 
     The message names the path and says what to do (another path, restore a
     copy, delete a damaged segment).
+    """
+
+
+class ArgumentOrderError(InputTypeError):
+    """Positional arguments in a retired order, e.g. ``taylor(problem, x, direction, order)``.
+
+    The message names the present order; nothing is computed.
     """
 
 

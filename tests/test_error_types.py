@@ -41,7 +41,7 @@ CASES = {
     "derivative unknown method": (
         lambda: simdiff.derivative(P, 2, X, method="magic"), ValueError, "method 'magic'",
     ),
-    "taylor float order": (lambda: simdiff.taylor(P, X, X, 2.5), ValueError, "order"),
+    "taylor float order": (lambda: simdiff.taylor(P, 2.5, X, X), ValueError, "order"),
     "derivative_tensor bad order": (
         lambda: simdiff.derivative_tensor(P, "2"), ValueError, "order",
     ),

@@ -21,7 +21,7 @@ import problems
 import simdiff
 from simdiff.backends.numpy import NumpyOps
 from simdiff.backends.taylor import TaylorArray, TaylorOps
-from simdiff.errors import NonFiniteError, ShapeError, UnsupportedError
+from simdiff.errors import ArgumentOrderError, NonFiniteError, ShapeError, UnsupportedError
 from simdiff.ode.rk import rk_integrate
 
 
@@ -43,7 +43,7 @@ TAYLOR_REFUSED = {"robertson": "Rodas3", "van_der_pol_stiff": "Rodas3"}
 def test_catalogue_refusals_name_the_taylor_context(name, backend):
     p = problems.get(name)
     with pytest.raises(UnsupportedError, match=rf"{TAYLOR_REFUSED[name]} .*'taylor' context"):
-        simdiff.taylor(p, None, np.ones(p.n), 2, backend=backend)
+        simdiff.taylor(p, 2, np.ones(p.n), backend=backend)
 
 
 def _catalogue_params() -> list:
@@ -80,7 +80,7 @@ def test_catalogue_taylor_matches_nested(name, max_order, backend, rng):
 def test_seed_closed_form_and_backends_agree():
     p = problems.get("seed")
     x, v = np.array([0.9]), np.array([1.0])
-    coeffs = {b: simdiff.taylor(p, x, v, 4, backend=b) for b in ("numpy", "jax", "torch")}
+    coeffs = {b: simdiff.taylor(p, 4, v, x, backend=b) for b in ("numpy", "jax", "torch")}
     exact = [p.exact["derivative"](x, k, v) / math.factorial(k) for k in range(5)]
     for b, c in coeffs.items():
         assert c.shape == (5,), b
@@ -95,13 +95,13 @@ def test_batched_points_match_single_points(backend, rng):
     single = [simdiff.derivative(p, 6, v, x, backend=backend) for x in xs]
     assert batched.shape == (5,)
     _close(batched, single, rtol=1e-12)
-    coeffs = simdiff.taylor(p, xs, np.tile(v, (5, 1)), 3, backend=backend)
+    coeffs = simdiff.taylor(p, 3, np.tile(v, (5, 1)), xs, backend=backend)
     assert coeffs.shape == (5, 4)
 
 
 def test_vector_output_shape(backend):
     p = problems.get("spherical")
-    c = simdiff.taylor(p, None, np.array([0.1, 0.2, 0.3]), 5, backend=backend)
+    c = simdiff.taylor(p, 5, np.array([0.1, 0.2, 0.3]), backend=backend)
     assert c.shape == (6, 3)
     _close(c[1], simdiff.jvp(p, np.array([0.1, 0.2, 0.3]), backend=backend))
 
@@ -110,12 +110,12 @@ def test_results_follow_input_array_type():
     p = problems.get("seed")
     out_t = simdiff.taylor(
         p,
-        torch.tensor([0.5], dtype=torch.float64),
-        torch.tensor([1.0], dtype=torch.float64),
         3,
+        torch.tensor([1.0], dtype=torch.float64),
+        torch.tensor([0.5], dtype=torch.float64),
         backend="torch",
     )
-    out_j = simdiff.taylor(p, jnp.array([0.5]), jnp.array([1.0]), 3, backend="jax")
+    out_j = simdiff.taylor(p, 3, jnp.array([1.0]), jnp.array([0.5]), backend="jax")
     assert isinstance(out_t, torch.Tensor) and isinstance(out_j, jax.Array)
     _close(out_t.numpy(), np.asarray(out_j), rtol=1e-14)
 
@@ -140,7 +140,7 @@ PENDULUM_X0 = np.array([1.2, 0.1, 9.81, 0.3])
 def test_scan_simulator_taylor_matches_nested(backend, rng):
     p = simdiff.Problem(_pendulum, x0=PENDULUM_X0, name="pendulum")
     v = rng.standard_normal(4)
-    coeffs = simdiff.taylor(p, None, v, 4, backend=backend)
+    coeffs = simdiff.taylor(p, 4, v, backend=backend)
     for k in range(1, 5):
         nested = simdiff.derivative(p, k, v, backend=backend, method="nested")
         _close(coeffs[k] * math.factorial(k), nested)
@@ -149,9 +149,9 @@ def test_scan_simulator_taylor_matches_nested(backend, rng):
 def test_scan_simulator_numpy_taylor_matches_backends():
     p = simdiff.Problem(_pendulum, x0=PENDULUM_X0, name="pendulum")
     v = np.array([0.3, -0.2, 0.5, 0.1])
-    ref = simdiff.taylor(p, None, v, 6, backend="numpy")
+    ref = simdiff.taylor(p, 6, v, backend="numpy")
     for b in ("jax", "torch"):
-        _close(simdiff.taylor(p, None, v, 6, backend=b), ref, rtol=1e-12)
+        _close(simdiff.taylor(p, 6, v, backend=b), ref, rtol=1e-12)
 
 
 def test_scan_carry_turning_from_constant_into_series(backend):
@@ -164,7 +164,7 @@ def test_scan_carry_turning_from_constant_into_series(backend):
         return c
 
     p = simdiff.Problem(fn, x0=np.array([2.0]))
-    _close(simdiff.taylor(p, None, np.ones(1), 3, backend=backend), [7.0, 5.0, 1.0, 0.0])
+    _close(simdiff.taylor(p, 3, np.ones(1), backend=backend), [7.0, 5.0, 1.0, 0.0])
 
 
 # --------------------------------------------------------------------------- special points
@@ -172,19 +172,19 @@ def test_scan_carry_turning_from_constant_into_series(backend):
 
 def test_integer_powers_exact_at_zero(backend):
     p = simdiff.Problem(lambda x, ops: x[0] ** 3 + ops.square(x[0]) * 2.0, x0=np.zeros(1))
-    c = simdiff.taylor(p, None, np.ones(1), 5, backend=backend)
+    c = simdiff.taylor(p, 5, np.ones(1), backend=backend)
     _close(c, [0.0, 0.0, 2.0, 1.0, 0.0, 0.0], rtol=1e-15)
 
 
 def test_singular_derivative_is_reported(backend):
     p = simdiff.Problem(lambda x, ops: ops.sqrt(x[0]), x0=np.zeros(1))
     with pytest.raises(NonFiniteError):
-        simdiff.taylor(p, None, np.ones(1), 2, backend=backend)
+        simdiff.taylor(p, 2, np.ones(1), backend=backend)
 
 
 def test_order_zero_is_the_value(backend):
     p = problems.get("rosenbrock4")
-    c = simdiff.taylor(p, None, np.ones(4), 0, backend=backend)
+    c = simdiff.taylor(p, 0, np.ones(4), backend=backend)
     assert c.shape == (1,)
     _close(c[0], p.exact["value"](p.x0), rtol=1e-15)
 
@@ -196,15 +196,29 @@ def test_order_zero_is_the_value(backend):
 def test_bad_order_raises(order, backend):
     p = problems.get("seed")
     with pytest.raises(ValueError, match="order must be a non-negative integer"):
-        simdiff.taylor(p, None, np.ones(1), order, backend=backend)
+        simdiff.taylor(p, order, np.ones(1), backend=backend)
     with pytest.raises(ValueError, match="order must be a non-negative integer"):
         simdiff.derivative(p, order, np.ones(1), backend=backend)
+
+
+@pytest.mark.parametrize("old_x", [np.array([0.5]), [0.5], None], ids=["array", "list", "None"])
+def test_retired_argument_order_raises_naming_the_new_one(old_x, backend):
+    """``taylor(problem, x, direction, order)`` (the retired order) never computes."""
+    p = problems.get("seed")
+    d = simdiff.Derivatives(p, backend=backend)
+    for call in (
+        lambda: simdiff.taylor(p, old_x, np.ones(1), 3, backend=backend),
+        lambda: d.taylor(old_x, np.ones(1), 3),
+    ):
+        with pytest.raises(ArgumentOrderError, match=r"taylor takes \(order, direction, x=None\)"):
+            call()
+    assert issubclass(ArgumentOrderError, simdiff.SimdiffError)
 
 
 def test_bad_direction_shape_raises(backend):
     p = problems.get("seed8")
     with pytest.raises(ShapeError, match=r"direction .* must have shape \(8,\) .*got \(3,\)"):
-        simdiff.taylor(p, None, np.ones(3), 2, backend=backend)
+        simdiff.taylor(p, 2, np.ones(3), backend=backend)
     with pytest.raises(ShapeError, match=r"direction .*got \(2, 3\)"):
         simdiff.derivative(p, 2, np.ones((2, 3)), backend=backend)
 

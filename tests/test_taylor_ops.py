@@ -212,7 +212,7 @@ def _reference(name: str) -> np.ndarray:
 @pytest.mark.parametrize("base", ["numpy", "jax", "torch"])
 def test_op_rule_matches_nested_ad(name, base):
     fn = CASES_ALL[name]
-    coeffs = simdiff.taylor(simdiff.Problem(fn, x0=X0, name=name), X0, V, ORDER, backend=base)
+    coeffs = simdiff.taylor(simdiff.Problem(fn, x0=X0, name=name), ORDER, V, X0, backend=base)
     ref = _reference(name)
     scale = np.maximum(1.0, np.abs(ref))
     np.testing.assert_allclose(coeffs / scale, ref / scale, rtol=0, atol=1e-10, err_msg=name)

@@ -163,7 +163,7 @@ def probe(name: str, order: int, cpp_wrapper: bool) -> None:
         eager_ms = median_ms(lambda: g(x0, v), 5)
         calls = per_iteration_calls(lambda: compiled(x0, v))
     d = simdiff.Derivatives(p, "jax")
-    ref = np.asarray(d.taylor(np.asarray(p.x0, float), v.numpy(), order))
+    ref = np.asarray(d.taylor(order, v.numpy(), np.asarray(p.x0, float)))
     if order == 2:
         what, jax_ms = "Hessian", median_ms(lambda: d.hessian(), 21)
     else:
