@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from _numerics import path_rtol
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -95,7 +96,8 @@ def test_vector_hessian_shape_is_out_in_in(cat, backend):
     q = cat["spherical"]
     h = simdiff.hessian(q, backend=backend)
     assert h.shape == (3, 3, 3)
-    np.testing.assert_allclose(h, np.swapaxes(h, 1, 2), atol=1e-15)
+    # H_ij and H_ji come from different AD passes (about 16 roundings each here)
+    np.testing.assert_allclose(h, np.swapaxes(h, 1, 2), atol=path_rtol(16) * np.abs(h).max())
 
 
 @pytest.mark.parametrize("name", ["rosenbrock4", "spherical"])

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from _numerics import path_rtol
 from SALib.analyze import dgsm as salib_dgsm
 from SALib.analyze import sobol as salib_sobol
 from SALib.sample import finite_diff
@@ -153,8 +154,9 @@ def test_chunking_compiles_once(ishigami):
     f, g = batched_value_and_grad(ishigami, xs, chunk_size=300, derivatives=d)
     assert d.compilations == 1  # 4 chunks, the last padded
     f1, g1 = batched_value_and_grad(ishigami, xs, chunk_size=1000)
-    np.testing.assert_allclose(f, f1, rtol=1e-15)
-    np.testing.assert_allclose(g, g1, rtol=1e-15)
+    # another batch size may vectorise differently: Ishigami's ~16 operations a path
+    np.testing.assert_allclose(f, f1, rtol=path_rtol(16))
+    np.testing.assert_allclose(g, g1, rtol=path_rtol(16))
 
 
 # --------------------------------------------------------------------------- SALib, the peer

@@ -8,6 +8,7 @@ import os
 import h5py
 import numpy as np
 import pytest
+from _numerics import path_rtol
 
 import problems
 import simdiff
@@ -237,5 +238,6 @@ def test_lost_worker_chunk_is_recomputed(points, client, tmp_path):
     r = simdiff.sweep(p, points, ("value", "grad"), chunk_size=10, client=client)
     assert marker.exists()  # a worker did die
     assert r.ok.all() and r.chunks_computed == 5
-    np.testing.assert_allclose(r["value"], np.sum(points**2, axis=1), rtol=1e-15)
+    # 4 squares and their sum in another order: 8 roundings; the gradient 2 x is exact on any path
+    np.testing.assert_allclose(r["value"], np.sum(points**2, axis=1), rtol=path_rtol(8))
     np.testing.assert_allclose(r["grad"], 2 * points, rtol=1e-15)

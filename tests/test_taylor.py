@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from _numerics import path_rtol
 
 import problems
 import simdiff
@@ -186,7 +187,8 @@ def test_order_zero_is_the_value(backend):
     p = problems.get("rosenbrock4")
     c = simdiff.taylor(p, 0, np.ones(4), backend=backend)
     assert c.shape == (1,)
-    _close(c[0], p.exact["value"](p.x0), rtol=1e-15)
+    # Rosenbrock in 4 variables, about 12 operations, against numpy's closed form
+    _close(c[0], p.exact["value"](p.x0), rtol=path_rtol(12))
 
 
 # --------------------------------------------------------------------------- errors
