@@ -154,4 +154,9 @@ def test_pes_minimisation_through_the_one_adapter(method):
     assert res.success and ref.converged
     np.testing.assert_allclose(res.fun, -3.0, rtol=0, atol=1e-10)  # three pairs at r = 2**(1/6)
     np.testing.assert_allclose(res.fun, ref.energy, rtol=0, atol=1e-12)
-    assert res.nit == ref.nit
+    if method == "trust-exact":
+        # find_minimum runs trust-exact on a cluster's internal coordinates (rigid-body
+        # modes projected out, Newton finish): a different iteration, the same minimum
+        assert ref.message == "projected gradient below gtol"
+    else:
+        assert res.nit == ref.nit
