@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _arrays as A
 from ._compile import CompiledCall, check_compile
+from ._log import get_logger
 from ._operators_core import OPERATOR_KINDS, OperatorMethods, build_operator
 from ._probe import probe
 from ._problem import Problem
@@ -54,6 +55,8 @@ __all__ = [
     "value_and_grad",
     "vjp",
 ]
+
+_log = get_logger(__name__)
 
 HESSIAN_METHODS = ("auto", "fwd-rev", "rev-rev", "fwd-fwd")
 JACOBIAN_MODES = ("auto", "fwd", "rev")
@@ -674,6 +677,11 @@ class Derivatives(OperatorMethods):
             start = time.perf_counter()
             out = self._guarded(lambda: self.backend.block_until_ready(fn(*native)), kind)
             self._info[key]["first_call_s"] = time.perf_counter() - start  # honest first call
+            _log.debug(
+                "%s of %r on %s built; first call %.3g s (shape %s)",
+                kind, self.problem.name, self.backend.name,
+                self._info[key]["first_call_s"], tuple(x.shape),
+            )  # fmt: skip
             if self.probe and self.probe_result is None and kind not in _NO_AD_KINDS:
                 self._probe(kind, native[0], xb, out, device)
         else:

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ._log import get_logger
 from .errors import OptionError, UnsupportedError
 
 __all__ = ["COMPILE_PRIOR_S", "COMPILE_VALUES", "CompiledCall", "check_compile", "compile_estimate"]
@@ -54,6 +55,8 @@ COMPILE_PRIOR_S = 7.2
 #: Every successful compile in this process: ``(callable key, seconds)``; the key is
 #: ``(problem, n, kind, parameters, shapes)`` as :class:`CompiledCall` receives it.
 _MEASURED_COMPILE_S: list[tuple[tuple, float]] = []
+
+_log = get_logger(__name__)
 
 
 def check_compile(compile: Any, backend: Any) -> bool | str:
@@ -191,8 +194,8 @@ class CompiledCall:
         self.record["eager_s"] = statistics.median(self.eager_times)
 
     def _pays(self) -> bool:
-        if not self.eager_times or self.compiled is not None:
-            return False  # the first two calls run eager and measure t_e; one compile at most
+        if not self.eager_times or self.compiled is not None or "compile_error" in self.record:
+            return False  # the first two calls run eager and measure t_e; one compile try at most
         t_e = self.record["eager_s"]
         c, source = compile_estimate(self.key)
         break_even = c / max(t_e, 1e-9)
@@ -229,12 +232,18 @@ class CompiledCall:
                 raise UnsupportedError(reason) from exc
             self.path = "eager"
             self.record.update(compile_error=reason, path="eager")
+            _log.warning("compile='auto' runs %s of %r eagerly: %s", self.kind, self.key[0], reason)
             return self.eager(*args)
         if first:
             compile_s = time.perf_counter() - start
             _MEASURED_COMPILE_S.append((self.key, compile_s))
             self.path = "compiled"
             self.record.update(compile_s=compile_s, path="compiled")
+            _log.info(
+                "compiled %s of %r with torch.compile in %.3g s (compile=%r%s)",
+                self.kind, self.key[0], compile_s, self.mode,
+                f"; {self.record['reason']}" if "reason" in self.record else "",
+            )  # fmt: skip
             if self.mode == "auto":
                 self._keep_if_faster(args)
         return out
@@ -258,3 +267,4 @@ class CompiledCall:
                 reason=f"compiled call ({compiled_s * 1e3:.3g} ms) not faster than eager "
                 f"({t_e * 1e3:.3g} ms): kept eager",
             )
+            _log.info("%s of %r: %s", self.kind, self.key[0], self.record["reason"])

@@ -53,11 +53,10 @@ def _build(names: Sequence[str]) -> list[tuple[str, Any]]:
 
 
 def _progress(items: Iterable[Any], desc: str) -> Any:
-    try:
-        from tqdm import tqdm
-    except ImportError:  # tqdm is a dependency; without it, no bars
-        return items
-    return tqdm(items, desc=desc, file=sys.stderr, leave=False, disable=not sys.stderr.isatty())
+    """Bars on standard error when it is a terminal (simdiff._log.progress)."""
+    from ._log import progress
+
+    return progress(items, desc=desc, enabled=sys.stderr.isatty())
 
 
 # --------------------------------------------------------------------------- option values

@@ -50,6 +50,7 @@ import numpy as np
 
 from ._environment import environment, now
 from ._fingerprint import fingerprint
+from ._log import get_logger
 from .errors import StoreError
 
 __all__ = ["FORMAT", "SCHEMA_VERSION", "Store", "StoreError", "environment", "fingerprint"]
@@ -61,6 +62,7 @@ SCHEMA_VERSION = 2
 _TAG_FILE = "simdiff-store.json"
 # Run directories this process owns: path -> file descriptor holding the flock.
 _OWNED: dict[str, int] = {}
+_log = get_logger(__name__)
 
 
 def _jsonable(obj: Any) -> Any:
@@ -412,6 +414,7 @@ class Store:
             },
             arrays,
         )
+        _log.debug("store %s: run %s, %s %s %s written", self.path, run, problem, kind, config)
 
     def finish_run(self, run: str) -> None:
         """Mark a run complete (a later :meth:`start_run` of its name appends a new one)."""

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._api import Derivatives
+from .._log import progress as progress_bar
 from .._problem import Problem
 from ..errors import InputError, InputTypeError, NonFiniteError, ShapeError
 from ._common import check_problem
@@ -89,6 +90,7 @@ def batched_value_and_grad(
     chunk_size: int | None = None,
     derivatives: Derivatives | None = None,
     compile: bool | str = False,
+    progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Values ``(N,)`` and exact gradients ``(N, n)`` of a scalar problem over many points.
 
@@ -100,6 +102,7 @@ def batched_value_and_grad(
     ``compile`` is the compile policy of :class:`simdiff.Derivatives`; the
     number of chunks is announced to it (``expect_calls``), so ``"auto"``
     compiles only when the run is long enough to pay for the compile.
+    ``progress=True`` shows a bar of the chunks (tqdm, standard error).
 
     Examples
     --------
@@ -132,7 +135,8 @@ def batched_value_and_grad(
     d.expect_calls(-(-n_points // size))
     values = np.empty(n_points)
     grads = np.empty((n_points, problem.n))
-    for start in range(0, n_points, size):
+    starts = range(0, n_points, size)
+    for start in progress_bar(starts, desc=f"gradients {problem.name}", enabled=progress):
         chunk = points[start : start + size]
         k = chunk.shape[0]
         if k < size:  # pad: same shape, no recompilation
@@ -164,6 +168,7 @@ def dgsm(
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
     compile: bool | str = False,
+    progress: bool = False,
 ) -> DGSMResult:
     """Derivative-based global sensitivity measures and the total-index bounds they give.
 
@@ -193,6 +198,8 @@ def dgsm(
         Compile policy of the gradient on torch (see :class:`simdiff.Derivatives`;
         JAX always compiles).  ``"auto"`` compiles when the number of chunks
         pays for the compile; ``compile_info`` in the result says what ran.
+    progress : bool
+        Show a progress bar of the gradient chunks on standard error (tqdm).
 
     Returns
     -------
@@ -245,7 +252,9 @@ def dgsm(
         raise InputError(f"n_bootstrap must be a non-negative integer; got {n_bootstrap}")
     xs = sample(dists, n_samples, method=method, seed=seed)
     d = _derivatives(problem, backend, check_finite=False, compile=compile)
-    values, grads = batched_value_and_grad(problem, xs, chunk_size=chunk_size, derivatives=d)
+    values, grads = batched_value_and_grad(
+        problem, xs, chunk_size=chunk_size, derivatives=d, progress=progress
+    )
     bad = ~(np.isfinite(values) & np.isfinite(grads).all(axis=1))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .._log import ProgressCounter
 from .._operators_core import covariance_factor
 from ..errors import OptionError, ShapeError
 from ._common import check_problem, derivatives, point
@@ -71,6 +72,7 @@ def moments(
     *,
     backend: str = "jax",
     warn_rtol: float = 0.1,
+    progress: bool = False,
 ) -> Moments:
     """Mean and variance of ``f(X)`` for Gaussian ``X ~ N(mean, cov)`` by Taylor expansion.
 
@@ -87,6 +89,10 @@ def moments(
     backend : {"jax", "torch"}
     warn_rtol : float
         A :class:`MomentWarning` is issued when ``|tau_3| > warn_rtol * variance``.
+    progress : bool
+        Show a progress bar of the derivative stages (gradient, third-order
+        sum, Laplacian, Hessian-vector products) on standard error (tqdm);
+        each stage is one compiled call, the first of which pays the compile.
 
     Returns
     -------
@@ -115,21 +121,28 @@ def moments(
     mu = point(problem, mean, "mean")
     Lr = covariance_factor(problem.n, weights=cov)  # (r, n); validates cov
     d = derivatives(problem, backend)
-    value, g = (float(np.asarray(a)) if np.ndim(a) == 0 else np.asarray(a) for a in
-                d.value_and_grad(mu))  # fmt: skip
-    Lg = Lr @ g
-    grad_var = float(Lg @ Lg)
     r = Lr.shape[0]
-    shift, hess_var, tau3 = 0.0, 0.0, 0.0
-    if r:
-        u = Lr.T @ Lg  # Sigma g
-        V = np.concatenate([Lr + u, Lr - u, u[None]])
-        w = np.concatenate([np.full(r, 1.0 / 6.0), np.full(r, -1.0 / 6.0), [-r / 3.0]])
-        tau3 = float(np.asarray(d.derivative_sum(3, V, mu, weights=w)))
-        if order == 2:
-            shift = 0.5 * float(np.asarray(d.laplacian(mu, factor=Lr.T)))
-            A = np.asarray(d.hvp(Lr, mu)) @ Lr.T  # L^T H L, r Hessian-vector products
-            hess_var = 0.5 * float(np.sum(A * A))
+    stages = 1 + (r > 0) * (1 + 2 * (order == 2))
+    bar = ProgressCounter(desc=f"moments {problem.name}", total=stages, enabled=progress)
+    with bar:
+        value, g = (float(np.asarray(a)) if np.ndim(a) == 0 else np.asarray(a) for a in
+                    d.value_and_grad(mu))  # fmt: skip
+        bar.update(1)
+        Lg = Lr @ g
+        grad_var = float(Lg @ Lg)
+        shift, hess_var, tau3 = 0.0, 0.0, 0.0
+        if r:
+            u = Lr.T @ Lg  # Sigma g
+            V = np.concatenate([Lr + u, Lr - u, u[None]])
+            w = np.concatenate([np.full(r, 1.0 / 6.0), np.full(r, -1.0 / 6.0), [-r / 3.0]])
+            tau3 = float(np.asarray(d.derivative_sum(3, V, mu, weights=w)))
+            bar.update(1)
+            if order == 2:
+                shift = 0.5 * float(np.asarray(d.laplacian(mu, factor=Lr.T)))
+                bar.update(1)
+                A = np.asarray(d.hvp(Lr, mu)) @ Lr.T  # L^T H L, r Hessian-vector products
+                hess_var = 0.5 * float(np.sum(A * A))
+                bar.update(1)
     variance = grad_var + hess_var
     if abs(tau3) > warn_rtol * variance:
         warnings.warn(

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.optimize
 
 from .._api import Derivatives
+from .._log import ProgressCounter, get_logger
 from .._problem import Problem
 from ..errors import InputError, ShapeError
 from ._common import check_problem, derivatives, point
@@ -34,6 +35,8 @@ __all__ = [
     "least_squares",
     "minimize",
 ]
+
+_log = get_logger(__name__)
 
 #: Methods given the exact Hessian.
 HESSIAN_METHODS = ("trust-exact", "dogleg", "trust-constr")
@@ -112,8 +115,9 @@ def _bounds(bounds: Any, x0: np.ndarray, what: str) -> np.ndarray | None:
 class _Counted:
     """Counts calls to the derivative callables handed to SciPy."""
 
-    def __init__(self, d: Derivatives) -> None:
+    def __init__(self, d: Derivatives, bar: ProgressCounter | None = None) -> None:
         self.d = d
+        self.bar = bar if bar is not None else ProgressCounter(desc="")
         self.compilations0 = d.compilations
         self.counts = {"nfun": 0, "ngrad": 0, "nhess": 0, "nhvp": 0, "njac": 0}
 
@@ -121,12 +125,17 @@ class _Counted:
         self.counts["nfun"] += 1
         self.counts["ngrad"] += 1
         f, g = self.d.value_and_grad(np.asarray(x, dtype=np.float64))
+        self.bar.update(1, f=f"{float(f):.6g}")
         return float(f), np.asarray(g)
 
     def value(self, x: np.ndarray) -> Any:
         self.counts["nfun"] += 1
         y = np.asarray(self.d.value(np.asarray(x, dtype=np.float64)))
-        return float(y) if y.ndim == 0 else y
+        if y.ndim == 0:
+            self.bar.update(1, f=f"{float(y):.6g}")
+            return float(y)
+        self.bar.update(1, cost=f"{0.5 * float(np.sum(y * y)):.6g}")
+        return y
 
     def hessian(self, x: np.ndarray, *args: Any) -> np.ndarray:
         self.counts["nhess"] += 1
@@ -174,6 +183,12 @@ def _annotate(res: scipy.optimize.OptimizeResult, c: _Counted, method: str):
     res["backend"] = c.d.backend.name
     res["compilations"] = c.d.compilations - c.compilations0
     res["compile_info"] = c.d.cache_info()
+    c.bar.close()
+    _log.info(
+        "%s of %r (%s, %s): %s; %s", "minimize" if c.d.problem.is_scalar else "least_squares",
+        c.d.problem.name, method, c.d.backend.name, res.get("message", ""),
+        ", ".join(f"{k} {v}" for k, v in c.counts.items() if v),
+    )  # fmt: skip
     return res
 
 
@@ -188,6 +203,7 @@ def minimize(
     gtol: float | None = None,
     maxiter: int | None = None,
     compile: bool | str = False,
+    progress: bool = False,
     **options: Any,
 ) -> scipy.optimize.OptimizeResult:
     """Minimise a scalar problem with ``scipy.optimize.minimize`` and exact derivatives.
@@ -220,6 +236,9 @@ def minimize(
         optimisation calls its derivatives many times, and ``"auto"`` compiles
         each once the eager time spent reaches the compile time; the result's
         ``compile_info`` says which path ran.
+    progress : bool
+        Show a progress bar of the function evaluations (with the current
+        objective) on standard error (tqdm).
     **options
         Passed to ``scipy.optimize.minimize`` (``tol``, ``options``,
         ``constraints``, ``callback``).  ``options`` must not repeat what
@@ -262,7 +281,8 @@ def minimize(
         )
     kwargs: dict[str, Any] = dict(options)
     kwargs["options"] = _method_options(key, method, gtol, maxiter, kwargs.get("options"))
-    c = _Counted(derivatives(problem, backend, dtype=dtype, compile=compile))
+    bar = ProgressCounter(desc=f"minimize {problem.name}", enabled=progress)
+    c = _Counted(derivatives(problem, backend, dtype=dtype, compile=compile), bar)
     if b is not None:
         kwargs["bounds"] = scipy.optimize.Bounds(b[:, 0], b[:, 1])
     fed = FED[key]
@@ -286,6 +306,7 @@ def least_squares(
     method: str = "trf",
     dtype: Any = None,
     compile: bool | str = False,
+    progress: bool = False,
     **options: Any,
 ) -> scipy.optimize.OptimizeResult:
     """Solve ``min 1/2 sum r_i(x)^2`` with ``scipy.optimize.least_squares`` and the exact Jacobian.
@@ -304,6 +325,9 @@ def least_squares(
         optimisation calls its derivatives many times, and ``"auto"`` compiles
         each once the eager time spent reaches the compile time; the result's
         ``compile_info`` says which path ran.
+    progress : bool
+        Show a progress bar of the function evaluations (with the current
+        objective) on standard error (tqdm).
     **options
         Passed to ``scipy.optimize.least_squares`` (``ftol``, ``xtol``,
         ``loss``, ``x_scale``, ...).
@@ -336,7 +360,8 @@ def least_squares(
         raise InputError(f"unknown method {method!r}; expected one of ['trf', 'dogbox', 'lm']")
     if b is not None and method == "lm":
         raise InputError("method 'lm' does not accept bounds; use 'trf' or 'dogbox'")
-    c = _Counted(derivatives(problem, backend, dtype=dtype, compile=compile))
+    bar = ProgressCounter(desc=f"least_squares {problem.name}", enabled=progress)
+    c = _Counted(derivatives(problem, backend, dtype=dtype, compile=compile), bar)
     kwargs: dict[str, Any] = dict(options)
     if b is not None:
         kwargs["bounds"] = (b[:, 0], b[:, 1])

@@ -27,6 +27,7 @@ import numpy as np
 
 from .._api import Derivatives, cached_derivatives
 from .._catalogue import resolve
+from .._log import ProgressCounter, check_progress, get_logger
 from .._problem import Problem
 from ..backends import get_backend
 from ..errors import (
@@ -46,6 +47,8 @@ __all__ = [
     "resolve_problem",
     "sweep",
 ]
+
+_log = get_logger(__name__)
 
 SWEEP_DERIVATIVES = ("value", "grad", "hessian", "jacobian")
 #: Per-point status codes.
@@ -403,6 +406,7 @@ def sweep(
     callback: Callable[[int, int, int], None] | None = None,
     retries: int = 1,
     compile: bool | str = False,
+    progress: bool = False,
 ) -> SweepResult:
     """Evaluate values and derivatives of a problem at many parameter points.
 
@@ -441,6 +445,8 @@ def sweep(
         Compile policy on torch (see :class:`simdiff.Derivatives`; JAX always
         compiles).  ``"auto"`` is told the number of chunks and compiles when
         they pay for the compile; ``compile_info`` in the result says what ran.
+    progress : bool
+        Show a progress bar of the chunks on standard error (tqdm).
 
     Returns
     -------
@@ -464,6 +470,7 @@ def sweep(
     >>> r["value"], r.status
     (array([ 3., nan,  4.]), array([0, 1, 0], dtype=int8))
     """
+    check_progress(progress)
     prob = resolve_problem(problem)
     pts, derivatives = _validate(prob, points, derivatives, chunk_size)
     size = int(min(chunk_size, pts.shape[0]))
@@ -508,9 +515,16 @@ def sweep(
         if fresh and db is not None and run is not None:
             _write_chunk(db, run, i, chunk)
         counts["computed" if fresh else "resumed"] += 1
+        bad = int(np.count_nonzero(chunk["status"]))
+        if fresh and bad:
+            first = next(iter(chunk["messages"].values()), "non-finite result")
+            _log.warning("sweep of %r: %d of %d points of chunk %d failed (%s)",
+                         prob.name, bad, k, i, first)  # fmt: skip
+        bar.update(1)
         if callback is not None:
             callback(i, counts["computed"] + counts["resumed"], n_chunks)
 
+    bar = ProgressCounter(desc=f"sweep {prob.name}", total=n_chunks, enabled=progress)
     todo = []
     for i in range(n_chunks):
         stored = None if db is None or run is None else _read_chunk(db, run, i, derivatives)
@@ -518,21 +532,27 @@ def sweep(
             accept(i, stored, fresh=False)
         else:
             todo.append(i)
+    if counts["resumed"]:
+        _log.info("sweep of %r resumes run %s of %s: %d of %d chunks stored, %d to compute",
+                  prob.name, run, store, counts["resumed"], n_chunks, len(todo))  # fmt: skip
+    elif note:
+        _log.info("sweep of %r: %s", prob.name, note)
     args = (backend, (compile, n_chunks), derivatives, shapes)
     threads: dict[str, Any] = {}
-    if client is None:
-        trial = _ThreadTrial(backend, len(todo))
-        try:
-            for k, i in enumerate(todo):
-                trial.before(k)
-                start = time.perf_counter()
-                chunk = _compute_chunk(prob, *args, pts[i * size : (i + 1) * size], size)
-                trial.after(k, time.perf_counter() - start, chunk)
-                accept(i, chunk, True)
-        finally:
-            threads = trial.restore()
-    else:
-        _run_dask(client, spec, args, pts, size, todo, accept, retries)
+    with bar:
+        if client is None:
+            trial = _ThreadTrial(backend, len(todo))
+            try:
+                for k, i in enumerate(todo):
+                    trial.before(k)
+                    start = time.perf_counter()
+                    chunk = _compute_chunk(prob, *args, pts[i * size : (i + 1) * size], size)
+                    trial.after(k, time.perf_counter() - start, chunk)
+                    accept(i, chunk, True)
+            finally:
+                threads = trial.restore()
+        else:
+            _run_dask(client, spec, args, pts, size, todo, accept, retries)
     if db is not None and run is not None and not complete:
         db.finish_run(run)
     return SweepResult(
