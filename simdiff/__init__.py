@@ -35,30 +35,36 @@ from .backends import get_backend as get_backend
 from .backends import get_ops as get_ops
 from .errors import ArgumentOrderError as ArgumentOrderError
 from .errors import BackendUnavailable as BackendUnavailable
+from .errors import CatalogueUnavailable as CatalogueUnavailable
 from .errors import DTypeError as DTypeError
 from .errors import InputError as InputError
 from .errors import InputTypeError as InputTypeError
 from .errors import InvalidIndexError as InvalidIndexError
 from .errors import LeakError as LeakError
 from .errors import MemoryBudgetError as MemoryBudgetError
+from .errors import MomentWarning as MomentWarning
 from .errors import NonFiniteError as NonFiniteError
 from .errors import NotFoundError as NotFoundError
 from .errors import OptionError as OptionError
 from .errors import OutOfRangeError as OutOfRangeError
 from .errors import PrecisionWarning as PrecisionWarning
+from .errors import ProblemNotFound as ProblemNotFound
 from .errors import ShapeError as ShapeError
 from .errors import SimdiffError as SimdiffError
+from .errors import SimdiffWarning as SimdiffWarning
 from .errors import SolverError as SolverError
 from .errors import StabilityError as StabilityError
 from .errors import StationarityWarning as StationarityWarning
 from .errors import StoreError as StoreError
 from .errors import UnsupportedError as UnsupportedError
+from .errors import UsageError as UsageError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentOrderError",
     "BackendUnavailable",
+    "CatalogueUnavailable",
     "CheckOptions",
     "DTypeError",
     "Derivatives",
@@ -67,20 +73,24 @@ __all__ = [
     "InvalidIndexError",
     "LeakError",
     "MemoryBudgetError",
+    "MomentWarning",
     "NonFiniteError",
     "NotFoundError",
     "OptionError",
     "OutOfRangeError",
     "PrecisionWarning",
     "Problem",
+    "ProblemNotFound",
     "ShapeError",
     "SimdiffError",
+    "SimdiffWarning",
     "SolverError",
     "StabilityError",
     "StationarityWarning",
     "StochasticEstimate",
     "StoreError",
     "UnsupportedError",
+    "UsageError",
     "backends",
     "biharmonic",
     "check",

@@ -32,16 +32,12 @@ from ._catalogue import (
     resolve,
     validation,
 )
-from .errors import SimdiffError, StoreError
+from .errors import StoreError, UsageError
 
 __all__ = ["UsageError", "main"]
 
 #: The results store inside ``--out``.
 STORE_DIR = "store"
-
-
-class UsageError(SimdiffError, ValueError):
-    """A name or option value the command cannot use; exit status 2."""
 
 
 # --------------------------------------------------------------------------- problems

@@ -25,14 +25,10 @@ from typing import Any
 import numpy as np
 
 from .._operators_core import covariance_factor
-from ..errors import OptionError, ShapeError
+from ..errors import MomentWarning, OptionError, ShapeError
 from ._common import check_problem, derivatives, point
 
 __all__ = ["MomentWarning", "Moments", "moments"]
-
-
-class MomentWarning(UserWarning):
-    """The Taylor-expanded moments may be inaccurate: a neglected term is not small."""
 
 
 @dataclass(frozen=True)
