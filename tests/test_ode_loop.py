@@ -133,9 +133,10 @@ def test_vmapped_gradients_follow_each_lane(backend: str = "torch") -> None:
 @pytest.mark.parametrize(
     "solver",
     [
-        Dopri5(rtol=1e-9, atol=1e-11, max_steps=500),
-        Dopri5(rtol=1e-9, atol=1e-11, max_steps=500, h0=0.01),
-        Rodas3(rtol=1e-6, atol=1e-9, max_steps=500),
+        # loose tolerances: half the steps of tight ones, with as many rejected steps (4, 4, 11)
+        Dopri5(rtol=1e-7, atol=1e-9, max_steps=500),
+        Dopri5(rtol=1e-7, atol=1e-9, max_steps=500, h0=0.01),
+        Rodas3(rtol=1e-5, atol=1e-8, max_steps=500),
         FixedStep(n_steps=60),
     ],
     ids=["dopri5", "dopri5-h0", "rodas3", "rk4"],
@@ -153,6 +154,7 @@ def test_eager_loop_matches_the_traced_loop(solver) -> None:
     it, ij = p.solve_info(p.x0, backend="torch"), p.solve_info(p.x0, backend="jax")
     assert (it["n_accepted"], it["n_rejected"]) == (ij["n_accepted"], ij["n_rejected"])
     assert it["status"] == 0
+    assert it["n_rejected"] > 0 or isinstance(solver, FixedStep)  # the rejection branch runs
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
