@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ._problem import Problem
-from .errors import SimdiffError
+from .errors import CatalogueUnavailable, ProblemNotFound
 
 __all__ = [
     "CatalogueUnavailable",
@@ -32,14 +32,6 @@ __all__ = [
     "resolve",
     "validation",
 ]
-
-
-class CatalogueUnavailable(SimdiffError, ImportError):
-    """Neither ``simdiff.<name>`` nor the checkout's top-level ``<name>`` package imports."""
-
-
-class ProblemNotFound(SimdiffError, LookupError):
-    """A catalogue name or ``module:attribute`` that names no problem; the message says why."""
 
 
 def _package(name: str, submodule: str | None) -> ModuleType:
@@ -150,7 +142,7 @@ def resolve(spec: str) -> tuple[str, Callable[[], Problem]]:
     >>> resolve("rosenbrock5")
     Traceback (most recent call last):
     ...
-    simdiff._catalogue.ProblemNotFound: unknown problem 'rosenbrock5'; valid catalogue names: ...
+    simdiff.errors.ProblemNotFound: unknown problem 'rosenbrock5'; valid catalogue names: ...
     """
     if ":" not in spec:
         reg = catalogue().registry()

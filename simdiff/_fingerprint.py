@@ -46,12 +46,9 @@ import numpy as np
 
 from .backends import backend_of
 from .errors import InputTypeError
+from .errors import _Opaque as Opaque
 
 __all__ = ["Identity", "Opaque", "fingerprint", "why_opaque"]
-
-
-class Opaque(Exception):
-    """Raised inside the digest for a value whose state cannot be inspected (internal)."""
 
 
 _DATA = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), range, slice)

@@ -11,11 +11,18 @@ a usage error (a bad option value, an unknown name, which is listed with the
 valid ones, or a path that is not a results store; the message says which) and
 when a check was inconclusive or could not be checked
 (:attr:`simdiff.evidence.CheckResult.exit_code`).
+
+``--json`` (on ``list``, ``check``, ``compare`` and ``show``) prints one JSON
+document on stdout instead of the text, with the same exit status; progress
+and error messages stay on stderr.  Non-finite numbers are written as
+``null``.  ``simdiff list`` and ``simdiff show`` import neither jax nor torch.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys
 import time
@@ -32,16 +39,12 @@ from ._catalogue import (
     resolve,
     validation,
 )
-from .errors import SimdiffError, StoreError
+from .errors import StoreError, UsageError
 
 __all__ = ["UsageError", "main"]
 
 #: The results store inside ``--out``.
 STORE_DIR = "store"
-
-
-class UsageError(SimdiffError, ValueError):
-    """A name or option value the command cannot use; exit status 2."""
 
 
 # --------------------------------------------------------------------------- problems
@@ -57,6 +60,29 @@ def _progress(items: Iterable[Any], desc: str) -> Any:
     from ._log import progress
 
     return progress(items, desc=desc, enabled=sys.stderr.isatty())
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _plain(obj: Any) -> Any:
+    """``obj`` as JSON data: numpy scalars and arrays as numbers and lists, tuples as lists,
+    non-finite floats as None (strict JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set | frozenset):
+        return [_plain(v) for v in obj]
+    if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy arrays and scalars
+        return _plain(obj.tolist())
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if obj is None or isinstance(obj, bool | int | str):
+        return obj
+    return str(obj)
+
+
+def _print_json(doc: Any) -> None:
+    print(json.dumps(_plain(doc), indent=2, allow_nan=False))
 
 
 # --------------------------------------------------------------------------- option values
@@ -123,21 +149,27 @@ def _start_run(store: Any, name: str, params: dict[str, Any]) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    rows: list[Any] = []
+    rows: list[str] = []
+    docs: list[dict[str, Any]] = []
     tags: set[str] = set()
     for name, factory in sorted(catalogue().registry().items()):
         try:
             p = factory()
         except Exception as exc:  # a broken entry is listed with its error
             rows.append(f"{name:24s} ERROR {type(exc).__name__}: {exc}")
+            docs.append({"name": name, "error": f"{type(exc).__name__}: {exc}"})
             continue
         ptags = tuple(p.meta.get("tags", ()))
         tags.update(ptags)
         if args.tag is None or args.tag in ptags:
             rows.append(f"{name:24s} n={p.n:<6d} out={p.output_shape!s:8s} tags={','.join(ptags)}")
+            docs.append({"name": name, "n": p.n, "output_shape": p.output_shape, "tags": ptags})
     if args.tag is not None and args.tag not in tags:
         raise UsageError(f"--tag: unknown tag {args.tag!r}; valid: {', '.join(sorted(tags))}")
-    print("\n".join(rows))
+    if args.json:
+        _print_json({"problems": docs})
+    else:
+        print("\n".join(rows))
     return 0
 
 
@@ -157,29 +189,36 @@ def cmd_check(args: argparse.Namespace) -> int:
         params = {**kw, "problems": args.problems, "fingerprints": _fingerprints(problems)}
         run = _start_run(store, "check", params)
     status = 0  # 0 pass, 1 a check failed, 2 a check inconclusive or not checked
+    docs: list[dict[str, Any]] = []
     for label, p in problems:
         done = store.get(run, label, "check", "all", arrays=False) if store else None
         if done is not None:
             rec = done["record"]  # records from before verdicts were stored have `passed` only
             verdict = rec.get("verdict") or ("pass" if rec["passed"] else "fail")
-            print(f"{label}: {verdict} (stored in {run})")
+            if not args.json:
+                print(f"{label}: {verdict} (stored in {run})")
             code = {"pass": 0, "fail": 1}.get(verdict, 2)
+            record = {**rec, "verdict": verdict, "stored_in": run}
         else:
             res = check(p, **kw)
-            print(res)
-            print()
+            if not args.json:
+                print(res)
+                print()
+            record = {
+                "passed": res.passed,
+                "verdict": res.verdict,
+                "n": p.n,
+                "entries": [asdict(e) for e in res.entries],
+            }
             if store is not None:
-                record = {
-                    "passed": res.passed,
-                    "verdict": res.verdict,
-                    "n": p.n,
-                    "entries": [asdict(e) for e in res.entries],
-                }
                 store.put(run, label, "check", "all", record)
             code = res.exit_code
+        docs.append({"problem": label, **record, "exit_code": code})
         status = 1 if 1 in (status, code) else max(status, code)
     if store is not None:
         store.finish_run(run)
+    if args.json:
+        _print_json({"run": run, "exit_code": status, "problems": docs})
     return status
 
 
@@ -215,17 +254,27 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "fingerprints": _fingerprints(problems),
         }
         run = _start_run(store, "compare", params)
+    docs: list[dict[str, Any]] = []
     for label, p, derivs, usable in plan:
         if store is not None and store.has(run, label, "compare", "all"):
-            print(f"{label}: stored in {run}")
+            if args.json:
+                done = store.get(run, label, "compare", "all", arrays=False)
+                docs.append({"problem": label, **done["record"], "stored_in": run})
+            else:
+                print(f"{label}: stored in {run}")
             continue
         r = compare(p, derivs, usable, repeats=args.repeats)
-        print(r)
-        print()
+        if args.json:
+            docs.append({"problem": label, **r.record()})
+        else:
+            print(r)
+            print()
         if store is not None:
             store.put(run, label, "compare", "all", r.record())
     if store is not None:
         store.finish_run(run)
+    if args.json:
+        _print_json({"run": run, "problems": docs})
     return 0
 
 
@@ -295,6 +344,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if not store.path.exists():
         raise UsageError(f"{store.path}: no such store")
     runs = store.runs()
+    if args.run is None and args.json:
+        _print_json({"store": str(store.path), "runs": runs})
+        return 0
     if args.run is None:
         print(f"{store.path}: {len(runs)} runs")
         for r in runs:
@@ -311,6 +363,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     ids = [r["id"] for r in runs]
     if args.run not in ids:
         raise UsageError(f"--run: no run {args.run!r} in {store.path}; runs: {', '.join(ids)}")
+    if args.json:
+        entries = list(store.entries(args.run, arrays=False))
+        _print_json({"store": str(store.path), "run": args.run, "entries": entries})
+        return 0
     for e in store.entries(args.run, arrays=False):
         keys = ", ".join(sorted(e["record"]))[:60]
         print(f"{e['problem']:24s} {e['kind']:12s} {e['config']:14s} {e['written']}  {{{keys}}}")
@@ -332,13 +388,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("list", help="list the catalogue")
     p.add_argument("--tag", default=None)
-    p.set_defaults(fn=cmd_list)
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.set_defaults(fn=cmd_list, frameworks=False)
     p = sub.add_parser("check", help="check derivatives against SciPy, exact and across backends")
     p.add_argument("problems", nargs="+", help="catalogue names or module:attribute")
     p.add_argument("--derivatives", help="comma-separated subset of the check derivatives")
     p.add_argument("--backends", help="comma-separated: jax,torch")
     p.add_argument("--orders", type=_orders, help="orders of directional derivatives, e.g. 2,3")
     p.add_argument("--out", help=f"also store results in OUT/{STORE_DIR}")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("compare", help="time derivatives under several configurations")
     p.add_argument("problems", nargs="+", help="catalogue names or module:attribute")
@@ -346,6 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--configs", help="e.g. jax-jit,torch-eager,torch-compile,scipy-fd")
     p.add_argument("--repeats", type=_positive_int, default=7)
     p.add_argument("--out", help=f"also store results in OUT/{STORE_DIR}")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.set_defaults(fn=cmd_compare)
     p = sub.add_parser("report", help="check + compare the catalogue, run the claims, write report")
     p.add_argument("--quick", action="store_true", help="the small preset (minutes on 2 cores)")
@@ -357,7 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="list the runs of a results store (or one run's entries)")
     p.add_argument("store", help=f"the store directory (e.g. results/{STORE_DIR})")
     p.add_argument("--run", help="list this run's entries")
-    p.set_defaults(fn=cmd_show)
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.set_defaults(fn=cmd_show, frameworks=False)
     return ap
 
 
@@ -394,9 +454,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage error (status 2) or --help (0)
         return int(exc.code or 0)
-    from .backends import set_threads  # before jax is imported: XLA reads its flags once
+    if getattr(args, "frameworks", True):  # list and show need neither jax nor torch
+        from .backends import set_threads  # before jax is imported: XLA reads its flags once
 
-    set_threads(args.threads)
+        set_threads(args.threads)
     try:
         return int(args.fn(args))
     except (UsageError, ProblemNotFound, StoreError, CatalogueUnavailable) as exc:

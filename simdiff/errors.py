@@ -3,7 +3,9 @@
 Every error simdiff raises derives from :class:`SimdiffError`.  Where a
 built-in exception type is the natural one for a caller to catch, the simdiff
 error also derives from it (``ShapeError`` is a ``ValueError``, ``DTypeError``
-a ``TypeError``), so ``except ValueError`` keeps working.
+a ``TypeError``), so ``except ValueError`` keeps working.  Every warning
+derives from :class:`SimdiffWarning` (a ``UserWarning``).  All of them live
+here; ``tests/test_errors_module.py`` walks the package to keep it so.
 """
 
 from __future__ import annotations
@@ -11,24 +13,29 @@ from __future__ import annotations
 __all__ = [
     "ArgumentOrderError",
     "BackendUnavailable",
+    "CatalogueUnavailable",
     "DTypeError",
     "InputError",
     "InputTypeError",
     "InvalidIndexError",
     "LeakError",
     "MemoryBudgetError",
+    "MomentWarning",
     "NonFiniteError",
     "NotFoundError",
     "OptionError",
     "OutOfRangeError",
     "PrecisionWarning",
+    "ProblemNotFound",
     "ShapeError",
     "SimdiffError",
+    "SimdiffWarning",
     "SolverError",
     "StabilityError",
     "StationarityWarning",
     "StoreError",
     "UnsupportedError",
+    "UsageError",
 ]
 
 
@@ -132,7 +139,35 @@ class ArgumentOrderError(InputTypeError):
     """
 
 
-class PrecisionWarning(UserWarning):
+class ProblemNotFound(SimdiffError, LookupError):
+    """A catalogue name or ``module:attribute`` that names no problem; the message says why
+    (the valid catalogue names, the module that does not import, the attribute it lacks)."""
+
+
+class CatalogueUnavailable(SimdiffError, ImportError):
+    """Neither ``simdiff.<name>`` nor the checkout's top-level ``<name>`` package imports
+    (the reference catalogue ``problems`` or the ``validation`` package); the message says
+    how to reinstall."""
+
+
+class UsageError(SimdiffError, ValueError):
+    """A name or option value the ``simdiff`` command cannot use; the command exits with
+    status 2 and the message names the option, what was given and the valid values."""
+
+
+class _Opaque(SimdiffError):
+    """A value in a problem's definition whose state cannot be inspected (internal).
+
+    Raised inside the fingerprint digest and caught there (``fingerprint`` then
+    returns None); it never reaches a caller.
+    """
+
+
+class SimdiffWarning(UserWarning):
+    """Base class of every simdiff warning."""
+
+
+class PrecisionWarning(SimdiffWarning):
     """An input carries less precision than the computation (e.g. float32 data, float64 maths).
 
     A common cause: a ``jax.Array`` created before JAX's 64-bit mode was on is
@@ -141,6 +176,11 @@ class PrecisionWarning(UserWarning):
     """
 
 
-class StationarityWarning(UserWarning):
+class StationarityWarning(SimdiffWarning):
     """An analysis that assumes a stationary point (normal modes, force constants) was asked for
     at a point whose gradient does not vanish; the message states the gradient norm."""
+
+
+class MomentWarning(SimdiffWarning):
+    """Taylor-expanded moments (:func:`simdiff.sensitivity.moments`) may be inaccurate: a
+    neglected term is not small."""

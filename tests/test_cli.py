@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -205,3 +207,58 @@ def test_report_resumes_an_interrupted_run(tmp_path: Path) -> None:
     entries = {(e["problem"], e["kind"]): e for e in store.entries(run, arrays=False)}
     assert entries[("seed", "check")]["record"]["marker"] == "from the interrupted run"
     assert ("seed", "compare") in entries  # the missing part was measured
+
+
+# --------------------------------------------------------------------------- --json, imports
+
+
+def test_list_json_is_one_document(capsys) -> None:
+    assert main(["list", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by_name = {p["name"]: p for p in doc["problems"]}
+    assert by_name["seed8"]["n"] == 8 and by_name["seed8"]["output_shape"] == []
+    assert "closed-form" in by_name["seed8"]["tags"]
+    assert main(["list", "--json", "--tag", "ode"]) == 0
+    names = {p["name"] for p in json.loads(capsys.readouterr().out)["problems"]}
+    assert "seed8" not in names and "lorenz63" in names
+
+
+def test_list_imports_neither_jax_nor_torch() -> None:
+    code = (
+        "import sys\n"
+        "from simdiff.cli import main\n"
+        "assert main(['list']) == 0\n"
+        "print('FRAMEWORKS', sorted({'jax', 'torch'} & set(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert "seed8" in out
+    assert "FRAMEWORKS []" in out
+
+
+def test_check_json(user_module: str, capsys) -> None:
+    assert main(["check", f"{user_module}:good", "--derivatives", "grad", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["exit_code"] == 0 and doc["run"] is None
+    (res,) = doc["problems"]
+    assert res["problem"] == f"{user_module}:good" and res["verdict"] == "pass"
+    assert {e["derivative"] for e in res["entries"]} == {"grad"}
+    assert main(["check", f"{user_module}:bad", "--derivatives", "grad", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["exit_code"] == 1 and doc["problems"][0]["verdict"] == "fail"
+
+
+def test_compare_and_show_json(user_module: str, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "res"
+    argv = ["compare", f"{user_module}:good", "--configs", "jax-jit,scipy-fd", "--repeats", "2"]
+    assert main([*argv, "--derivatives", "grad", "--out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (res,) = doc["problems"]
+    assert {e["config"] for e in res["entries"]} == {"jax-jit", "scipy-fd"}
+    assert main(["show", str(out / "store"), "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["id"] == doc["run"] and run["status"] == "complete"
+    assert main(["show", str(out / "store"), "--run", run["id"], "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["entries"]
+    assert entry["problem"] == f"{user_module}:good" and entry["kind"] == "compare"

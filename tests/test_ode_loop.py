@@ -39,6 +39,18 @@ def _problem(adjoint=None, solver=None, **kw):
     )  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def default_problem() -> ODEProblem:
+    """One problem with the default adjoint for the module: its compiled derivatives (in its
+    cache) are shared by the tests that compare against it."""
+    return _problem()
+
+
+@pytest.fixture(scope="module")
+def forward_problem() -> ODEProblem:
+    return _problem(ForwardAdjoint())
+
+
 @pytest.mark.parametrize("group", [1, 4, 16])
 @pytest.mark.parametrize("block", [1, 7, 16, 64])
 def test_blocked_loop_stops_where_the_while_loop_stops(block: int, group: int) -> None:
@@ -58,10 +70,12 @@ def test_blocked_loop_stops_where_the_while_loop_stops(block: int, group: int) -
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_adjoints_give_the_same_derivatives(backend: str) -> None:
+def test_adjoints_give_the_same_derivatives(
+    backend: str, default_problem: ODEProblem, forward_problem: ODEProblem
+) -> None:
     """Every strategy differentiates the same discrete solver: equal to rounding."""
-    x = _problem().x0
-    ref = _problem()
+    ref = default_problem
+    x = ref.x0
     g = simdiff.grad(ref, backend=backend)
     H = simdiff.hessian(ref, backend=backend)
     stores = CheckpointAdjoint(remat_rhs=False)  # the stages' intermediates, not recomputed
@@ -69,15 +83,15 @@ def test_adjoints_give_the_same_derivatives(backend: str) -> None:
         p = _problem(adjoint)
         np.testing.assert_allclose(simdiff.grad(p, backend=backend), g, rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(simdiff.hessian(p, backend=backend), H, rtol=1e-11, atol=1e-12)
-    fwd = _problem(ForwardAdjoint())
+    fwd = forward_problem
     v = np.array([0.7, -1.3])
     np.testing.assert_allclose(simdiff.jvp(fwd, v, x, backend=backend), g @ v, rtol=1e-12)
     Hf = simdiff.hessian(fwd, backend=backend, method="fwd-fwd")
     np.testing.assert_allclose(Hf, H, rtol=1e-10, atol=1e-11)
 
 
-def test_backends_agree_and_match_finite_differences() -> None:
-    p = _problem()
+def test_backends_agree_and_match_finite_differences(default_problem: ODEProblem) -> None:
+    p = default_problem
     gj = simdiff.grad(p, backend="jax")
     gt = simdiff.grad(p, backend="torch")
     np.testing.assert_allclose(gj, gt, rtol=1e-10, atol=1e-12)
@@ -87,9 +101,11 @@ def test_backends_agree_and_match_finite_differences() -> None:
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_forward_adjoint_refuses_reverse_mode_naming_the_alternatives(backend: str) -> None:
+def test_forward_adjoint_refuses_reverse_mode_naming_the_alternatives(
+    backend: str, default_problem: ODEProblem, forward_problem: ODEProblem
+) -> None:
     """Not JAX's raw ValueError: the same UnsupportedError on both backends."""
-    p = _problem(ForwardAdjoint())
+    p = forward_problem
     v = np.array([0.7, -1.3])
     want = r"ForwardAdjoint.*forward sensitivities only.*CheckpointAdjoint.*DirectAdjoint"
     for call in (lambda: simdiff.grad(p, backend=backend),
@@ -99,7 +115,7 @@ def test_forward_adjoint_refuses_reverse_mode_naming_the_alternatives(backend: s
         with pytest.raises(UnsupportedError, match=want):
             call()
     # forward mode still works, batched too, and matches the default adjoint's gradient
-    g = simdiff.grad(_problem(), backend=backend)
+    g = simdiff.grad(default_problem, backend=backend)
     np.testing.assert_allclose(simdiff.jvp(p, v, backend=backend), g @ v, rtol=1e-12)
     X = np.stack([p.x0, 1.1 * p.x0])
     J = simdiff.jacobian(p, X, backend=backend, mode="fwd")
@@ -117,9 +133,10 @@ def test_vmapped_gradients_follow_each_lane(backend: str = "torch") -> None:
 @pytest.mark.parametrize(
     "solver",
     [
-        Dopri5(rtol=1e-9, atol=1e-11, max_steps=500),
-        Dopri5(rtol=1e-9, atol=1e-11, max_steps=500, h0=0.01),
-        Rodas3(rtol=1e-6, atol=1e-9, max_steps=500),
+        # loose tolerances: half the steps of tight ones, with as many rejected steps (4, 4, 11)
+        Dopri5(rtol=1e-7, atol=1e-9, max_steps=500),
+        Dopri5(rtol=1e-7, atol=1e-9, max_steps=500, h0=0.01),
+        Rodas3(rtol=1e-5, atol=1e-8, max_steps=500),
         FixedStep(n_steps=60),
     ],
     ids=["dopri5", "dopri5-h0", "rodas3", "rk4"],
@@ -137,6 +154,7 @@ def test_eager_loop_matches_the_traced_loop(solver) -> None:
     it, ij = p.solve_info(p.x0, backend="torch"), p.solve_info(p.x0, backend="jax")
     assert (it["n_accepted"], it["n_rejected"]) == (ij["n_accepted"], ij["n_rejected"])
     assert it["status"] == 0
+    assert it["n_rejected"] > 0 or isinstance(solver, FixedStep)  # the rejection branch runs
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])

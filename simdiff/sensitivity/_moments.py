@@ -26,14 +26,10 @@ import numpy as np
 
 from .._log import ProgressCounter
 from .._operators_core import covariance_factor
-from ..errors import OptionError, ShapeError
+from ..errors import MomentWarning, OptionError, ShapeError
 from ._common import check_problem, derivatives, point
 
 __all__ = ["MomentWarning", "Moments", "moments"]
-
-
-class MomentWarning(UserWarning):
-    """The Taylor-expanded moments may be inaccurate: a neglected term is not small."""
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ def resolve_problem(spec: Any) -> Problem:
     The attribute may be a Problem or a zero-argument callable returning one.
     Catalogue names are those of ``simdiff.problems`` (the repository's
     ``problems/``).  The same resolution as the ``simdiff`` command's; a spec
-    that names no problem raises :class:`simdiff._catalogue.ProblemNotFound`
+    that names no problem raises :class:`simdiff.errors.ProblemNotFound`
     (a ``LookupError``).
 
     Examples
