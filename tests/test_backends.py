@@ -231,5 +231,8 @@ def test_linalg_solve_second_order_forward_mode(backend: str) -> None:
     p = simdiff.Problem(fn, x0=p0)
     d2 = simdiff.derivative(p, 2, v, backend=backend, method="nested")
     h = 1e-5
-    d1 = [simdiff.derivative(p, 1, v, p0 + s * h * v, backend=backend, method="nested") for s in (1.0, -1.0)]
+    d1 = [
+        simdiff.derivative(p, 1, v, p0 + s * h * v, backend=backend, method="nested")
+        for s in (1.0, -1.0)
+    ]
     np.testing.assert_allclose(d2, (d1[0] - d1[1]) / (2 * h), rtol=1e-8)
