@@ -28,16 +28,23 @@ from simdiff._check_tol import compare_arrays
 
 __all__ = ["PROBLEMS", "record"]
 
-#: A stiff ODE (Rodas3), a nonstiff ODE (Dopri5), a potential-energy surface, a PDE.
-PROBLEMS = ("robertson", "lotka_volterra", "morse-dimer", "heat_modes")
+#: A stiff ODE (Rodas3), a nonstiff ODE (Dopri5), a potential-energy surface, a PDE, with
+#: the derivatives recorded (the ODEs' first-order ones: their nested derivatives take
+#: minutes under check's finite differences).
+PROBLEMS = {
+    "robertson": ("jvp", "jacobian"),
+    "lotka_volterra": ("jvp", "vjp"),
+    "morse-dimer": ("grad", "hessian", "hvp"),
+    "heat_modes": ("grad", "hessian"),
+}
 
 
 def _array(a: Any) -> Any:
     return None if a is None else np.asarray(a, dtype=np.float64).tolist()
 
 
-def record(name: str) -> list[dict[str, Any]]:
-    """The comparisons of ``check(problems.get(name))``, one dict per compared entry."""
+def record(name: str, derivatives: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The comparisons of ``check(problems.get(name), derivatives=...)``, one dict per entry."""
     calls: list[dict[str, Any]] = []
 
     def recording(got: Any, ref: Any, **kw: Any) -> Any:
@@ -47,9 +54,10 @@ def record(name: str) -> list[dict[str, Any]]:
 
     check_module.compare_arrays = recording  # type: ignore[assignment]
     try:
-        res = check_module.check(problems.get(name))
+        res = check_module.check(problems.get(name), derivatives=derivatives)
     finally:
         check_module.compare_arrays = compare_arrays
+    print(res, flush=True)
     rows, k = [], 0
     for e in res.entries:  # entries whose comparison ran, in the order check ran them
         if k < len(calls) and (calls[k]["verdict"], calls[k]["msg"]) == (e.verdict, e.message):
@@ -79,9 +87,9 @@ def record(name: str) -> list[dict[str, Any]]:
 def main(argv: list[str]) -> int:
     out = Path(argv[0] if argv else "tests/data/check_comparisons.json")
     rows: list[dict[str, Any]] = []
-    for name in PROBLEMS:
+    for name, derivatives in PROBLEMS.items():
         t = time.perf_counter()
-        got = record(name)
+        got = record(name, derivatives)
         print(f"{name}: {len(got)} comparisons in {time.perf_counter() - t:.0f} s", flush=True)
         rows.extend(got)
     out.parent.mkdir(parents=True, exist_ok=True)
