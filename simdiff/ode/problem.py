@@ -277,10 +277,11 @@ class ODEProblem(Problem):
         >>> tight.solver.max_steps
         40960
         """
-        solver = self.solver
-        fields = dataclasses.fields(solver) if dataclasses.is_dataclass(solver) else ()
+        solver: Any = self.solver
+        is_dc = dataclasses.is_dataclass(solver)
+        names = {f.name for f in dataclasses.fields(solver)} if is_dc else set()
         rtol = float(getattr(solver, "rtol", 0.0))
-        if not {"rtol", "atol", "max_steps"} <= {f.name for f in fields} or rtol <= TIGHT_RTOL:
+        if not {"rtol", "atol", "max_steps"} <= names or rtol <= TIGHT_RTOL:
             return None
         factor = min(float(factor), rtol / TIGHT_RTOL)
         new = copy.copy(self)
