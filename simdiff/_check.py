@@ -37,9 +37,11 @@ from ._check_tol import (
     C_ERR,
     ERR_FRAC,
     FLOOR,
+    RESOLVE,
     RTOL_CROSS,
     RTOL_EXACT,
     RTOL_FD,
+    S_GAP,
     compare_arrays,
     tolerance,
 )
@@ -52,9 +54,12 @@ __all__ = [
     "DERIVATIVES",
     "ERR_FRAC",
     "FLOOR",
+    "RESOLVE",
     "RTOL_CROSS",
     "RTOL_EXACT",
     "RTOL_FD",
+    "S_GAP",
+    "TIGHTEN",
     "CheckEntry",
     "CheckResult",
     "FiniteDifferences",
@@ -69,6 +74,9 @@ __all__ = [
 #: Derivatives :func:`check` knows; ``derivative`` means nested directional
 #: derivatives of the orders in ``orders`` (and Taylor mode where available).
 DERIVATIVES = ("grad", "hessian", "hvp", "jvp", "vjp", "jacobian", "derivative")
+#: Tolerances of the tight-tolerance variant (:meth:`simdiff.Problem.tightened`) on which
+#: :func:`check` computes finite-difference references: the working ones divided by this.
+TIGHTEN = 1e2
 #: Entry verdicts.  Only "pass" counts as checked-and-right.
 VERDICTS = ("pass", "fail", "error", "inconclusive", "n/a")
 
@@ -80,7 +88,11 @@ class CheckEntry:
     ``verdict`` is ``"pass"``, ``"fail"``, ``"error"`` (the computation or the
     reference raised or was not finite), ``"inconclusive"`` (the reference
     cannot resolve some element: see :func:`~simdiff._check_tol.compare_arrays`)
-    or ``"n/a"`` (not checked; ``message`` says why).
+    or ``"n/a"`` (not checked; ``message`` says why).  ``n_pass``, ``n_fail``
+    and ``n_inconclusive`` count the elements of each kind; ``resolution`` is
+    the largest ``tol_i / |ref_i|`` over the passed elements (a larger relative
+    error in any of them fails) and ``gap`` the largest measured
+    solver-tolerance gap (0 without a tight-tolerance variant).
     """
 
     derivative: str
@@ -93,6 +105,11 @@ class CheckEntry:
     verdict: str = "n/a"
     message: str = ""
     unresolved: int = 0
+    n_pass: int = 0
+    n_fail: int = 0
+    n_inconclusive: int = 0
+    resolution: float = math.nan
+    gap: float = math.nan
 
 
 @dataclass
@@ -129,6 +146,14 @@ class CheckResult:
         """0 pass, 1 fail, 2 inconclusive or not checked (for command lines)."""
         return {"pass": 0, "fail": 1}.get(self.verdict, 2)
 
+    def counts(self) -> dict[str, int]:
+        """Elements passed, failed and inconclusive, summed over the entries."""
+        return {
+            "n_pass": sum(e.n_pass for e in self.entries),
+            "n_fail": sum(e.n_fail for e in self.entries),
+            "n_inconclusive": sum(e.n_inconclusive for e in self.entries),
+        }
+
     def failures(self) -> list[CheckEntry]:
         """The entries that failed or raised."""
         return [e for e in self.entries if e.verdict in ("fail", "error")]
@@ -144,9 +169,15 @@ class CheckResult:
         )
         if missing:
             head += f"; not checked: {', '.join(missing)}"
+        k = self.counts()
+        head += (
+            f"; elements: {k['n_pass']} pass, {k['n_fail']} fail, "
+            f"{k['n_inconclusive']} inconclusive"
+        )
         rows = [
-            ("derivative", "backend", "reference", "max abs", "max rel", "fd err", "tol", "verdict")
-        ]
+            ("derivative", "backend", "reference", "max abs", "max rel", "fd err", "gap", "tol",
+             "resol", "p/f/i", "verdict")
+        ]  # fmt: skip
         for e in self.entries:
             rows.append(
                 (
@@ -156,13 +187,16 @@ class CheckResult:
                     f"{e.max_abs_err:.2e}",
                     f"{e.max_rel_err:.2e}",
                     f"{e.err_estimate:.1e}",
+                    f"{e.gap:.1e}",
                     f"{e.tol:.1e}",
+                    f"{e.resolution:.1e}",
+                    f"{e.n_pass}/{e.n_fail}/{e.n_inconclusive}",
                     e.verdict + (f" ({e.message})" if e.message else ""),
                 )
             )
-        widths = [max(len(r[i]) for r in rows) for i in range(7)]
+        widths = [max(len(r[i]) for r in rows) for i in range(10)]
         lines = [
-            "  ".join(c.ljust(w) for c, w in zip(r[:7], widths, strict=True)) + "  " + r[7]
+            "  ".join(c.ljust(w) for c, w in zip(r[:10], widths, strict=True)) + "  " + r[10]
             for r in rows
         ]
         return "\n".join([head, *lines])
@@ -207,6 +241,11 @@ def rtols(
     against nested): ``RTOL_CROSS``, whatever the problem declares.  An
     explicit argument replaces the default before the problem's floors apply.
 
+    :func:`check` calls it with the tight-tolerance variant where the problem
+    has one (:meth:`~simdiff.Problem.tightened`), whose ``solver_rtol`` is
+    :data:`TIGHTEN` times smaller: the working solver's error then enters the
+    tolerance as the measured gap, not as ``100 * solver_rtol``.
+
     Examples
     --------
     >>> import numpy as np, simdiff
@@ -244,6 +283,9 @@ def check(
     rtol_cross: float | None = None,
     seed: int = 0,
     fd_step: float | None = None,
+    tighten: float | None = TIGHTEN,
+    resolve: float = RESOLVE,
+    s: float = S_GAP,
 ) -> CheckResult:
     """Check every derivative on every backend against SciPy, exact references and each other.
 
@@ -283,6 +325,20 @@ def check(
         SciPy's initial finite-difference step (default
         :func:`~simdiff._check_fd.default_fd_step`; along a direction ``v``
         it is divided by ``max |v|``).
+    tighten : float or None
+        Factor by which the tight-tolerance variant divides an adaptive
+        solver's ``rtol`` and ``atol`` (:meth:`~simdiff.Problem.tightened`;
+        default 100).  The finite-difference and exact comparisons then use
+        that variant's references, and each element's tolerance includes
+        ``s`` times the measured gap between the working and the tight
+        problem's derivative.  ``None`` compares with the working problem
+        itself at ``100 * solver_rtol``.
+    resolve : float
+        An element passes only when its tolerance is below ``resolve * |ref_i|``
+        (default a third: a 100% error in any passed element fails); an
+        element that is not resolved is inconclusive.
+    s : float
+        Safety factor on the measured solver-tolerance gap (default 2).
 
     Returns
     -------
@@ -295,15 +351,21 @@ def check(
     -----
     Each element ``i`` is compared with its own reference:
 
-    .. math:: |ad_i - ref_i| \\le c \\cdot err_i + rtol \\cdot (|ref_i| + 10^{-2} S)
+    .. math:: |ad_i - ref_i| \\le c \\, err_i + s \\, gap_i + rtol \\, (|ref_i| + 10^{-2} S)
 
     where ``err_i`` is SciPy's error estimate (0 for exact and cross
-    references) and ``S`` the larger of the array's largest converged
+    references), ``gap_i`` the measured solver-tolerance gap ``|ad_i -
+    ad'_i|`` against the tight-tolerance variant (0 without one, and for
+    cross references) and ``S`` the larger of the array's largest converged
     reference and the function's scale ``max|f(x)| max|v|^k / max(1,
     max|x|)^k`` for an order-``k`` derivative (:func:`~simdiff._check_tol.tolerance`
     justifies the floor).  An element SciPy did not converge on, or whose
     ``c * err_i`` exceeds ``1e-3 (|ref_i| + 10^{-2} S)``, makes the entry
     ``"inconclusive"``: the estimate would otherwise widen its own tolerance.
+    An element whose tolerance is not below ``resolve * |ref_i|`` (a
+    structural zero, an element at the rounding floor or within the solver
+    gap) is counted inconclusive and never as a pass; an entry none of whose
+    elements passed is ``"inconclusive"``.
     Detection power (tested with planted errors on both backends): a relative
     error of ``1e-8`` in any element ``>= 1e-3`` of the array's largest is
     caught against exact references, ``1e-5`` against converged finite
@@ -318,7 +380,9 @@ def check(
     'pass'
     """
     x, runnable = _validate(problem, x, derivatives, backends, orders)
-    tols = rtols(problem, rtol_fd, rtol_exact, rtol_cross)
+    tight = problem.tightened(tighten) if tighten else None
+    ref_problem = problem if tight is None else tight
+    tols = rtols(ref_problem, rtol_fd, rtol_exact, rtol_cross)
     result = CheckResult(problem.name, x)
     rng = np.random.default_rng(seed)
     n = problem.n
@@ -327,11 +391,16 @@ def check(
     u = rng.standard_normal(out_shape)
     dirs = rng.standard_normal((n_directions, n))
     ds = {b: Derivatives(problem, b) for b in runnable}
+    ds_ref = ds if tight is None else {b: Derivatives(tight, b) for b in runnable}
     fd = FiniteDifferences(default_fd_step(problem, x) if fd_step is None else fd_step)
-    if problem.supports("numpy") or not runnable:
-        f_np = numpy_vectorized(problem)
-    else:  # a framework-only problem (Problem.from_jax/from_torch): FD of its plain values
-        f_np = batched(ds[runnable[0]].value, n)
+
+    def plain(p: Problem, d: dict[str, Derivatives]) -> Callable[[np.ndarray], np.ndarray]:
+        if p.supports("numpy") or not runnable:
+            return numpy_vectorized(p)
+        return batched(d[runnable[0]].value, n)  # framework-only (Problem.from_jax/from_torch)
+
+    f_np = plain(problem, ds)
+    f_ref = f_np if tight is None else plain(tight, ds_ref)
     try:
         fmax = float(np.max(np.abs(f_np(x[:, None])), initial=0.0))
     except Exception:  # the value is checked by the entries; no function scale then
@@ -344,15 +413,17 @@ def check(
             why = f"{problem.name} does not run on {b} (backends={list(problem.backends)})"
             result.entries.append(CheckEntry("*", b, "-", message=why))
 
-    def add(label: str, b: str, plan_scale: float, ref: str, got, refv, rtol: float) -> None:
+    def add(label: str, b: str, plan_scale: float, ref: str, got, refv, rtol: float,
+            gap: Callable[[], Any] | None = None) -> None:  # fmt: skip
         entry = CheckEntry(label, b, ref)
         result.entries.append(entry)
         try:
             r = refv()
             values, err, conv = r if isinstance(r, tuple) else (r, None, None)
             cmp = compare_arrays(
-                got(), values, rtol=rtol, err=err, converged=conv, fscale=plan_scale, c=c
-            )
+                got(), values, rtol=rtol, err=err, converged=conv, fscale=plan_scale, c=c,
+                gap=None if gap is None else gap(), s=s, resolve=resolve,
+            )  # fmt: skip
         except (NotImplementedError, ImportError) as exc:  # not available (e.g. no taylor)
             entry.verdict, entry.message = "n/a", f"{type(exc).__name__}: {exc}"[:200]
             return
@@ -362,6 +433,8 @@ def check(
         entry.verdict, entry.message = cmp.verdict, cmp.message
         entry.max_abs_err, entry.max_rel_err = cmp.max_abs_err, cmp.max_rel_err
         entry.err_estimate, entry.tol, entry.unresolved = cmp.err_estimate, cmp.tol, cmp.unresolved
+        for name in ("n_pass", "n_fail", "n_inconclusive", "resolution", "gap"):
+            setattr(entry, name, getattr(cmp, name))
 
     for kind in derivatives:
         if kind in SCALAR_ONLY and out_shape != ():
@@ -369,9 +442,16 @@ def check(
             result.entries.append(CheckEntry(kind, "*", "-", message=why))
             continue
         for b in runnable:
-            for plan in plans(kind, ds[b], problem, x, v, u, dirs, f_np, orders, fd_full_max_n,
-                              fd_max_n, fd):  # fmt: skip
-                add_plan(plan, b, add, tols, first, runnable, fmax, xscale)
+            args = (x, v, u, dirs)
+            rest = (orders, fd_full_max_n, fd_max_n, fd)
+            working = plans(kind, ds[b], problem, *args, f_np, *rest)
+            if tight is None:
+                for plan in working:
+                    add_plan(plan, b, add, tols, first, runnable, fmax, xscale)
+                continue
+            refs = plans(kind, ds_ref[b], tight, *args, f_ref, *rest)
+            for plan, ref_plan in zip(working, refs, strict=True):
+                add_plan(plan, b, add, tols, first, runnable, fmax, xscale, ref_plan)
     return result
 
 
@@ -384,8 +464,15 @@ def add_plan(
     runnable: list[str],
     fmax: float,
     xscale: float,
+    ref_plan: Plan | None = None,
 ) -> None:
-    """Run one plan's comparisons on backend ``b`` (and the cross-backend one)."""
+    """Run one plan's comparisons on backend ``b`` (and the cross-backend one).
+
+    With ``ref_plan`` (the same plan on the tight-tolerance variant), the
+    finite-difference and exact references are ``ref_plan``'s and each
+    comparison carries the gap ``|plan.got - ref_plan.got|``; cross
+    references (Taylor against nested) stay the working problem's own.
+    """
     cache: dict[str, Any] = {}
 
     def value() -> np.ndarray:
@@ -393,9 +480,22 @@ def add_plan(
             cache["v"] = np.asarray(plan.got(), dtype=np.float64)
         return cache["v"]
 
+    def gap() -> np.ndarray:
+        assert ref_plan is not None
+        if "t" not in cache:
+            try:
+                cache["t"] = np.asarray(ref_plan.got(), dtype=np.float64)
+            except SimdiffError as exc:
+                raise type(exc)(f"tight-tolerance variant: {exc}") from exc
+        return np.abs(value() - cache["t"])
+
     scale = fmax * plan.weight / xscale**plan.order
-    for ref in plan.refs:
-        add(plan.label, b, scale, ref.name, value, ref.value, tols[ref.kind])
+    for i, ref in enumerate(plan.refs):
+        if ref_plan is None or ref.kind == "cross":
+            add(plan.label, b, scale, ref.name, value, ref.value, tols[ref.kind])
+        else:
+            tref = ref_plan.refs[i]
+            add(plan.label, b, scale, tref.name, value, tref.value, tols[tref.kind], gap)
     if plan.label in first and b != runnable[0]:
         add(plan.label, b, scale, f"cross:{runnable[0]}", value, (lambda: first[plan.label]),
             tols["cross"])  # fmt: skip

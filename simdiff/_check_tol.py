@@ -8,7 +8,7 @@ nested-vs-Taylor); :func:`tolerance` is its formula.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,9 +17,11 @@ __all__ = [
     "C_ERR",
     "ERR_FRAC",
     "FLOOR",
+    "RESOLVE",
     "RTOL_CROSS",
     "RTOL_EXACT",
     "RTOL_FD",
+    "S_GAP",
     "Comparison",
     "compare_arrays",
     "tolerance",
@@ -37,13 +39,29 @@ RTOL_EXACT = 1e4 * EPS
 RTOL_CROSS = 1e4 * EPS
 #: The absolute floor, as a fraction of the array's scale ``S``.
 FLOOR = 1e-2
+#: Safety factor on the measured solver-tolerance gap (working solve against the
+#: tight-tolerance variant, see :func:`simdiff.check`).
+S_GAP = 2.0
+#: An element is *resolved* when its tolerance is below this fraction of ``|ref_i|``
+#: (a relative error of ``RESOLVE`` in it would fail); an unresolved element is
+#: inconclusive, never a pass.
+RESOLVE = 1.0 / 3.0
 #: A finite-difference element whose ``C_ERR * err`` exceeds this fraction of
 #: ``|ref| + FLOOR * S`` cannot resolve the element: the comparison is inconclusive.
 ERR_FRAC = 1e-3
 
 
-def tolerance(err: Any, ref: Any, scale: float, *, rtol: float, c: float = C_ERR) -> np.ndarray:
-    """Element-wise tolerance ``tol_i = c * err_i + rtol * (|ref_i| + FLOOR * scale)``.
+def tolerance(
+    err: Any,
+    ref: Any,
+    scale: float,
+    *,
+    rtol: float,
+    c: float = C_ERR,
+    gap: Any = None,
+    s: float = S_GAP,
+) -> np.ndarray:
+    """Element-wise ``tol_i = c * err_i + s * gap_i + rtol * (|ref_i| + FLOOR * scale)``.
 
     Parameters
     ----------
@@ -64,6 +82,14 @@ def tolerance(err: Any, ref: Any, scale: float, *, rtol: float, c: float = C_ERR
     c : float
         Safety factor on the error estimate (default 10): SciPy's estimate is
         the change between the last two extrapolations, not a bound.
+    gap : array_like, optional
+        The measured solver-tolerance gap of each element: ``|d_i - d'_i|``
+        with ``d`` the derivative of the working problem and ``d'`` that of
+        its tight-tolerance variant (:meth:`simdiff.Problem.tightened`);
+        ``0`` (default) for a problem without an adaptive solver.
+    s : float
+        Safety factor on the gap (default 2: the gap measures the working
+        solve's error to within the tight solve's, ~1000 times smaller).
 
     Notes
     -----
@@ -89,12 +115,21 @@ def tolerance(err: Any, ref: Any, scale: float, *, rtol: float, c: float = C_ERR
     array([1.01e-08, 1.00e-10])
     """
     err = np.abs(np.asarray(err, dtype=np.float64))
-    return c * err + rtol * (np.abs(np.asarray(ref, dtype=np.float64)) + FLOOR * float(scale))
+    gap = 0.0 if gap is None else np.abs(np.asarray(gap, dtype=np.float64))
+    size = np.abs(np.asarray(ref, dtype=np.float64)) + FLOOR * float(scale)
+    return c * err + s * gap + rtol * size
 
 
 @dataclass
 class Comparison:
-    """The outcome of :func:`compare_arrays`: a verdict and its numbers."""
+    """The outcome of :func:`compare_arrays`: a verdict, its numbers and per-element counts.
+
+    ``elements`` holds each element's verdict (``"pass"``, ``"fail"`` or
+    ``"inconclusive"``); ``n_pass``, ``n_fail`` and ``n_inconclusive`` count
+    them.  ``resolution`` is the largest ``tol_i / |ref_i|`` over the passed
+    elements: a relative error above it in any passed element would have
+    failed.
+    """
 
     verdict: str  # "pass" | "fail" | "inconclusive" | "error"
     message: str = ""
@@ -104,6 +139,12 @@ class Comparison:
     tol: float = math.nan
     unresolved: int = 0
     size: int = 0
+    n_pass: int = 0
+    n_fail: int = 0
+    n_inconclusive: int = 0
+    resolution: float = math.nan
+    gap: float = math.nan
+    elements: np.ndarray | None = field(default=None, repr=False)
 
 
 def compare_arrays(
@@ -115,25 +156,34 @@ def compare_arrays(
     converged: Any = None,
     fscale: float = 0.0,
     c: float = C_ERR,
+    gap: Any = None,
+    s: float = S_GAP,
+    resolve: float = RESOLVE,
 ) -> Comparison:
     """Compare ``got`` with ``ref`` element by element (see :func:`tolerance`).
 
-    Verdict, in this order:
+    Each element is one of:
 
-    - ``"error"``: the reference is not finite.
-    - ``"fail"``: ``got`` is not finite, or a *judged* element has
-      ``|got - ref| > tol``.
-    - ``"inconclusive"``: some element is unresolved: ``c * err`` exceeds
-      ``ERR_FRAC * size`` with ``size = |ref| + FLOOR * S`` (the estimate alone
-      would let an error of that size through).  For an element SciPy did not
-      converge on (``converged`` False: iteration limit), ``|ref|`` is not
-      trusted and ``size = FLOOR * S``: such an element is resolved only when
-      its estimate is far below the array's scale (a structural zero, on
-      which SciPy's relative criterion cannot converge).  Never a pass.
-    - ``"pass"`` otherwise.
+    - ``fail``: ``got_i`` is not finite, or ``|got_i - ref_i| > tol_i`` (for
+      a judged element, below).
+    - ``inconclusive``: the element cannot be decided.  Either the reference
+      cannot resolve it (``c * err_i`` exceeds ``ERR_FRAC * size_i`` with
+      ``size_i = |ref_i| + FLOOR * S``; ``|ref_i|`` counts as ``0`` where
+      SciPy did not converge, ``converged`` False), or its tolerance is not
+      below ``resolve * |ref_i|`` (default a third): a relative error of
+      ``resolve`` would pass it, so a pass would say nothing.  Structural
+      zeros and elements at the rounding floor are of this kind.
+    - ``pass`` otherwise.
 
     Judged elements are the resolved ones plus the converged unresolved ones
     (their tolerance includes ``c * err``, so a failure there is real).
+
+    Verdict of the comparison, in this order: ``"error"`` (the reference is
+    not finite); ``"fail"`` (some element fails); ``"inconclusive"`` (the
+    reference cannot resolve some element, or no element passed: a
+    comparison where everything is inconclusive is not a pass);
+    ``"pass"`` otherwise, with the inconclusive elements counted in
+    ``n_inconclusive`` and named in the message.
 
     Examples
     --------
@@ -143,6 +193,11 @@ def compare_arrays(
     >>> compare_arrays(ref * [1, 1 + 1e-8], ref, rtol=2e-12).verdict
     'fail'
     >>> compare_arrays(np.array([2.0]), np.array([1.0]), rtol=1e-8, err=np.array([5.0])).verdict
+    'inconclusive'
+    >>> r = compare_arrays(np.array([1.0, 0.0]), np.array([1.0, 0.0]), rtol=1e-8)
+    >>> r.verdict, r.n_pass, r.n_inconclusive
+    ('pass', 1, 1)
+    >>> compare_arrays(np.array([1.1]), np.array([1.0]), rtol=1e-8, gap=np.array([0.2])).verdict
     'inconclusive'
     """
     got = np.asarray(got, dtype=np.float64)
@@ -154,6 +209,11 @@ def compare_arrays(
         if err is None
         else np.broadcast_to(np.abs(np.asarray(err, float)), ref.shape)
     )
+    gap_a = (
+        np.zeros_like(ref)
+        if gap is None
+        else np.broadcast_to(np.abs(np.asarray(gap, float)), ref.shape)
+    )
     conv = (
         np.ones(ref.shape, bool)
         if converged is None
@@ -163,16 +223,22 @@ def compare_arrays(
         return Comparison(
             "error", "reference is not finite (for finite differences: try a smaller fd_step)"
         )
+    if not np.all(np.isfinite(gap_a)):
+        return Comparison("error", "the tight-tolerance variant's derivative is not finite")
     trusted = np.where(conv, np.abs(ref), 0.0)
     scale = max(float(np.max(trusted, initial=0.0)), float(fscale))
     size_i = trusted + FLOOR * scale
-    tol = c * err + rtol * size_i
+    tol = c * err + s * gap_a + rtol * size_i
     diff = np.abs(got - ref)
     bad = ~np.isfinite(got)
     unresolved = c * err > ERR_FRAC * size_i
     judged = conv | ~unresolved
     failing = bad | (judged & (diff > tol))
+    coarse = ~(tol < resolve * trusted)  # a relative error of `resolve` would pass
+    elements = np.where(failing, "fail", np.where(unresolved | coarse, "inconclusive", "pass"))
+    passed = elements == "pass"
     rel = np.where(judged, diff / np.where(size_i > 0, size_i, 1.0), 0.0)
+    ratio = np.where(passed, tol / np.where(trusted > 0, trusted, 1.0), 0.0)
     out = Comparison(
         "pass",
         max_abs_err=float(np.max(np.where(judged, diff, 0.0), initial=0.0)),
@@ -181,14 +247,26 @@ def compare_arrays(
         tol=float(np.max(tol, initial=0.0)),
         unresolved=int(np.count_nonzero(unresolved)),
         size=int(ref.size),
+        n_pass=int(np.count_nonzero(passed)),
+        n_fail=int(np.count_nonzero(failing)),
+        n_inconclusive=int(np.count_nonzero(elements == "inconclusive")),
+        resolution=float(np.max(ratio, initial=0.0)) if np.any(passed) else math.nan,
+        gap=float(np.max(gap_a, initial=0.0)),
+        elements=elements,
+    )
+    coarse_only = int(np.count_nonzero(coarse & ~unresolved & ~failing))
+    below = (
+        f"{coarse_only} of {ref.size} elements below resolution (tol >= {resolve:.2g} |ref|)"
+        if coarse_only
+        else ""
     )
     if np.any(failing):
         excess = np.where(bad, np.inf, np.where(judged, diff - tol, -np.inf))
         i = np.unravel_index(int(np.argmax(excess)), diff.shape)
         out.verdict = "fail"
         out.message = (
-            f"worst at {tuple(int(j) for j in i)}: got {got[i]:.6g}, ref {ref[i]:.6g} "
-            f"(tol {tol[i]:.2g})"
+            f"{out.n_fail} of {ref.size} elements fail; worst at {tuple(int(j) for j in i)}: "
+            f"got {got[i]:.6g}, ref {ref[i]:.6g} (tol {tol[i]:.2g})"
         )
     elif out.unresolved:
         nc = int(np.count_nonzero(unresolved & ~conv))
@@ -198,4 +276,9 @@ def compare_arrays(
             f"above {ERR_FRAC:g} of the element"
             + (f" ({nc} not converged in scipy.differentiate)" if nc else "")
         )
+    elif not out.n_pass:
+        out.verdict = "inconclusive"
+        out.message = f"no element resolved: {below}" if below else "no element to compare"
+    else:
+        out.message = below
     return out

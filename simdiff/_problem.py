@@ -269,6 +269,17 @@ class Problem:
         these parameters).
         """
 
+    def tightened(self, factor: float) -> Problem | None:
+        """The same problem with its adaptive solver's tolerances divided by ``factor``, or None.
+
+        :func:`simdiff.check` computes its finite-difference references on this
+        variant and measures, per element, how far the working problem's AD
+        result is from the variant's (the solver-tolerance gap).  ``None``
+        (the default) means the problem has no adaptive solver to tighten;
+        :class:`simdiff.ode.ODEProblem` returns one for its adaptive solvers.
+        """
+        return None
+
     def failure_at(self, x: Any, *, backend: str = "numpy") -> Exception | None:
         """The simdiff error an eager evaluation at ``x`` raises, or None if it raises none.
 

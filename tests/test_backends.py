@@ -214,3 +214,25 @@ def test_checkpoint_composes_with_derivatives(backend):
 def test_stop_gradient_stops(backend):
     p = simdiff.Problem(lambda x, ops: ops.sum(x * ops.stop_gradient(x)), x0=np.array([2.0, 3.0]))
     np.testing.assert_allclose(simdiff.grad(p, backend=backend), [2.0, 3.0])
+
+
+def test_linalg_solve_second_order_forward_mode(backend: str) -> None:
+    # torch.linalg.solve's JVP of a JVP is wrong in torch 2.13 (up to 30% on this system);
+    # the torch context solves by lu_factor + lu_solve. Reference: a central difference of
+    # the first directional derivative, computed by the same backend.
+    p0, v = np.array([0.1, -0.2]), np.array([0.3, -0.7])
+
+    def fn(x, ops):
+        a = ops.stack(
+            [ops.stack([2.0 + ops.exp(x[0]), x[1]]), ops.stack([x[0] * x[1], 3.0 + x[1] ** 2])]
+        )
+        return ops.linalg.solve(a, ops.asarray(np.array([1.0, 2.0])))
+
+    p = simdiff.Problem(fn, x0=p0)
+    d2 = simdiff.derivative(p, 2, v, backend=backend, method="nested")
+    h = 1e-5
+    d1 = [
+        simdiff.derivative(p, 1, v, p0 + s * h * v, backend=backend, method="nested")
+        for s in (1.0, -1.0)
+    ]
+    np.testing.assert_allclose(d2, (d1[0] - d1[1]) / (2 * h), rtol=1e-8)

@@ -8,15 +8,23 @@ Stated power (docstring of ``simdiff.check``): against exact references a
 relative error of 1e-8 in any element >= 1e-3 of the array's largest is
 caught; against finite differences, 1e-5; a near-zero gradient wrong by 100%
 is caught.  Each test also checks the unplanted problem passes, so it can fail.
+
+The catalogue sweep (below) plants relative errors of 100%, 10% and 1% into
+each element of each comparison ``check`` made on four catalogue problems and
+asserts none is passed: each fails or is declared inconclusive.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import simdiff
 from simdiff._check import check
+from simdiff._check_tol import Comparison, compare_arrays
 
 A = np.array([1.0, 1e-1, 1e-2, 1.2e-3])  # element scales: the last is ~1e-3 of the first
 B = np.array([1.0, 0.5, 2.0, 1.5])
@@ -90,3 +98,99 @@ def test_near_zero_gradient_wrong_by_100_percent_is_caught(backend: str, referen
     assert _verdict(clean, "grad", reference) == "pass", str(clean)
     res = check(make(1.0), derivatives=("grad",), backends=(backend,))  # AD gives 2x the gradient
     assert _verdict(res, "grad", reference) == "fail", str(res)
+
+
+# --------------------------------------------------------------------------- catalogue sweep
+#
+# The comparisons simdiff.check made on robertson (stiff, Rodas3), lotka_volterra (nonstiff,
+# Dopri5), morse-dimer (a potential-energy surface) and heat_modes (a PDE), both backends,
+# every derivative: recorded by `python -m validation.check_comparisons
+# tests/data/check_comparisons.json` (minutes) and replayed through compare_arrays here with
+# an error planted in one element of the AD result (a second).
+
+DATA = Path(__file__).parent / "data" / "check_comparisons.json"
+PLANTS = (1.0, 0.1, 0.01)
+
+
+def _stored() -> list[dict]:
+    return json.loads(DATA.read_text())["comparisons"]
+
+
+def _compare(c: dict, got: np.ndarray | None = None, **kw) -> Comparison:
+    arr = lambda a: None if a is None else np.asarray(a, dtype=np.float64)  # noqa: E731
+    return compare_arrays(
+        arr(c["got"]) if got is None else got, arr(c["ref"]), rtol=c["rtol"], err=arr(c["err"]),
+        converged=None if c["converged"] is None else np.asarray(c["converged"], bool),
+        fscale=c["fscale"], gap=arr(c["gap"]), **kw,
+    )  # fmt: skip
+
+
+def _label(c: dict) -> str:
+    return f"{c['problem']} {c['derivative']}/{c['backend']} vs {c['reference']}"
+
+
+def test_the_recorded_sweep_covers_the_problem_kinds_and_both_backends() -> None:
+    rows = _stored()
+    assert {c["problem"] for c in rows} == {"robertson", "lotka_volterra", "morse-dimer",
+                                           "heat_modes"}  # fmt: skip
+    assert {c["backend"] for c in rows} == {"jax", "torch"}
+    assert any(c["reference"].startswith("scipy-fd") and c["gap"] for c in rows)  # a tight solve
+
+
+def test_unplanted_comparisons_pass() -> None:
+    for c in _stored():
+        res = _compare(c)
+        assert res.verdict == c["verdict"] == "pass", (_label(c), res.message)
+
+
+@pytest.mark.parametrize("delta", PLANTS)
+def test_a_planted_error_in_any_element_never_passes(delta: float) -> None:
+    # At resolution r = delta / 2 an element passes only when tol_i < r |ref_i|; an error
+    # delta |ref_i| then exceeds tol_i + |got_i - ref_i| (<= 2 tol_i): it fails, or the
+    # element is declared inconclusive. Never a pass, in every element of every comparison.
+    caught = inconclusive = 0
+    for c in _stored():
+        got, ref = np.asarray(c["got"], float), np.asarray(c["ref"], float)
+        for k in np.ndindex(ref.shape):
+            if ref[k] == 0.0:
+                continue  # a relative error of a zero is zero
+            bad = got.copy()
+            bad[k] += delta * ref[k]
+            res = _compare(c, bad, resolve=delta / 2)
+            assert res.elements is not None and res.elements[k] != "pass", (_label(c), k)
+            assert res.verdict != "pass" or res.elements[k] == "inconclusive", (_label(c), k)
+            caught += res.elements[k] == "fail"
+            inconclusive += res.elements[k] == "inconclusive"
+            if delta == 1.0 and abs(ref[k]) >= 1e-6 * np.max(np.abs(ref)):
+                # a 100% error fails wherever the element is above the rounding level
+                # (robertson's intermediate species, ~1e-5 of the others, included)
+                assert res.elements[k] == "fail", (_label(c), k, res.message)
+    assert caught > inconclusive > 0  # structural and rounding-level zeros are inconclusive
+
+
+def test_at_the_default_resolution_a_100_percent_error_fails_or_is_inconclusive() -> None:
+    for c in _stored():
+        got, ref = np.asarray(c["got"], float), np.asarray(c["ref"], float)
+        for k in np.ndindex(ref.shape):
+            bad = got.copy()
+            bad[k] += ref[k] if ref[k] != 0.0 else 1.0
+            res = _compare(c, bad)
+            assert res.elements is not None and res.elements[k] != "pass", (_label(c), k)
+            assert res.verdict == "fail" or res.n_inconclusive > 0, _label(c)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_robertson_jvp_with_the_intermediate_species_doubled_fails(backend: str) -> None:
+    # y2 (~1e-5) is five orders below y1 and y3: under an absolute floor of 1e-2 of the
+    # largest element it passed doubled. Elements 1, 4, 7 are y2 at t = 0.4, 4, 40.
+    (c,) = [
+        c for c in _stored()
+        if c["problem"] == "robertson" and c["derivative"] == "jvp"
+        and c["backend"] == backend and c["reference"] == "scipy-fd"
+    ]  # fmt: skip
+    got = np.asarray(c["got"], float)
+    bad = got.copy()
+    bad[[1, 4, 7]] *= 2.0
+    res = _compare(c, bad)
+    assert res.verdict == "fail" and res.n_fail == 3, res
+    assert _compare(c).verdict == "pass"

@@ -64,6 +64,23 @@ _FLOAT_VALUED = frozenset(
 )
 
 
+def solve(a: Any, b: Any) -> Any:
+    """``torch.linalg.solve(a, b)`` by ``lu_factor`` and ``lu_solve``.
+
+    ``torch.linalg.solve``'s second-order forward-mode derivative (a JVP of a
+    JVP) is wrong in torch 2.13: on a 2x2 system it differs from JAX's, from
+    a central difference of the first JVP and from ``lu_solve``'s by up to
+    30% (``tests/test_backends.py``); the nested directional derivatives of
+    a Rosenbrock solve (Rodas3 on robertson) were 3% off.  ``b`` of shape
+    ``a.shape[:-1]`` is a vector, as in ``torch.linalg.solve``.  A singular
+    ``a`` raises torch's ``_LinAlgError`` (a ``RuntimeError``), as ``solve`` does.
+    """
+    vec = b.ndim == a.ndim - 1
+    lu, pivots = torch.linalg.lu_factor(a)
+    x = torch.linalg.lu_solve(lu, pivots, b.unsqueeze(-1) if vec else b)
+    return x.squeeze(-1) if vec else x
+
+
 def _accepting_scalars(fn: Callable[..., Any], ops: TorchOps, arity: int = 0) -> Callable[..., Any]:
     """``fn`` that also takes Python/numpy scalars and numpy arrays, as numpy and JAX do.
 
@@ -260,7 +277,7 @@ class TorchOps(LoopOps):
         for name in _SAME:
             arity = 1 if name in UNARY else 2 if name in _BINARY else 0
             self.__dict__[name] = _accepting_scalars(getattr(torch, name), self, arity)
-        self.linalg = Namespace(solve=_accepting_scalars(torch.linalg.solve, self, 2))
+        self.linalg = Namespace(solve=_accepting_scalars(solve, self, 2))
         cplx = torch.complex128 if self.dtype == torch.float64 else torch.complex64
         self._complex = cplx
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -101,6 +104,10 @@ def validate(
     if wrt == "params" and params.size == 0:
         raise ShapeError("wrt='params' needs at least one parameter; got params of shape (0,)")
     return y0, t0, t1, params, save
+
+
+#: The tightest ``rtol`` :meth:`ODEProblem.tightened` gives a solver.
+TIGHT_RTOL = 1e-12
 
 
 class ODEProblem(Problem):
@@ -244,6 +251,48 @@ class ODEProblem(Problem):
             "solver": self.solver,
             "adjoint": self.adjoint,
         }
+
+    def tightened(self, factor: float) -> ODEProblem | None:
+        """This problem with the adaptive solver's ``rtol`` and ``atol`` divided by ``factor``.
+
+        The division stops at ``rtol = TIGHT_RTOL`` (``1e-12``; near ``eps`` a
+        solver's error no longer shrinks with its tolerance); a solver already
+        at or below it gives ``None``.
+
+        ``max_steps`` is multiplied by ``ceil(factor^(1/3))`` (the step count of
+        a method of order ``q`` grows like ``factor^(1/(q+1))``; ``q >= 2`` here),
+        and ``check_options.solver_rtol`` is divided by ``factor``.  ``None``
+        for a fixed-step solver (nothing to tighten) or a solver whose
+        tolerances are not dataclass fields.  :func:`simdiff.check` uses the
+        variant for its finite-difference references and for the measured
+        solver-tolerance gap (see ``docs/evidence.md``).
+
+        Examples
+        --------
+        >>> from simdiff.ode import ODEProblem
+        >>> p = ODEProblem(lambda t, y, p, ops: -p * y, [1.0], (0.0, 1.0), [1.0], rtol=1e-6)
+        >>> tight = p.tightened(1e3)
+        >>> f"{tight.solver.rtol:.1e} {tight.check_options.solver_rtol:.1e}"
+        '1.0e-09 1.0e-09'
+        >>> tight.solver.max_steps
+        40960
+        """
+        solver: Any = self.solver
+        is_dc = dataclasses.is_dataclass(solver)
+        names = {f.name for f in dataclasses.fields(solver)} if is_dc else set()
+        rtol = float(getattr(solver, "rtol", 0.0))
+        if not {"rtol", "atol", "max_steps"} <= names or rtol <= TIGHT_RTOL:
+            return None
+        factor = min(float(factor), rtol / TIGHT_RTOL)
+        new = copy.copy(self)
+        new.solver = dataclasses.replace(
+            solver, rtol=rtol / factor, atol=float(solver.atol) / factor,
+            max_steps=int(solver.max_steps) * math.ceil(factor ** (1.0 / 3.0)),
+        )  # fmt: skip
+        new.fn = new._fn
+        opts = self.check_options
+        new.check_options = dataclasses.replace(opts, solver_rtol=opts.solver_rtol / factor)
+        return new
 
     def check_point(self, x: np.ndarray) -> None:
         """The solver's construction check (``solver.check``: an explicit fixed step
