@@ -314,39 +314,47 @@ class _Tracer:
         chol: np.ndarray | None,
         reopt: bool,
     ) -> _Point:
+        """The point with its tangent and curvature (least squares where ``H_rr`` is singular)."""
         r = np.arange(theta.shape[0]) != i
         tangent = np.zeros_like(theta)
         tangent[i] = 1.0
-        curvature = float("nan")
         if chol is not None:
             t = -_chol_solve(chol, h[r, i])
-            tangent[r] = t
-            curvature = float(h[i, i] + h[i, r] @ t)
+        else:
+            t = -np.linalg.lstsq(h[np.ix_(r, r)], h[r, i], rcond=self.rcond)[0]
+        tangent[r] = t
+        curvature = float(h[i, i] + h[i, r] @ t)
         return _Point(float(theta[i]), f, theta.copy(), float(g[i]), curvature, tangent, reopt)
 
     def _inside(self, theta: np.ndarray) -> bool:
         b = self.bounds
         return b is None or bool(np.all((theta >= b[:, 0]) & (theta <= b[:, 1])))
 
-    def newton(self, i: int, theta: np.ndarray) -> _Point | None:
-        """Newton on the free parameters from ``theta``; ``None`` if it cannot converge here."""
+    def newton(self, i: int, theta: np.ndarray) -> tuple[_Point | None, bool]:
+        """Newton on the free parameters from ``theta``: ``(point, singular)``.
+
+        ``point`` is ``None`` when Newton cannot converge here; ``singular`` says
+        whether that is because ``H_rr`` is singular (a smaller step will not help).
+        """
         theta = theta.copy()
         r = np.arange(theta.shape[0]) != i
         for k in range(self.newton_steps + 1):
             f, g, h = self.vgh(theta)
+            if not np.isfinite(f):
+                return None, False
             chol = self._factor(h[np.ix_(r, r)])
-            if chol is None or not np.isfinite(f):
-                return None
+            if chol is None:
+                return None, True
             step = -_chol_solve(chol, g[r])
             if -0.5 * float(g[r] @ step) <= self.ftol:
-                return self._point(i, theta, f, g, h, chol, False)
+                return self._point(i, theta, f, g, h, chol, False), False
             if k == self.newton_steps:
-                return None
+                return None, False
             theta[r] += step
             self.counts["newton"] += 1
             if not self._inside(theta):
-                return None
-        return None  # pragma: no cover - the loop returns
+                return None, False
+        return None, False  # pragma: no cover - the loop returns
 
     def reoptimise(self, i: int, theta: np.ndarray) -> _Point:
         """SciPy minimisation over the free parameters (the fallback), then the point there."""
@@ -396,7 +404,8 @@ class _Tracer:
         return self._point(i, x, f, g, h, self._factor(h[np.ix_(r, r)]), True)
 
     def solve(self, i: int, theta: np.ndarray) -> _Point:
-        return self.newton(i, theta) or self.reoptimise(i, theta)
+        p, _ = self.newton(i, theta)
+        return p if p is not None else self.reoptimise(i, theta)
 
     def predict(self, i: int, p: _Point, c: float) -> np.ndarray:
         """The Euler predictor from ``p`` to ``c``, inside the bounds."""
@@ -447,8 +456,10 @@ class _Tracer:
             h = min(h, room)
             for _halving in range(12):
                 c = bound if at_bound else cur.c + direction * h
-                p = self.newton(i, self.predict(i, cur, c))
-                if p is not None and p.value - cur.value <= 4.0 * target:
+                p, singular = self.newton(i, self.predict(i, cur, c))
+                if singular:
+                    p = self.reoptimise(i, self.predict(i, cur, c))
+                if p is not None and (singular or p.value - cur.value <= 4.0 * target):
                     break
                 self.counts["rejected"] += 1
                 h, at_bound = 0.5 * h, False
@@ -501,9 +512,9 @@ class _Tracer:
                 c = 0.5 * (lo.c + hi.c)
             near = lo if abs(lo.c - c) < abs(hi.c - c) else hi
             q = self.solve(i, self.predict(i, near, c))
-            done = abs(q.c - p.c) <= 1e-12 * (1.0 + abs(q.c)) or abs(q.value - level) <= 1e-14 * (
-                1.0 + abs(level)
-            )
+            # the next Newton step would move c by less than 1e-11 (relative): converged
+            nxt = abs(q.value - level) / abs(q.slope) if q.slope != 0 else np.inf
+            done = nxt <= 1e-11 * (1.0 + abs(q.c))
             if q.value >= level:
                 hi = q
             else:
