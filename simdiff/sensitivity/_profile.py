@@ -571,7 +571,8 @@ def _indices(params: Any, names: list[str]) -> list[int]:
     n = len(names)
     if params is None:
         return list(range(n))
-    items = [params] if isinstance(params, (str, int, np.integer)) else list(params)
+    scalar = isinstance(params, (str, int, np.integer)) or not hasattr(params, "__iter__")
+    items = [params] if scalar else list(params)
     out = []
     for it in items:
         if isinstance(it, str):
