@@ -201,3 +201,18 @@ def test_likelihood_fit_from_minimize(linear_fit):
     p = profile_likelihood(fit, "x[1]")["x[1]"]
     ref = profile_likelihood(linear_fit, 1)[1]
     np.testing.assert_allclose([p.lower, p.upper], [ref.lower, ref.upper], atol=1e-8)
+
+
+@pytest.mark.slow
+def test_lotka_volterra_profile_matches_reoptimisation():
+    """The fit of docs/sensitivity.md; slow only for JAX's compilation of the RK4 Hessian."""
+    from validation.benchmarks.bench_profile import lv_fit
+
+    fit = lv_fit()
+    prof = profile_likelihood(fit, ["beta", "gamma"])
+    for p in prof.profiles:
+        assert (p.lower_status, p.upper_status) == ("threshold", "threshold")
+        assert p.lower < p.estimate < p.upper
+        for c in np.linspace(p.c[0], p.c[-1], 4):
+            ref = _brute_force(lambda x: fit.problem.evaluate(x), prof.x, p.index, c)
+            assert prof.at(p.name, c)[0] == pytest.approx(ref, abs=1e-5)
