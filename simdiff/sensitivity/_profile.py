@@ -234,9 +234,9 @@ class ProfileLikelihood:
                 )
                 for v in p.wald or ():
                     ax.axvline(v, color="C1", ls=":")
-            for v in (p.lower, p.upper):
-                if v is not None:
-                    ax.axvline(v, color="C0", lw=0.8)
+            for end in (p.lower, p.upper):
+                if end is not None:
+                    ax.axvline(end, color="C0", lw=0.8)
             ax.axhline(cut, color="grey", lw=0.8)
             ax.set_xlabel(p.name)
             ax.set_ylabel("2 ΔL / scale")
@@ -439,7 +439,8 @@ class _Tracer:
     ) -> tuple[list[_Point], float | None, str, str]:
         """Trace from ``start`` along ``direction`` to the threshold, a bound, or flatness."""
         target = step_fraction * threshold
-        cur, pts, h_prev, flat = start, [], None, 0
+        pts: list[_Point] = []
+        cur, h_prev, flat = start, None, 0
         for _ in range(max_steps):
             slope, s = direction * cur.slope, cur.curvature
             if np.isfinite(s) and s > 0:
