@@ -77,6 +77,18 @@ NUMBERS: list[tuple[str, str, str, float]] = [
     ("sensitivity.md", r"fit\.x = \[[\d.]+, [\d.]+, [\d.]+, ([\d.]+)\]", "fit.x[3]", 1e-4),
     ("sensitivity.md", r"same optimum in (\d+) iterations", "opt.nit", 0.0),
     ("sensitivity.md", r"iterations, (\d+) exact Hessians", "opt.nhess", 0.0),
+    (
+        "sensitivity.md",
+        r"\| \$\\alpha\$ \| \[[\d.]+, [\d.]+\] \| \[([\d.]+),",
+        'prof["alpha"].lower',
+        1e-4,
+    ),
+    (
+        "sensitivity.md",
+        r"\| \$\\gamma\$ \| \[[\d.]+, [\d.]+\] \| \[[\d.]+, ([\d.]+)\]",
+        'prof["gamma"].upper',
+        1e-4,
+    ),
 ]
 
 

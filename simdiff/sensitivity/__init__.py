@@ -1,6 +1,7 @@
 """Sensitivity analysis, optimisation and parameter sweeps with exact derivatives.
 
-- local: :func:`local_sensitivity`, :func:`fisher_information`, :func:`laplace`
+- local: :func:`local_sensitivity`, :func:`fisher_information`, :func:`laplace`,
+  :func:`profile_likelihood` (likelihood-ratio intervals from exact Hessians)
 - global: :func:`dgsm` over :class:`Uniform`, :class:`Normal`, :class:`LogUniform` inputs
 - moments: :func:`moments` (mean and variance of ``f(X)``, Gaussian ``X``, by Taylor expansion)
 - optimisation: :func:`minimize`, :func:`least_squares` (also ``simdiff.minimize``, ...)
@@ -27,6 +28,10 @@ from ._moments import MomentWarning as MomentWarning
 from ._moments import moments as moments
 from ._optimize import least_squares as least_squares
 from ._optimize import minimize as minimize
+from ._profile import SIDE_STATUS as SIDE_STATUS
+from ._profile import Profile as Profile
+from ._profile import ProfileLikelihood as ProfileLikelihood
+from ._profile import profile_likelihood as profile_likelihood
 from ._sweep import STATUS as STATUS
 from ._sweep import SweepResult as SweepResult
 from ._sweep import resolve_problem as resolve_problem

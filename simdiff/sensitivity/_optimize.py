@@ -177,8 +177,16 @@ def _method_options(
     return {**out, **typed}
 
 
-def _annotate(res: scipy.optimize.OptimizeResult, c: _Counted, method: str):
+def _annotate(
+    res: scipy.optimize.OptimizeResult,
+    c: _Counted,
+    method: str,
+    problem: Problem,
+    bounds: np.ndarray | None,
+):
     res.update(c.counts)
+    res["problem"] = problem
+    res["bounds"] = bounds
     res["method"] = method
     res["backend"] = c.d.backend.name
     res["compilations"] = c.d.compilations - c.compilations0
@@ -248,8 +256,10 @@ def minimize(
     -------
     scipy.optimize.OptimizeResult
         SciPy's result plus ``nfun``, ``ngrad``, ``nhess``, ``nhvp`` (calls
-        of the exact derivatives), ``method``, ``backend`` and
-        ``compilations`` (derivative compilations during this call).
+        of the exact derivatives), ``method``, ``backend``,
+        ``compilations`` (derivative compilations during this call),
+        ``problem`` and ``bounds`` (an ``(n, 2)`` array or ``None``), which
+        :func:`profile_likelihood` reads.
 
     Examples
     --------
@@ -288,13 +298,13 @@ def minimize(
     fed = FED[key]
     if fed == "none":
         res = scipy.optimize.minimize(c.value, x0, method=method, **kwargs)
-        return _annotate(res, c, method)
+        return _annotate(res, c, method, problem, b)
     if fed == "hess":
         kwargs["hess"] = c.hessian
     elif fed == "hessp":
         kwargs["hessp"] = c.hvp
     res = scipy.optimize.minimize(c.value_and_grad, x0, method=method, jac=True, **kwargs)
-    return _annotate(res, c, method)
+    return _annotate(res, c, method, problem, b)
 
 
 def least_squares(
@@ -336,7 +346,8 @@ def least_squares(
     -------
     scipy.optimize.OptimizeResult
         SciPy's result plus ``nfun`` and ``njac`` (exact Jacobians computed),
-        ``backend`` and ``compilations``.
+        ``backend``, ``compilations``, ``problem`` and ``bounds`` (an
+        ``(n, 2)`` array or ``None``), which :func:`profile_likelihood` reads.
 
     Examples
     --------
@@ -367,4 +378,4 @@ def least_squares(
         kwargs["bounds"] = (b[:, 0], b[:, 1])
     res = scipy.optimize.least_squares(c.value, x0, jac=c.jacobian, method=method, **kwargs)
     res["method"] = method
-    return _annotate(res, c, method)
+    return _annotate(res, c, method, problem, b)
