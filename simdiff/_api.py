@@ -336,7 +336,12 @@ class Derivatives(OperatorMethods):
         computation of its pieces (``kind="hessian"``, ``method="structured"``,
         ``piece``, ``piece_kind``: e.g. the term Hessians of
         :class:`simdiff.pes.TermEnergy` as HVPs of the sum of the terms), with
-        the path that computation ran under the same compile policy.
+        the path that computation ran under the same compile policy.  A
+        problem with a cutoff neighbour list (:func:`simdiff.pes.cluster_problem`)
+        adds a last record ``kind="neighbour_list"``: ``pairs``, ``rebuilds``
+        (the list was rebuilt at a new geometry that many times; the
+        callables above are those built for the current list), ``follow``,
+        ``skin``, ``radius``.
         """
         out = []
         for key, info in self._info.items():
@@ -350,6 +355,10 @@ class Derivatives(OperatorMethods):
             base["shape"] = (self.problem.n,)
             out += [{**r, **base, "piece_kind": r["kind"], "piece_shape": r["shape"],
                      "piece_calls": r["calls"]} for r in pieces]  # fmt: skip
+        account = getattr(self.problem.fn, "neighbour_list", None)
+        lists = account() if callable(account) else None
+        if lists is not None:  # a cutoff neighbour list: its size and rebuilds so far
+            out.append({"kind": "neighbour_list", **lists})
         return out
 
     def expect_calls(self, n: int | None) -> Derivatives:
@@ -521,6 +530,7 @@ class Derivatives(OperatorMethods):
         x = self.problem.x0 if x is None else x
         src, a, _, _ = self._prepare(x, "x", (self.problem.n,), self.check_finite)
         xs = np.asarray(src.to_numpy(a), dtype=np.float64)
+        self.problem.check_points(xs.reshape(-1, self.problem.n))
         h = self.problem.fn.structured_hessian(
             xs,
             self.backend.name,
@@ -609,23 +619,16 @@ class Derivatives(OperatorMethods):
         A point that is symbolic (a tracer: the function face under a
         framework transform) is not checked here.
         """
-        if type(self.problem).check_point is Problem.check_point:
+        if not self.problem.checks_points:
             return  # nothing to check: no conversion
         values = src.concrete(x)
         if values is None:
             return
         values = np.asarray(values, dtype=np.float64)
-        for row in values if batched else values[None]:
-            self.problem.check_point(row)
+        self.problem.check_points(values if batched else values[None])
 
     def _call(self, kind: str, params: dict[str, Any], x: Any, extras: list) -> Any:
         problem = self.problem
-        generation = problem.cache.refresh()
-        if generation != self._generation:  # the definition changed: rebuild, re-probe
-            self._fns.clear()
-            self._info.clear()
-            self.probe_result = None
-            self._generation = generation
         if not self.backend.differentiable and kind not in _NO_AD_KINDS:
             raise UnsupportedError(
                 f"simdiff.{kind} is not available in the {self.backend.name!r} context: it "
@@ -640,7 +643,13 @@ class Derivatives(OperatorMethods):
         check = self.check_finite
         x = problem.x0 if x is None else x
         xsrc, x, xb, device = self._prepare(x, "x", (problem.n,), check)
-        self._check_points(xsrc, x, xb)
+        self._check_points(xsrc, x, xb)  # may rebuild what fn holds (a neighbour list)
+        generation = problem.cache.refresh()
+        if generation != self._generation:  # the definition changed: rebuild, re-probe
+            self._fns.clear()
+            self._info.clear()
+            self.probe_result = None
+            self._generation = generation
         prepared = [self._prepare(e, name, shape, check) for name, e, shape in extras]
         batches = {int(x.shape[0])} if xb else set()
         batches |= {int(a.shape[0]) for _, a, b, _ in prepared if b}
