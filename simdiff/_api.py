@@ -12,6 +12,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -275,7 +276,11 @@ class Derivatives(OperatorMethods):
         gradient or Jacobian; see docs/errors.md).  Default: as
         ``check_finite``, so benchmarks that switch the checks off do not pay
         for it.  On every backend, the framework's own leak errors and
-        warnings become ``LeakError``.
+        warnings become ``LeakError``.  With the probe on, every later eager
+        call runs under the backend's leak guard too (torch: ``x.item()``,
+        ``x.tolist()``, ``float(x)``, ``int(x)`` on a value with a derivative
+        raise ``LeakError`` at that op, about 10 us a call), so a leak that
+        appears only at other points (behind a branch) is caught there.
 
     Examples
     --------
@@ -681,13 +686,19 @@ class Derivatives(OperatorMethods):
                 "path": self.backend.plain_path,
             }
             start = time.perf_counter()
-            out = self._guarded(lambda: self.backend.block_until_ready(fn(*native)), kind)
+            out = self._guarded(lambda: self.backend.block_until_ready(fn(*native)), kind, fn)
             self._info[key]["first_call_s"] = time.perf_counter() - start  # honest first call
             if self.probe and self.probe_result is None and kind not in _NO_AD_KINDS:
                 self._probe(kind, native[0], xb, out, device)
-        else:
+        elif isinstance(fn, CompiledCall) or not self.probe:
             try:
                 out = fn(*native)
+            except Exception as exc:  # the framework's leak errors become LeakError
+                raise self._leak(exc, kind) from exc
+        else:
+            try:
+                with self.backend.leak_guard():  # a leak at this point raises, at the leaking op
+                    out = fn(*native)
             except Exception as exc:  # the framework's leak errors become LeakError
                 raise self._leak(exc, kind) from exc
         self._info[key]["calls"] += 1
@@ -713,10 +724,17 @@ class Derivatives(OperatorMethods):
             f"values meant to be constant. ({type(exc).__name__}: {str(exc).splitlines()[0]})"
         )
 
-    def _guarded(self, thunk: Callable[[], Any], kind: str) -> Any:
-        """Run ``thunk``; the framework's leak errors and warnings become ``LeakError``."""
+    def _guarded(self, thunk: Callable[[], Any], kind: str, fn: Any = None) -> Any:
+        """Run ``thunk``; the framework's leak errors and warnings become ``LeakError``.
+
+        Under the backend's leak guard (``Backend.leak_guard``) unless the leak
+        checks are off (``probe=False``) or ``fn``, the callable it runs, is
+        compiled (Dynamo would trace the guard itself).
+        """
+        guarded = self.probe and not isinstance(fn, CompiledCall)
+        guard = self.backend.leak_guard() if guarded else nullcontext()
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), guard:
                 for message in self.backend.leak_warnings:
                     warnings.filterwarnings("error", message=message, category=UserWarning)
                 return thunk()
