@@ -54,7 +54,7 @@ def guard_message(exc: BaseException) -> str | None:
 
 def _watching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def method(self: torch.Tensor, *args: Any) -> Any:
-        if self.requires_grad and getattr(_active, "depth", 0):
+        if getattr(_active, "depth", 0) > 0 and self.requires_grad:
             raise RuntimeError(
                 f"{_PREFIX}Tensor.{name}() on a tensor that requires grad: the value leaves "
                 "the derivative's graph"
