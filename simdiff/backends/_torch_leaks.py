@@ -13,10 +13,14 @@ the thread that entered the guard; on every other tensor, and on every other
 thread, they do what torch does.  ``x.numpy()`` on such a tensor already
 raises in torch.
 
-Cost: entering and leaving installs and removes the four methods on
-``torch.Tensor`` (the first guard in, the last one out; nested and
-concurrent guards share them), about a microsecond; the ops of the problem
-run untouched (no mode, no dispatch hook).  Measured in docs/errors.md.
+Cost: the four methods are replaced on ``torch.Tensor`` once, at the first
+guard, by wrappers that do what torch does unless a guard is active on this
+thread (about 0.3 us more per call of them, anywhere in the process); under
+``torch.compile`` tracing they are torch's own (``torch.compiler.is_compiling``).
+Entering and leaving a guard changes a thread-local counter only: no type is
+modified per call (that would cost every later attribute lookup on tensors
+a cache miss), and the problem's ops run untouched (no mode, no dispatch
+hook).  Measured: ``python -m validation.benchmarks.bench_leak_guard``.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ GUARDED = {
 _PREFIX = "simdiff leak guard: "
 _lock = threading.Lock()
 _active = threading.local()
-_users = 0
+_installed = False
 
 
 def guard_message(exc: BaseException) -> str | None:
@@ -54,6 +58,8 @@ def guard_message(exc: BaseException) -> str | None:
 
 def _watching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def method(self: torch.Tensor, *args: Any) -> Any:
+        if torch.compiler.is_compiling():  # Dynamo traces torch's own method
+            return original(self, *args)
         if getattr(_active, "depth", 0) > 0 and self.requires_grad:
             raise RuntimeError(
                 f"{_PREFIX}Tensor.{name}() on a tensor that requires grad: the value leaves "
@@ -70,6 +76,8 @@ _METHODS = {name: _watching(name, getattr(torch.Tensor, name)) for name in GUARD
 
 class LeakGuard:
     """Context manager: the watched methods raise on tensors that require grad (this thread).
+
+    Nested and concurrent guards are independent (a per-thread depth).
 
     Examples
     --------
@@ -88,20 +96,15 @@ class LeakGuard:
     __slots__ = ()
 
     def __enter__(self) -> LeakGuard:
-        global _users
-        with _lock:
-            if _users == 0:
-                for name, method in _METHODS.items():
-                    setattr(torch.Tensor, name, method)
-            _users += 1
+        global _installed
+        if not _installed:
+            with _lock:
+                if not _installed:
+                    for name, method in _METHODS.items():
+                        setattr(torch.Tensor, name, method)
+                    _installed = True
         _active.depth = getattr(_active, "depth", 0) + 1
         return self
 
     def __exit__(self, *exc: object) -> None:
-        global _users
         _active.depth -= 1
-        with _lock:
-            _users -= 1
-            if _users == 0:
-                for name in _METHODS:
-                    delattr(torch.Tensor, name)
