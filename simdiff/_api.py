@@ -12,6 +12,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -278,7 +279,11 @@ class Derivatives(OperatorMethods):
         gradient or Jacobian; see docs/errors.md).  Default: as
         ``check_finite``, so benchmarks that switch the checks off do not pay
         for it.  On every backend, the framework's own leak errors and
-        warnings become ``LeakError``.
+        warnings become ``LeakError``.  With the probe on, every later eager
+        call runs under the backend's leak guard too (torch: ``x.item()``,
+        ``x.tolist()``, ``float(x)``, ``int(x)`` on a value with a derivative
+        raise ``LeakError`` at that op, about 10 us a call), so a leak that
+        appears only at other points (behind a branch) is caught there.
 
     Examples
     --------
@@ -339,7 +344,12 @@ class Derivatives(OperatorMethods):
         computation of its pieces (``kind="hessian"``, ``method="structured"``,
         ``piece``, ``piece_kind``: e.g. the term Hessians of
         :class:`simdiff.pes.TermEnergy` as HVPs of the sum of the terms), with
-        the path that computation ran under the same compile policy.
+        the path that computation ran under the same compile policy.  A
+        problem with a cutoff neighbour list (:func:`simdiff.pes.cluster_problem`)
+        adds a last record ``kind="neighbour_list"``: ``pairs``, ``rebuilds``
+        (the list was rebuilt at a new geometry that many times; the
+        callables above are those built for the current list), ``follow``,
+        ``skin``, ``radius``.
         """
         out = []
         for key, info in self._info.items():
@@ -353,6 +363,10 @@ class Derivatives(OperatorMethods):
             base["shape"] = (self.problem.n,)
             out += [{**r, **base, "piece_kind": r["kind"], "piece_shape": r["shape"],
                      "piece_calls": r["calls"]} for r in pieces]  # fmt: skip
+        account = getattr(self.problem.fn, "neighbour_list", None)
+        lists = account() if callable(account) else None
+        if lists is not None:  # a cutoff neighbour list: its size and rebuilds so far
+            out.append({"kind": "neighbour_list", **lists})
         return out
 
     def expect_calls(self, n: int | None) -> Derivatives:
@@ -524,6 +538,7 @@ class Derivatives(OperatorMethods):
         x = self.problem.x0 if x is None else x
         src, a, _, _ = self._prepare(x, "x", (self.problem.n,), self.check_finite)
         xs = np.asarray(src.to_numpy(a), dtype=np.float64)
+        self.problem.check_points(xs.reshape(-1, self.problem.n))
         h = self.problem.fn.structured_hessian(
             xs,
             self.backend.name,
@@ -612,23 +627,16 @@ class Derivatives(OperatorMethods):
         A point that is symbolic (a tracer: the function face under a
         framework transform) is not checked here.
         """
-        if type(self.problem).check_point is Problem.check_point:
+        if not self.problem.checks_points:
             return  # nothing to check: no conversion
         values = src.concrete(x)
         if values is None:
             return
         values = np.asarray(values, dtype=np.float64)
-        for row in values if batched else values[None]:
-            self.problem.check_point(row)
+        self.problem.check_points(values if batched else values[None])
 
     def _call(self, kind: str, params: dict[str, Any], x: Any, extras: list) -> Any:
         problem = self.problem
-        generation = problem.cache.refresh()
-        if generation != self._generation:  # the definition changed: rebuild, re-probe
-            self._fns.clear()
-            self._info.clear()
-            self.probe_result = None
-            self._generation = generation
         if not self.backend.differentiable and kind not in _NO_AD_KINDS:
             raise UnsupportedError(
                 f"simdiff.{kind} is not available in the {self.backend.name!r} context: it "
@@ -643,7 +651,13 @@ class Derivatives(OperatorMethods):
         check = self.check_finite
         x = problem.x0 if x is None else x
         xsrc, x, xb, device = self._prepare(x, "x", (problem.n,), check)
-        self._check_points(xsrc, x, xb)
+        self._check_points(xsrc, x, xb)  # may rebuild what fn holds (a neighbour list)
+        generation = problem.cache.refresh()
+        if generation != self._generation:  # the definition changed: rebuild, re-probe
+            self._fns.clear()
+            self._info.clear()
+            self.probe_result = None
+            self._generation = generation
         prepared = [self._prepare(e, name, shape, check) for name, e, shape in extras]
         batches = {int(x.shape[0])} if xb else set()
         batches |= {int(a.shape[0]) for _, a, b, _ in prepared if b}
@@ -675,7 +689,7 @@ class Derivatives(OperatorMethods):
                 "path": self.backend.plain_path,
             }
             start = time.perf_counter()
-            out = self._guarded(lambda: self.backend.block_until_ready(fn(*native)), kind)
+            out = self._guarded(lambda: self.backend.block_until_ready(fn(*native)), kind, fn)
             self._info[key]["first_call_s"] = time.perf_counter() - start  # honest first call
             _log.debug(
                 "%s of %r on %s built; first call %.3g s (shape %s)",
@@ -684,9 +698,15 @@ class Derivatives(OperatorMethods):
             )  # fmt: skip
             if self.probe and self.probe_result is None and kind not in _NO_AD_KINDS:
                 self._probe(kind, native[0], xb, out, device)
-        else:
+        elif isinstance(fn, CompiledCall) or not self.probe:
             try:
                 out = fn(*native)
+            except Exception as exc:  # the framework's leak errors become LeakError
+                raise self._leak(exc, kind) from exc
+        else:
+            try:
+                with self.backend.leak_guard():  # a leak at this point raises, at the leaking op
+                    out = fn(*native)
             except Exception as exc:  # the framework's leak errors become LeakError
                 raise self._leak(exc, kind) from exc
         self._info[key]["calls"] += 1
@@ -712,10 +732,17 @@ class Derivatives(OperatorMethods):
             f"values meant to be constant. ({type(exc).__name__}: {str(exc).splitlines()[0]})"
         )
 
-    def _guarded(self, thunk: Callable[[], Any], kind: str) -> Any:
-        """Run ``thunk``; the framework's leak errors and warnings become ``LeakError``."""
+    def _guarded(self, thunk: Callable[[], Any], kind: str, fn: Any = None) -> Any:
+        """Run ``thunk``; the framework's leak errors and warnings become ``LeakError``.
+
+        Under the backend's leak guard (``Backend.leak_guard``) unless the leak
+        checks are off (``probe=False``) or ``fn``, the callable it runs, is
+        compiled (Dynamo would trace the guard itself).
+        """
+        guarded = self.probe and not isinstance(fn, CompiledCall)
+        guard = self.backend.leak_guard() if guarded else nullcontext()
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), guard:
                 for message in self.backend.leak_warnings:
                     warnings.filterwarnings("error", message=message, category=UserWarning)
                 return thunk()

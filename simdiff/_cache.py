@@ -65,11 +65,13 @@ class DerivativeCache:
         self._owner = None if owner is None else weakref.ref(owner)
         self._identity = Identity()
         self._built_for: str | None = None
+        self._built_state: Any = None
         #: Bumped whenever what was built is dropped because the definition changed.
         self.generation = 0
 
     def refresh(self) -> int:
-        """Drop what was built if the owner's fingerprint changed (or is None); the generation.
+        """Drop what was built if the owner's fingerprint changed (or is None), or its
+        evaluation state (``owner.evaluation_state()``: a neighbour list rebuilt); the generation.
 
         The check is shallow while nothing changed (:class:`~simdiff._fingerprint.Identity`).
         """
@@ -77,9 +79,10 @@ class DerivativeCache:
         if owner is None:
             return self.generation
         fp = self._identity.current(owner)
-        if fp is None or fp != self._built_for:
+        state = owner.evaluation_state() if hasattr(owner, "evaluation_state") else None
+        if fp is None or fp != self._built_for or state != self._built_state:
             self._items.clear()
-            self._built_for = fp
+            self._built_for, self._built_state = fp, state
             self.generation += 1
         return self.generation
 

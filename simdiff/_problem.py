@@ -280,6 +280,40 @@ class Problem:
         """
         return None
 
+    def check_points(self, xs: np.ndarray) -> None:
+        """Prepare and check the problem at the points ``xs`` (numpy, shape ``(B, n)``).
+
+        Run at the boundary of every derivative call and of :meth:`evaluate`,
+        outside any compiled function, with the actual points: first the
+        function's own check (``fn.check_points(xs)`` where ``fn`` has one: a
+        cutoff neighbour list rebuilt at the points, or an error naming the
+        atom that left it; a rebuild changes :meth:`evaluation_state`, so the
+        compiled derivatives are rebuilt), then :meth:`check_point` at each
+        point.
+        """
+        own = getattr(self.fn, "check_points", None)
+        if callable(own):
+            own(xs)
+        if type(self).check_point is not Problem.check_point:
+            for row in xs:
+                self.check_point(row)
+
+    @property
+    def checks_points(self) -> bool:
+        """Whether :meth:`check_points` does anything (a subclass's check, or ``fn``'s own)."""
+        own = callable(getattr(self.fn, "check_points", None))
+        return own or type(self).check_point is not Problem.check_point
+
+    def evaluation_state(self) -> Any:
+        """What ``fn`` holds that changes between evaluations without changing the definition.
+
+        ``fn.version`` where ``fn`` has one (a neighbour list that follows
+        the atoms: its rebuilds), else None.  What is built for the problem
+        (compiled derivatives) is valid for one state: the derivative cache
+        drops it when the state changes (:meth:`DerivativeCache.refresh`).
+        """
+        return getattr(self.fn, "version", None)
+
     def failure_at(self, x: Any, *, backend: str = "numpy") -> Exception | None:
         """The simdiff error an eager evaluation at ``x`` raises, or None if it raises none.
 
@@ -323,7 +357,7 @@ class Problem:
         x = self.x0 if x is None else np.asarray(x, dtype=np.float64)
         if x.shape != (self.n,):
             raise ShapeError(f"problem {self.name!r} expects x of shape ({self.n},); got {x.shape}")
-        self.check_point(x)
+        self.check_points(x[None])
         y = self.fn(be.from_numpy(x, np.float64), be.ops())
         if be.is_native(y):
             if be.dtype_name(y).startswith("complex"):

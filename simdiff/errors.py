@@ -21,6 +21,7 @@ __all__ = [
     "LeakError",
     "MemoryBudgetError",
     "MomentWarning",
+    "NeighbourListError",
     "NonFiniteError",
     "NotFoundError",
     "OptionError",
@@ -95,6 +96,12 @@ class InvalidIndexError(OutOfRangeError):
 class MemoryBudgetError(SimdiffError, MemoryError):
     """A computation would need more memory than is available; the message states how much and
     the cheaper alternative."""
+
+
+class NeighbourListError(InputError):
+    """A cutoff neighbour list does not hold at a point: an atom moved more than half the skin
+    from where the list was built (and the list does not follow the atoms); the message names the
+    atom, its displacement and the skin."""
 
 
 class NonFiniteError(SimdiffError, FloatingPointError):

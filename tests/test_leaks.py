@@ -90,3 +90,84 @@ def test_probe_is_silent_on_catalogue_problems(name):
     d = simdiff.Derivatives(p, backend="torch")
     d.grad() if p.is_scalar else d.jacobian()
     assert d.probe_result["status"] == "agree"
+
+
+def _leaks_beyond_one(x, ops):
+    """Clean at x0 (x[0] < 1), a leak behind a branch on a value elsewhere."""
+    if float(ops.stop_gradient(x[0])) > 1.0:  # a constant branch: not a leak by itself
+        return x[0] * x[1].item() + x[1] ** 2
+    return x[0] * x[1] + x[1] ** 2
+
+
+@pytest.mark.parametrize("kind", ["grad", "value_and_grad", "vjp", "hessian"])
+def test_leak_away_from_x0_is_an_error_at_that_point(kind):
+    """The probe passes at x0 (no leak there); at a later point the leak raises at the leaking
+    op, on every derivative kind, instead of returning a gradient that misses d/dx1."""
+    p = simdiff.Problem(_leaks_beyond_one, x0=np.array([0.5, 2.0]), name="branchy")
+    d = simdiff.Derivatives(p, backend="torch")
+    calls = {"grad": d.grad, "value_and_grad": lambda x: d.value_and_grad(x)[1],
+             "vjp": lambda x: d.vjp(np.ones(()), x), "hessian": d.hessian}  # fmt: skip
+    at_x0 = calls[kind](p.x0)
+    want = [[0.0, 1.0], [1.0, 2.0]] if kind == "hessian" else [2.0, 4.5]
+    np.testing.assert_allclose(at_x0, want, rtol=1e-14)
+    assert d.probe_result is not None and d.probe_result["status"] == "agree"
+    far = np.array([2.0, 3.0])
+    with pytest.raises(simdiff.LeakError, match=r"x\.item\(\)") as info:
+        calls[kind](far)
+    assert "'branchy'" in str(info.value)
+
+
+def test_without_the_guard_the_later_leak_is_a_wrong_gradient(monkeypatch):
+    """What the guard prevents: the same calls with it replaced by a no-op return a gradient
+    that misses the leaked dependence (true gradient at (2, 3): [3, 8])."""
+    import contextlib
+
+    monkeypatch.setattr(type(get_backend("torch")), "leak_guard",
+                        lambda self: contextlib.nullcontext())  # fmt: skip
+    p = simdiff.Problem(_leaks_beyond_one, x0=np.array([0.5, 2.0]))
+    d = simdiff.Derivatives(p, backend="torch")
+    d.grad(p.x0)
+    got = d.grad(np.array([2.0, 3.0]))
+    np.testing.assert_allclose(got, [3.0, 6.0], rtol=1e-14)  # wrong: d/dx1 misses x0 = 2
+
+
+@pytest.mark.parametrize("leak", ["float", "int", "tolist"])
+def test_guard_catches_each_conversion_at_later_calls(leak):
+    ops_leak = {
+        "float": lambda v: float(v),
+        "int": lambda v: int(v),
+        "tolist": lambda v: v.tolist(),
+    }[leak]
+
+    def fn(x, ops):
+        if float(ops.stop_gradient(x[0])) > 1.0:
+            return x[0] * ops_leak(x[1]) + x[1] ** 2
+        return x[0] * x[1] + x[1] ** 2
+
+    p = simdiff.Problem(fn, x0=np.array([0.5, 2.0]), name=leak)
+    d = simdiff.Derivatives(p, backend="torch")
+    d.grad(p.x0)
+    with pytest.raises(simdiff.LeakError, match=r"float\(x\[i\]\)|x\.item\(\)"):
+        d.grad(np.array([2.0, 3.0]))
+
+
+def test_guard_leaves_detached_values_and_other_code_alone():
+    """Reading a value that has no derivative is allowed inside the guard, and outside a call
+    the methods do what torch does."""
+    import torch
+
+    from simdiff.backends._torch_leaks import GUARDED
+
+    def fn(x, ops):
+        scale = float(ops.stop_gradient(x[0]).item()) + int(ops.stop_gradient(x[1]))
+        return scale * ops.sum(x**2)
+
+    p = simdiff.Problem(fn, x0=np.array([0.5, 2.0]))
+    d = simdiff.Derivatives(p, backend="torch")
+    for x in (p.x0, np.array([1.5, 3.0])):
+        s = x[0] + int(x[1])
+        np.testing.assert_allclose(d.grad(x), 2 * s * x, rtol=1e-14)
+    t = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    # outside simdiff's calls: torch as it is
+    assert (t[0].item(), t.tolist(), int(t[0])) == (1.0, [1.0, 1.0], 1)
+    assert all(name in GUARDED for name in ("item", "tolist", "__float__", "__int__"))

@@ -208,14 +208,16 @@ def test_cutoff_list_is_exact_within_the_skin(cut_cluster, backend, rng):
 
 
 def test_stale_neighbour_list_is_never_silently_used(cut_cluster):
-    _, _, p = cut_cluster
+    """A list that does not follow the atoms: NaN from fn itself (traced), a clear error from
+    every evaluation boundary (evaluate, grad, Hessian)."""
+    pair, pos, _ = cut_cluster
+    p = cluster_problem(pair, pos, rebuild=False)
     x = p.x0.copy()
     x[7] += 1.5 * p.fn.max_shift
-    assert np.isnan(float(p.evaluate(x)))
-    with pytest.raises(simdiff.NonFiniteError):
-        simdiff.grad(p, x)
-    with pytest.raises(simdiff.errors.InputError, match="atom 2 has moved"):
-        simdiff.hessian(p, x)
+    assert np.isnan(float(p.fn(x, simdiff.get_ops("numpy"))))
+    for call in (p.evaluate, lambda x: simdiff.grad(p, x), lambda x: simdiff.hessian(p, x)):
+        with pytest.raises(simdiff.errors.NeighbourListError, match="atom 2 has moved"):
+            call(x)
 
 
 def test_chunked_dense_hessian_within_memory_budget(monkeypatch):

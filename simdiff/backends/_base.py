@@ -525,6 +525,15 @@ class Backend:
         """What ``exc`` says the problem did to leave the traced computation, or None."""
         return None
 
+    def leak_guard(self) -> AbstractContextManager[Any]:
+        """A context in which a value with a derivative cannot leave the computation silently.
+
+        Entered around every eager derivative call of :class:`simdiff.Derivatives`
+        (not only the probed first one).  Nothing where the tracer catches leaks
+        (JAX); torch: :class:`simdiff.backends._torch_leaks.LeakGuard`.
+        """
+        return contextlib.nullcontext()
+
     #: Messages (regular expressions) of warnings the framework emits when a value
     #: leaves the traced computation; simdiff turns them into errors (``leak_cause``).
     leak_warnings: tuple[str, ...] = ()

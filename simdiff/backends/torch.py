@@ -22,6 +22,7 @@ import torch.utils.checkpoint
 
 from ..errors import InputTypeError, UnsupportedError
 from ._base import BINARY, UNARY, Backend, LoopOps, Namespace
+from ._torch_leaks import LeakGuard, guard_message
 
 __all__ = ["TorchBackend", "TorchOps"]
 
@@ -825,7 +826,15 @@ class TorchBackend(Backend):
 
     leak_warnings = ("Converting a tensor with requires_grad=True to a scalar",)
 
+    def leak_guard(self) -> LeakGuard:
+        """``x.item()``, ``x.tolist()``, ``float(x)``, ``int(x)`` raise on a tensor that
+        requires grad while it is entered (:mod:`simdiff.backends._torch_leaks`)."""
+        return LeakGuard()
+
     def leak_cause(self, exc: BaseException) -> str | None:
+        guarded = guard_message(exc)
+        if guarded is not None:
+            return guarded
         if isinstance(exc, UserWarning) and str(exc).startswith(self.leak_warnings):
             return "float(x[i]) or int(...) on an array"
         if isinstance(exc, RuntimeError):

@@ -11,7 +11,6 @@ or :func:`muller_brown`, then use the derivative API (``simdiff.grad``,
 from .cluster import PairTerm as PairTerm
 from .cluster import cluster_energy as cluster_energy
 from .cluster import cluster_problem as cluster_problem
-from .cluster import pair_index as pair_index
 from .derivatives import cubic_directions as cubic_directions
 from .derivatives import cubic_force_constants as cubic_force_constants
 from .derivatives import forces as forces
@@ -20,6 +19,7 @@ from .geometry import ClusterInfo as ClusterInfo
 from .geometry import check_positions as check_positions
 from .geometry import cluster_info as cluster_info
 from .geometry import minimum_image as minimum_image
+from .geometry import pair_index as pair_index
 from .normal_modes import NormalModes as NormalModes
 from .normal_modes import internal_basis as internal_basis
 from .normal_modes import mass_weighted_hessian as mass_weighted_hessian

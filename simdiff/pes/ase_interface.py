@@ -106,8 +106,8 @@ class SimdiffCalculator(Calculator):
     pair : callable, optional
         Instead of ``problem``: a pair potential; the calculator builds
         :func:`problem_from_atoms` for the Atoms it is given, and again when
-        their number, masses or cell change or a cutoff neighbour list goes
-        stale (the compiled derivatives are reused otherwise).
+        their number, masses or cell change (a cutoff neighbour list follows
+        the atoms by itself; the compiled derivatives are reused otherwise).
     backend : {"jax", "torch"}
     components : array_like of int, optional
         Indices into ``positions.ravel()`` that are the problem's coordinates
@@ -159,7 +159,10 @@ class SimdiffCalculator(Calculator):
         key = (len(atoms), atoms.get_masses().tobytes(), np.asarray(atoms.cell[:]).tobytes(),
                tuple(atoms.pbc))  # fmt: skip
         fn = None if self.problem is None else self.problem.fn
-        stale = isinstance(fn, TermEnergy) and fn.stale(atoms.get_positions()) is not None
+        # a list that follows the atoms rebuilds itself (and keeps the problem); a fixed one
+        # is replaced by a problem built at these positions
+        stale = (isinstance(fn, TermEnergy) and not fn.follow
+                 and fn.stale(atoms.get_positions()) is not None)  # fmt: skip
         if key != self._key or stale:
             self.problem = problem_from_atoms(atoms, self.pair)
             self._key = key

@@ -13,15 +13,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.spatial
 
 from .._problem import Problem
 from ..errors import InputError, ShapeError
-from .geometry import ClusterInfo, check_box, check_masses, check_positions, minimum_image
+from .geometry import (
+    ClusterInfo,
+    check_box,
+    check_masses,
+    check_positions,
+    minimum_image,
+    pair_index,
+)
 from .potentials import PairPotential
 from .terms import TermEnergy, check_term
 
-__all__ = ["PairTerm", "cluster_energy", "cluster_problem", "pair_index"]
+__all__ = ["PairTerm", "cluster_energy", "cluster_problem"]
 
 
 class PairTerm:
@@ -75,34 +81,6 @@ class PairTerm:
 
     def __repr__(self) -> str:
         return f"PairTerm({self.pair!r}, box={self.box})"
-
-
-def pair_index(positions: Any, r_cut: float | None = None, box: Any = None) -> np.ndarray:
-    """Pairs ``(i, j)``, ``i < j``: all of them, or those closer than ``r_cut``; shape ``(m, 2)``.
-
-    Distances are minimum-image distances in a periodic ``box``.  The search
-    is a k-d tree (:class:`scipy.spatial.cKDTree`), ``O(N log N)``.
-
-    Examples
-    --------
-    >>> pair_index(np.array([[0.0, 0, 0], [1, 0, 0], [3, 0, 0]]), r_cut=1.5).tolist()
-    [[0, 1]]
-    >>> pair_index(np.zeros((3, 3))).tolist()
-    [[0, 1], [0, 2], [1, 2]]
-    """
-    pos = np.asarray(positions, dtype=np.float64)
-    n = pos.shape[0]
-    if r_cut is None:
-        i, j = np.triu_indices(n, k=1)
-        return np.stack([i, j], axis=1).astype(np.int64)
-    if box is None:
-        tree = scipy.spatial.cKDTree(pos)
-    else:
-        b = np.asarray(box, dtype=np.float64)
-        tree = scipy.spatial.cKDTree(np.mod(pos, b), boxsize=b)
-    pairs = tree.query_pairs(float(r_cut), output_type="ndarray").astype(np.int64)
-    pairs.sort(axis=1)
-    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
 
 def cluster_energy(
@@ -178,6 +156,7 @@ def cluster_problem(
     box: Any = None,
     masses: Any = None,
     skin: float | None = None,
+    rebuild: bool = True,
     name: str | None = None,
     exact: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
@@ -202,6 +181,13 @@ def cluster_problem(
     skin : float, optional
         Neighbour-list margin for a potential with a cutoff (default
         ``0.1 * r_cut``); ignored without a cutoff.
+    rebuild : bool
+        With a cutoff: the neighbour list follows the atoms (default): at a
+        point where an atom has moved more than ``skin / 2`` from where the
+        list was built, it is rebuilt there before the evaluation
+        (:meth:`~simdiff.pes.TermEnergy.check_points`).  ``False`` keeps the
+        list of ``positions`` and raises
+        :class:`~simdiff.errors.NeighbourListError` at such a point.
     name : str, optional
         Default ``"cluster{N}"``.
     exact, meta : dict, optional
@@ -226,9 +212,13 @@ def cluster_problem(
     energy and all derivatives up to the second are exactly those of the
     all-pairs energy (third and higher derivatives of ``switch_c2`` jump at
     ``r_cut``, so cubic force constants are exact only for pairs not at
-    ``r_cut`` exactly).  Beyond ``skin / 2`` the energy is NaN, so derivatives
-    at such points raise :class:`~simdiff.errors.NonFiniteError` rather than
-    silently miss a pair; build the problem again at the new geometry.
+    ``r_cut`` exactly).  Beyond ``skin / 2`` the list is rebuilt at the new
+    geometry (``rebuild=True``) before the point is evaluated, outside any
+    traced or compiled function, so each evaluation sees a constant list and
+    its derivatives stay exact; with ``rebuild=False`` such a point raises
+    :class:`~simdiff.errors.NeighbourListError`.  ``problem.fn.neighbour_list()``
+    counts the rebuilds.  In a periodic box the list is built from positions
+    wrapped into the box, so a rigidly translated box has the same energy.
 
     Raises
     ------
@@ -276,7 +266,8 @@ def cluster_problem(
             skin = max(0.0, 0.5 * float(b.min()) - r_cut)  # the minimum image bounds the list
         index = pair_index(pos, r_cut + skin, b)
         fn = TermEnergy(term, index, n_particles, dim, reference=pos.copy(),
-                        max_shift=skin / 2, box=b)  # fmt: skip
+                        max_shift=skin / 2, box=b, list_radius=r_cut + skin,
+                        follow=bool(rebuild))  # fmt: skip
     check_term(term, fn.index, pos)
     meta = {"tags": ("pes",), **(meta or {}), "pes": info}
     return Problem(fn, pos.reshape(-1), name=name or f"cluster{n_particles}", exact=exact,

@@ -23,6 +23,7 @@ __all__ = [
     "check_positions",
     "cluster_info",
     "minimum_image",
+    "pair_index",
 ]
 
 
@@ -174,3 +175,31 @@ def check_box(box: Any, dim: int, pair: Any) -> np.ndarray | None:
             "simdiff.pes.smooth_cutoff)"
         )
     return b
+
+
+def pair_index(positions: Any, r_cut: float | None = None, box: Any = None) -> np.ndarray:
+    """Pairs ``(i, j)``, ``i < j``: all of them, or those closer than ``r_cut``; shape ``(m, 2)``.
+
+    Distances are minimum-image distances in a periodic ``box``.  The search
+    is a k-d tree (:class:`scipy.spatial.cKDTree`), ``O(N log N)``.
+
+    Examples
+    --------
+    >>> pair_index(np.array([[0.0, 0, 0], [1, 0, 0], [3, 0, 0]]), r_cut=1.5).tolist()
+    [[0, 1]]
+    >>> pair_index(np.zeros((3, 3))).tolist()
+    [[0, 1], [0, 2], [1, 2]]
+    """
+    pos = np.asarray(positions, dtype=np.float64)
+    n = pos.shape[0]
+    if r_cut is None:
+        i, j = np.triu_indices(n, k=1)
+        return np.stack([i, j], axis=1).astype(np.int64)
+    if box is None:
+        tree = scipy.spatial.cKDTree(pos)
+    else:
+        b = np.asarray(box, dtype=np.float64)
+        tree = scipy.spatial.cKDTree(np.mod(pos, b), boxsize=b)
+    pairs = tree.query_pairs(float(r_cut), output_type="ndarray").astype(np.int64)
+    pairs.sort(axis=1)
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]

@@ -128,8 +128,13 @@ def _result(problem, x, backend, converged, message, nit, method, extra=None) ->
     e, g = _value_and_grad(problem, x, backend=backend)
     h = _hessian(problem, x, backend=backend)
     index, lam = stationary_index(problem, x, backend=backend, hessian=h)
+    extra = dict(extra or {})
+    account = getattr(problem.fn, "neighbour_list", None)
+    lists = account() if callable(account) else None
+    if lists is not None:  # a cutoff list that follows the atoms: how often it was rebuilt
+        extra["neighbour_list"] = lists
     return StationaryPoint(np.asarray(x), float(e), float(np.linalg.norm(g)), index, lam,
-                           bool(converged), message, int(nit), method, extra or {})  # fmt: skip
+                           bool(converged), message, int(nit), method, extra)  # fmt: skip
 
 
 def find_minimum(

@@ -29,8 +29,14 @@ from .._api import cached_derivatives
 from .._cache import RecentlyUsed
 from .._problem import Problem
 from ..backends import get_backend
-from ..errors import InputError, InvalidIndexError, NonFiniteError, ShapeError
-from .geometry import ClusterInfo, check_masses, minimum_image
+from ..errors import (
+    InputError,
+    InvalidIndexError,
+    NeighbourListError,
+    NonFiniteError,
+    ShapeError,
+)
+from .geometry import ClusterInfo, check_masses, minimum_image, pair_index
 
 __all__ = ["TermEnergy", "check_index", "structured_hessian", "term_energy"]
 
@@ -434,16 +440,37 @@ class TermEnergy:
     index : ndarray of int64, shape (m, k)
     n_particles, dim : int
     reference : ndarray of shape (n_particles, dim) or None
-        Geometry at which a cutoff neighbour list was built (``None``: the
-        index holds every term, valid everywhere).
+        Geometry at which the current cutoff neighbour list was built (the
+        first of :attr:`references`; ``None``: the index holds every term,
+        valid everywhere).
+    references : ndarray of shape (R, n_particles, dim) or None
+        The geometries the current list was built for (``R > 1`` after a
+        rebuild for a batch of points: the list is the union of their lists).
     max_shift : float or None
-        With a neighbour list, the largest displacement of any atom from
-        ``reference`` for which the list still holds every interacting term
-        (half the skin).  Beyond it the energy is NaN, so no derivative built
-        on a stale list is returned (:class:`~simdiff.errors.NonFiniteError`);
-        :func:`simdiff.pes.cluster_problem` at the new geometry rebuilds it.
+        With a neighbour list, the largest displacement of any atom from a
+        reference for which the list still holds every interacting term
+        (half the skin).
     box : ndarray of shape (dim,) or None
         Periodic box: displacements from ``reference`` are minimum-image ones.
+    list_radius : float or None
+        ``r_cut + skin``: the list holds the pairs closer than this at its
+        references (:func:`~simdiff.pes.pair_index`).
+    follow : bool
+        Whether the list follows the atoms: at a point beyond :attr:`max_shift`
+        :meth:`check_points` rebuilds it there (:attr:`rebuilds` counts them);
+        otherwise it raises :class:`~simdiff.errors.NeighbourListError`.
+
+    Notes
+    -----
+    Every derivative call of the problem runs :meth:`check_points` at its
+    concrete points, outside any traced or compiled function
+    (:meth:`simdiff.Problem.check_points`), so within one evaluation the list
+    is a constant and every derivative is exact; a rebuild changes
+    :attr:`version`, and the problem's compiled derivatives are rebuilt for
+    the new list.  A traced call of ``fn`` itself (under the user's own
+    ``jax.jit``) cannot rebuild: at a point beyond the skin its energy is NaN
+    (a factor on the energy, so every derivative order is NaN too), never a
+    silently wrong number.
     """
 
     def __init__(
@@ -456,27 +483,46 @@ class TermEnergy:
         reference: np.ndarray | None = None,
         max_shift: float | None = None,
         box: np.ndarray | None = None,
+        list_radius: float | None = None,
+        follow: bool = False,
     ) -> None:
         self.term = term
-        self.index = index
         self.n_particles = int(n_particles)
         self.dim = int(dim)
-        self.reference = reference
         self.max_shift = max_shift
         self.box = box
-        m, k = index.shape
-        self.n_terms, self.k = int(m), int(k)
+        self.list_radius = list_radius
+        if follow and (reference is None or list_radius is None or max_shift is None):
+            raise InputError("a neighbour list that follows the atoms needs reference, "
+                             "max_shift and list_radius")  # fmt: skip
+        self.follow = bool(follow)
+        #: Neighbour-list rebuilds so far; :attr:`version` changes with each.
+        self.rebuilds = 0
+        self.version = 0
+        self.k = int(index.shape[1])
         self.__name__ = getattr(term, "__name__", "term_energy")
-        self.coords = (index[:, :, None] * dim + np.arange(dim)).reshape(m, k * dim)
         #: a pair term that depends on its atoms only through r_1 - r_0 (``of_difference``):
         #: its Hessian is [[B, -B], [-B, B]], one dim x dim block B per pair
-        self.pairwise = k == 2 and callable(getattr(term, "of_difference", None))
-        if self.pairwise:  # contiguous atom columns for the energy's gathers
-            self._first, self._second = index[:, 0].copy(), index[:, 1].copy()
-        self._assembly: _BlockAssembly | None = None
+        self.pairwise = self.k == 2 and callable(getattr(term, "of_difference", None))
+        refs = None if reference is None else np.asarray(reference, dtype=np.float64)[None]
+        self._defined = (index, refs)  # what the energy was defined with (its fingerprint)
+        self._set_list(index, refs)
         #: the Derivatives of the term sums this energy used: (backend, dtype, compile, rows)
         self._pieces: dict[tuple[str, str, str, int], tuple[Any, tuple[int, ...]]] = {}
         self._piece_calls: dict[tuple[str, str, str, int], int] = {}
+
+    def _set_list(self, index: np.ndarray, references: np.ndarray | None) -> None:
+        """Make ``index`` the terms (and ``references`` the geometries it holds for)."""
+        m, k = index.shape
+        dim = self.dim
+        self.index = index
+        self.references = references
+        self.reference = None if references is None else references[0]
+        self.n_terms = int(m)
+        self.coords = (index[:, :, None] * dim + np.arange(dim)).reshape(m, k * dim)
+        if self.pairwise:  # contiguous atom columns for the energy's gathers
+            self._first, self._second = index[:, 0].copy(), index[:, 1].copy()
+        self._assembly: _BlockAssembly | None = None
         self._pair_layout: _PairLayout | None = None
 
     # ------------------------------------------------------------------ energy
@@ -491,37 +537,110 @@ class TermEnergy:
         else:
             r = ops.take(pos, self.index, axis=0)  # (m, k, dim)
             energy = ops.sum(self.term(r, ops))
-        if self.reference is None:
+        if self.references is None:
             return energy
-        moved = pos - ops.asarray(self.reference)
+        refs = self.references
+        moved = pos[None] - ops.asarray(refs)  # (R, N, dim)
         if self.box is not None:
             moved = minimum_image(moved, ops.asarray(self.box), ops)
-        shift = ops.max(ops.abs(moved))
+        shift = ops.min(ops.max(ops.reshape(ops.abs(moved), (refs.shape[0], -1)), axis=-1))
         # a stale neighbour list gives NaN, never a silently wrong energy (see class docstring):
         # a factor (1 or NaN) on the energy, so every derivative order is NaN there too
         return energy * ops.where(shift > self.max_shift, float("nan"), 1.0)
 
+    def __fingerprint__(self) -> dict[str, Any]:
+        """What defines the energy: the term, the list it was built with and the list's rules.
+
+        Not the current list of a list that follows the atoms: rebuilt at
+        another geometry it gives the same energy (:attr:`version` tells the
+        derivative cache that compiled derivatives must be rebuilt).
+        """
+        return {"term": self.term, "n_particles": self.n_particles, "dim": self.dim,
+                "index": self._defined[0], "references": self._defined[1],
+                "max_shift": self.max_shift, "box": self.box, "list_radius": self.list_radius,
+                "follow": self.follow}  # fmt: skip
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle without the built derivatives of the term sums."""
+        state = dict(self.__dict__)
+        state["_pieces"], state["_piece_calls"] = {}, {}
+        return state
+
     # ------------------------------------------------------------------ structure
     def stale(self, x: np.ndarray) -> tuple[int, float] | None:
-        """``(atom, displacement)`` of the first atom beyond ``max_shift``, else ``None``."""
-        if self.reference is None:
+        """``(atom, displacement)`` of the first atom beyond ``max_shift``, else ``None``.
+
+        ``x`` of shape ``(n,)`` or ``(B, n)``; the displacement of an atom is
+        its (minimum-image) distance along the worst axis from the nearest
+        reference geometry of the list.
+        """
+        if self.references is None:
             return None
-        moved = np.asarray(x).reshape(-1, self.n_particles, self.dim) - self.reference
+        pos = np.asarray(x, dtype=np.float64).reshape(-1, 1, self.n_particles, self.dim)
+        moved = pos - self.references  # (B, R, N, dim)
         if self.box is not None:
             moved = moved - self.box * np.round(moved / self.box)
-        far = np.abs(moved).max(axis=(0, 2))
+        # a point is covered by the reference nearest to it (the list is their union)
+        far = np.abs(moved).max(axis=-1)  # (B, R, N)
+        best = far.max(axis=-1).argmin(axis=-1)  # (B,)
+        far = far[np.arange(far.shape[0]), best].max(axis=0)  # (N,): worst over the points
         bad = np.flatnonzero(far > self.max_shift)
         return (int(bad[0]), float(far[bad[0]])) if bad.size else None
 
-    def _check_fresh(self, x: np.ndarray) -> None:
-        where = self.stale(x)
-        if where is not None:
-            raise InputError(
-                f"the neighbour list of this energy was built at another geometry: atom "
-                f"{where[0]} has moved {where[1]:.3g} > {self.max_shift:.3g} (half the skin) "
-                "since, so pairs outside the list may interact; rebuild the problem at this "
-                "geometry (simdiff.pes.cluster_problem(pair, x, ...))"
+    def check_points(self, xs: np.ndarray) -> bool:
+        """Make the neighbour list hold at the points ``xs`` (shape ``(B, n)``): True if rebuilt.
+
+        A list that follows the atoms (:attr:`follow`) is rebuilt when an atom
+        has moved beyond :attr:`max_shift` from the list's references: the
+        pairs closer than :attr:`list_radius` at any of the points, with the
+        points as the new references.  Otherwise such a point raises
+        :class:`~simdiff.errors.NeighbourListError` naming the atom, its
+        displacement and the skin.  Run by :meth:`simdiff.Problem.check_points`
+        at every evaluated point.
+        """
+        xs = np.asarray(xs, dtype=np.float64).reshape(-1, self.n_particles * self.dim)
+        where = self.stale(xs)
+        if where is None:
+            return False
+        if not self.follow:
+            assert self.max_shift is not None
+            raise NeighbourListError(
+                f"the neighbour list of this energy does not hold here: atom {where[0]} has "
+                f"moved {where[1]:.4g} from where the list was built, more than half the skin "
+                f"(skin {2 * self.max_shift:.4g}, limit {self.max_shift:.4g}), so pairs outside "
+                "the list may interact; build the problem with rebuild=True (the list then "
+                "follows the atoms) or again at this geometry (simdiff.pes.cluster_problem)"
             )
+        self.rebuild(xs)
+        return True
+
+    def rebuild(self, xs: np.ndarray) -> None:
+        """Rebuild the neighbour list at the points ``xs`` (shape ``(B, n)``): their union.
+
+        Positions are wrapped into a periodic box (:func:`~simdiff.pes.pair_index`),
+        so a rigidly translated box gets the list of the original.
+        """
+        pos = np.asarray(xs, dtype=np.float64).reshape(-1, self.n_particles, self.dim)
+        lists = [pair_index(p, self.list_radius, self.box) for p in pos]
+        index = lists[0] if len(lists) == 1 else np.unique(np.concatenate(lists), axis=0)
+        self._set_list(index.astype(np.int64), pos.copy())
+        self.rebuilds += 1
+        self.version += 1
+
+    def neighbour_list(self) -> dict[str, Any] | None:
+        """The neighbour list's account (None without a cutoff list).
+
+        ``pairs`` (terms in the list now), ``rebuilds`` (since construction),
+        ``follow``, ``skin`` and ``radius`` (``r_cut + skin``).
+        """
+        if self._defined[1] is None:
+            return None
+        assert self.max_shift is not None
+        return {"pairs": self.n_terms, "rebuilds": self.rebuilds, "follow": self.follow,
+                "skin": 2 * self.max_shift, "radius": self.list_radius}  # fmt: skip
+
+    def _check_fresh(self, x: np.ndarray) -> None:
+        self.check_points(np.asarray(x).reshape(-1, self.n_particles * self.dim))
 
     def _hessian_batches(self, kind: str, y: np.ndarray | _Displacements, backend: str, dtype: Any,
                          chunk: int = TERM_CHUNK, compile: bool | str = False,
@@ -885,6 +1004,51 @@ def check_term(term: Callable[[Any, Any], Any], index: np.ndarray, positions: np
             f"term function {name} is not finite at the given positions: term {t} (atoms "
             f"{index[t].tolist()}) has energy {e[t]}"
         )
+    _check_independent(term, index, r, e, ops, name)
+
+
+#: Terms whose input the independence probe perturbs, one at a time (the first, the last, the
+#: highest and lowest energy and random others, up to this many).
+INDEPENDENCE_PROBES = 6
+
+
+def _check_independent(term: Callable[[Any, Any], Any], index: np.ndarray, r: np.ndarray,
+                       e: np.ndarray, ops: Any, name: str) -> None:  # fmt: skip
+    """Refuse a term function whose terms are coupled (it reduces over the term axis).
+
+    The structured Hessian assumes that term ``t`` depends on ``r[t]`` alone.
+    Perturbing the input of one term at a time (by ``1e-3 (1 + |r|)`` in a
+    random direction) must leave every other term's energy unchanged; a
+    change beyond ``16 eps max|e|`` (rounding of the same elementwise
+    operations) raises :class:`InputError` naming both terms.  Probed terms:
+    the first, the last, those of highest and lowest energy, and random ones
+    (:data:`INDEPENDENCE_PROBES` in all).
+    """
+    m = index.shape[0]
+    if m < 2:
+        return
+    rng = np.random.default_rng(20261203)
+    randoms = rng.integers(0, m, 2 * INDEPENDENCE_PROBES)
+    picks = [0, m - 1, int(np.argmax(e)), int(np.argmin(e)), *randoms]
+    probes = list(dict.fromkeys(picks))[:INDEPENDENCE_PROBES]
+    tol = 16 * np.finfo(np.float64).eps * max(float(np.max(np.abs(e))), 1e-300)
+    for t in probes:
+        moved = r.copy()
+        moved[t] += 1e-3 * (1.0 + np.abs(r[t])) * rng.uniform(-1.0, 1.0, r[t].shape)
+        with np.errstate(all="ignore"):
+            e1 = np.asarray(term(moved, ops), dtype=np.float64)
+        change = np.abs(e1 - e)
+        change[t] = 0.0
+        s = int(np.argmax(change))
+        if change[s] > tol:
+            raise InputError(
+                f"term function {name} couples its terms: moving the atoms of term {t} (atoms "
+                f"{index[t].tolist()}) changed the energy of term {s} (atoms "
+                f"{index[s].tolist()}) by {change[s]:.3g}. Each term must depend on its own "
+                "atoms only (no sum, mean or other reduction over the term axis, axis 0 of "
+                "r[..., k, dim]); reduce over axis=-1 within a term, or write the coupled "
+                "energy as a simdiff.Problem"
+            )
 
 
 def structured_hessian(

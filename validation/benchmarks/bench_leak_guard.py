@@ -1,0 +1,91 @@
+"""Cost of the torch leak guard on steady derivative calls (eager torch).
+
+Every eager torch call of :class:`simdiff.Derivatives` runs under
+``TorchBackend.leak_guard()`` (:mod:`simdiff.backends._torch_leaks`).  For
+each problem (gradient for scalar problems, VJP for vector-valued ones) two
+configurations are timed, interleaved in one run (order shuffled each round;
+per-call time of the median round and of the fastest round, the latter the
+steadier estimate on a shared machine): with the guard, and with
+``leak_guard`` replaced by ``contextlib.nullcontext``.  Also printed: the
+cost of entering and leaving the guard alone.
+
+    python -m validation.benchmarks.bench_leak_guard
+    python -m validation.benchmarks.bench_leak_guard --rounds 7 --calls 200 lj38 rosenbrock4
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import statistics
+import time
+
+import numpy as np
+
+import problems
+import simdiff
+from simdiff.backends import get_backend
+from simdiff.backends._torch_leaks import LeakGuard
+
+DEFAULT = ("rosenbrock4", "muller-brown", "ishigami", "lj7", "lj38", "ode_rk4_decay",
+           "lotka_volterra")  # fmt: skip
+
+
+def _call(name: str):  # type: ignore[no-untyped-def]
+    p = problems.get(name)
+    d = simdiff.Derivatives(p, "torch")
+    x = p.x0
+    if p.is_scalar:
+        return lambda: d.grad(x)
+    u = np.ones(p.output_shape)
+    return lambda: d.vjp(u, x)
+
+
+def _per_call(f, calls: int) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    for _ in range(calls):
+        f()
+    return (time.perf_counter() - start) / calls
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", default=list(DEFAULT))
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=100)
+    args = ap.parse_args()
+    torch_backend = type(get_backend("torch"))
+    guarded = torch_backend.leak_guard
+    start = time.perf_counter()
+    for _ in range(100_000):
+        with LeakGuard():
+            pass
+    print(f"guard enter+exit alone: {(time.perf_counter() - start) * 10:.2f} us")
+    print("| problem | derivative | with guard (us) | without (us) | ratio (median) "
+          "| ratio (fastest) |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    rng = random.Random(0)
+    for name in args.names:
+        f = _call(name)
+        for _ in range(5):
+            f()  # first calls: probe, traces
+        times: dict[str, list[float]] = {"guard": [], "none": []}
+        for _ in range(args.rounds):
+            order = ["guard", "none"]
+            rng.shuffle(order)
+            for config in order:
+                if config == "none":
+                    torch_backend.leak_guard = lambda self: contextlib.nullcontext()  # type: ignore[method-assign]
+                try:
+                    times[config].append(_per_call(f, args.calls))
+                finally:
+                    torch_backend.leak_guard = guarded  # type: ignore[method-assign]
+        g, n = statistics.median(times["guard"]), statistics.median(times["none"])
+        fastest = min(times["guard"]) / min(times["none"])
+        kind = "grad" if problems.get(name).is_scalar else "vjp"
+        print(f"| {name} | {kind} | {g * 1e6:.1f} | {n * 1e6:.1f} | {g / n:.3f} | {fastest:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
