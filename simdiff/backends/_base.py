@@ -628,6 +628,19 @@ class Backend:
         """``x`` as a numpy array, or ``None`` if it has no value now (a tracer under jit/vmap)."""
         return self.to_numpy(x)
 
+    def is_traced(self, x: Any) -> bool:
+        """Whether native array ``x`` is an argument inside one of the framework's transforms.
+
+        A JAX tracer (under ``jax.jit``, ``jax.vmap``, ``jax.grad``, ...), a
+        torch tensor wrapped by a ``torch.func`` transform or traced by
+        torch.compile.  Such an array cannot be converted to numpy
+        (:meth:`to_numpy`); :meth:`concrete` says whether it has values now
+        (torch under ``torch.func.grad``: yes; JAX tracers, ``torch.func.vmap``:
+        no).  :class:`simdiff.Derivatives` keeps such inputs in the framework
+        (docs/composability.md).  False here: arrays without transforms (numpy).
+        """
+        return False
+
     def mutation_count(self, x: Any) -> Any:
         """A counter that changes with every in-place change of native array ``x``, or
         ``None`` where arrays are immutable (what a fingerprint rechecks cheaply)."""

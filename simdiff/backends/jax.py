@@ -218,6 +218,10 @@ class JaxBackend(Backend):
     def concrete(self, x: Any) -> Any:
         return _concrete(x)
 
+    def is_traced(self, x: Any) -> bool:
+        """Whether ``x`` is a JAX tracer (inside ``jax.jit``, ``vmap``, ``grad``, ...)."""
+        return isinstance(x, jax.core.Tracer)
+
     def threads(self) -> dict[str, Any]:
         """XLA's CPU threads: 1 if ``XLA_FLAGS`` made it single-threaded, else the affinity."""
         return {"xla": xla_threads()}
