@@ -488,9 +488,7 @@ class Derivatives(OperatorMethods):
             mode = "fwd" if self.problem.n <= m else "rev"
         return self._call("jacobian", {"mode": mode}, x, [])
 
-    def derivative(
-        self, order: int, direction: Any, x: Any = None, *, method: str = "auto"
-    ) -> Any:
+    def derivative(self, order: int, direction: Any, x: Any = None, *, method: str = "auto") -> Any:
         """``order``-th directional derivative of ``t -> f(x + t v)`` at 0, shape ``out``.
 
         ``method="auto"`` is ``"taylor"`` where the problem runs in the Taylor
@@ -741,7 +739,10 @@ class Derivatives(OperatorMethods):
         xsrc, x, xb, device = self._prepare(x, "x", (problem.n,), check)
         self._check_points(xsrc, x, xb)
         prepared = [self._prepare(e, name, shape, check) for name, e, shape in extras]
-        inputs = [(xsrc, x, "x")] + [(k, a, e[0]) for (k, a, _, _), e in zip(prepared, extras)]
+        names = [name for name, _, _ in extras]
+        inputs = [(xsrc, x, "x")] + [
+            (k, a, nm) for (k, a, _, _), nm in zip(prepared, names, strict=True)
+        ]
         traced = self._traced(inputs, kind)
         batches = {int(x.shape[0])} if xb else set()
         batches |= {int(a.shape[0]) for _, a, b, _ in prepared if b}
@@ -860,7 +861,8 @@ class Derivatives(OperatorMethods):
         self, kind: str, params: dict[str, Any], axes: tuple, device: Any, key: tuple
     ) -> Callable:
         T = self.backend
-        core = _build(kind, params, self.problem, T.ops(self.dtype, device), T)
+        with T.building():  # possibly inside the caller's trace: constants stay values
+            core = _build(kind, params, self.problem, T.ops(self.dtype, device), T)
         if any(a is not None for a in axes):
             core = T.vmap(core, in_axes=axes)
         core = T.jit(core, on_compile=self._count_compilation)
@@ -1029,9 +1031,7 @@ def value_and_grad(
     >>> simdiff.value_and_grad(p)
     (array(5.), array([2., 4.]))
     """
-    return cached_derivatives(problem, backend, x, dtype=dtype, compile=compile).value_and_grad(
-        x
-    )
+    return cached_derivatives(problem, backend, x, dtype=dtype, compile=compile).value_and_grad(x)
 
 
 def hessian(

@@ -169,10 +169,11 @@ def biharmonic(
     problem, x, weights, factor, backend
         As in :func:`laplacian`.
     method : {"auto", "collapsed", "taylor", "nested"}
-        ``"auto"``: as in :func:`laplacian`.  ``"collapsed"``/``"taylor"``: fourth-order Taylor along the ``r^2``
-        directions ``l_i`` and ``l_i +- l_j`` (weights ``1 - (r-1)/3`` and
-        ``1/6``, from polarisation); ``"nested"``: the Laplacian of the
-        Laplacian, both by forward over reverse (``r^2`` nested products).
+        ``"auto"``: as in :func:`laplacian`.  ``"collapsed"``/``"taylor"``:
+        fourth-order Taylor along the ``r^2`` directions ``l_i`` and
+        ``l_i +- l_j`` (weights ``1 - (r-1)/3`` and ``1/6``, from polarisation);
+        ``"nested"``: the Laplacian of the Laplacian, both by forward over
+        reverse (``r^2`` nested products).
         For large ``r`` use :func:`stochastic_biharmonic`.
 
     Returns

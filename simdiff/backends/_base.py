@@ -628,6 +628,19 @@ class Backend:
         """``x`` as a numpy array, or ``None`` if it has no value now (a tracer under jit/vmap)."""
         return self.to_numpy(x)
 
+    def eval_shape(self, fn: Callable[[Any], Any], x: Any) -> tuple[int, ...]:
+        """The shape of ``fn(x)`` (eager frameworks: one evaluation of ``fn``)."""
+        return tuple(int(s) for s in getattr(fn(x), "shape", ()))
+
+    def building(self) -> AbstractContextManager[Any]:
+        """A block in which derivative functions are built, possibly inside a caller's trace.
+
+        Constants made while building (``ops.eye(n)`` of a basis) must be
+        values, not tracers of the trace that happens to be active, since the
+        built function is kept and called again.  Eager frameworks: nothing to do.
+        """
+        return contextlib.nullcontext()
+
     def is_traced(self, x: Any) -> bool:
         """Whether native array ``x`` is an argument inside one of the framework's transforms.
 
