@@ -14,8 +14,9 @@ function is called (under ``jax.jit``: when it is traced).
 Directions come first and the point last, as in :func:`simdiff.hvp`:
 ``simdiff.jax.hvp(f)(v, x)``.
 
-This module is ``simdiff.jax``; simdiff's own modules import the framework
-with absolute imports (``import jax``), so the name does not shadow it.
+This module is ``simdiff.jax``; it imports the framework only through
+:func:`simdiff.get_backend`, and simdiff's backends import it with absolute
+imports (``import jax``), so the name does not shadow it.
 """
 
 from __future__ import annotations
@@ -23,12 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import jax  # noqa: F401  (the framework, absolute import: switches on JAX's x64 mode below)
-
 from simdiff import _functions
 from simdiff.backends import get_backend
 
-get_backend("jax")  # imports simdiff.backends.jax: float64 (jax_enable_x64) as everywhere
+get_backend("jax")  # imports jax through simdiff.backends.jax (x64 on), or says how to install it
 
 __all__ = ["derivative", "grad", "hessian", "hvp", "jacobian", "laplacian", "taylor",
            "value_and_grad"]  # fmt: skip

@@ -15,8 +15,9 @@ compose with ``torch.func.vmap``, ``torch.func.grad``, ``jacrev`` and
 Directions come first and the point last, as in :func:`simdiff.hvp`:
 ``simdiff.torch.hvp(f)(v, x)``.
 
-This module is ``simdiff.torch``; simdiff's own modules import the framework
-with absolute imports (``import torch``), so the name does not shadow it.
+This module is ``simdiff.torch``; it imports the framework only through
+:func:`simdiff.get_backend`, and simdiff's backends import it with absolute
+imports (``import torch``), so the name does not shadow it.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch  # noqa: F401  (the framework, absolute import)
-
 from simdiff import _functions
+from simdiff.backends import get_backend
+
+get_backend("torch")  # imports torch through simdiff.backends.torch, or says how to install it
 
 __all__ = ["derivative", "grad", "hessian", "hvp", "jacobian", "laplacian", "taylor",
            "value_and_grad"]  # fmt: skip
