@@ -279,6 +279,16 @@ class Derivatives(OperatorMethods):
         for it.  On every backend, the framework's own leak errors and
         warnings become ``LeakError``.
 
+    Notes
+    -----
+    Every method accepts traced inputs (JAX tracers inside ``jax.jit``,
+    ``jax.vmap`` or ``jax.grad``; tensors inside ``torch.func`` transforms)
+    and then returns the backend's own traced arrays: shape and dtype checks
+    run, finite and point checks run only where the values exist, and host
+    assemblies (structured Hessians, chunked Hessians, Taylor-interpolated
+    tensors) take a traced path or refuse with the reason.  See
+    docs/composability.md.
+
     Examples
     --------
     >>> import numpy as np, simdiff
@@ -339,6 +349,13 @@ class Derivatives(OperatorMethods):
         ``piece``, ``piece_kind``: e.g. the term Hessians of
         :class:`simdiff.pes.TermEnergy` as HVPs of the sum of the terms), with
         the path that computation ran under the same compile policy.
+
+        ``traced_calls`` counts the calls made with traced inputs (inside
+        ``jax.jit``/``vmap``/``grad`` or a ``torch.func`` transform; there
+        ``first_call_s`` is NaN if the first call was traced), and
+        ``method_reason`` says why ``method="auto"`` ran a method other than
+        its first choice (a problem without the Taylor context, a structured
+        Hessian asked for with a traced ``x``): docs/composability.md.
         """
         out = []
         for key, info in self._info.items():
