@@ -208,6 +208,7 @@ def test_torch_compile_of_the_problem_face_runs_with_graph_breaks():
     _close(compiled(x), torch.sin(2.0 * x), path_rtol(10))
 
 
+@pytest.mark.slow  # Dynamo traces torch.func's transforms: 4-8 s on a loaded 2-core machine
 def test_torch_compile_of_the_function_face_is_one_graph():
     p = simdiff.Problem(lambda x, ops: ops.sum(ops.sin(x) ** 2), x0=np.ones(3))
     x = torch.linspace(0.1, 0.9, 3, dtype=torch.float64)
