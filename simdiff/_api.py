@@ -253,7 +253,9 @@ class Derivatives(OperatorMethods):
     Parameters
     ----------
     problem : Problem
-    backend : {"jax", "torch"}
+    backend : {"jax", "torch", "numpy"}, optional
+        Default ``problem.default_backend``: jax, or torch for a problem that
+        runs on torch only (:meth:`Problem.from_torch`).
     dtype : {"float64", "float32"}, optional
         Computation dtype (default float64); inputs are cast to it.
     compile : {False, True, "auto"}
@@ -285,6 +287,16 @@ class Derivatives(OperatorMethods):
         raise ``LeakError`` at that op, about 10 us a call), so a leak that
         appears only at other points (behind a branch) is caught there.
 
+    Notes
+    -----
+    Every method accepts traced inputs (JAX tracers inside ``jax.jit``,
+    ``jax.vmap`` or ``jax.grad``; tensors inside ``torch.func`` transforms)
+    and then returns the backend's own traced arrays: shape and dtype checks
+    run, finite and point checks run only where the values exist, and host
+    assemblies (structured Hessians, chunked Hessians, Taylor-interpolated
+    tensors) take a traced path or refuse with the reason.  See
+    docs/composability.md.
+
     Examples
     --------
     >>> import numpy as np, simdiff
@@ -301,7 +313,7 @@ class Derivatives(OperatorMethods):
     def __init__(
         self,
         problem: Problem,
-        backend: str = "jax",
+        backend: str | None = None,
         *,
         dtype: Any = None,
         compile: bool | str = False,
@@ -310,7 +322,7 @@ class Derivatives(OperatorMethods):
     ) -> None:
         if not isinstance(problem, Problem):
             raise InputTypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
-        self.backend = get_backend(backend)
+        self.backend = get_backend(problem.default_backend if backend is None else backend)
         problem.require(self.backend.name)
         self.problem = problem
         self.dtype = A.resolve_dtype(dtype)
@@ -350,6 +362,13 @@ class Derivatives(OperatorMethods):
         (the list was rebuilt at a new geometry that many times; the
         callables above are those built for the current list), ``follow``,
         ``skin``, ``radius``.
+
+        ``traced_calls`` counts the calls made with traced inputs (inside
+        ``jax.jit``/``vmap``/``grad`` or a ``torch.func`` transform; there
+        ``first_call_s`` is NaN if the first call was traced), and
+        ``method_reason`` says why ``method="auto"`` ran a method other than
+        its first choice (a problem without the Taylor context, a structured
+        Hessian asked for with a traced ``x``): docs/composability.md.
         """
         out = []
         for key, info in self._info.items():
@@ -427,6 +446,20 @@ class Derivatives(OperatorMethods):
             raise OptionError(f"sparse must be True or False; got {sparse!r}")
         fn = self.problem.fn
         structured = isinstance(fn, StructuredHessian)
+        reason = None
+        if structured and _is_traced(x) and method in ("auto", "structured"):
+            if sparse or method == "structured":
+                raise UnsupportedError(
+                    f"the structured Hessian of {self.problem.name!r} is assembled on the host "
+                    "from the values of its pieces, and x is traced (inside a framework "
+                    "transform: no values): use method='auto' (the dense AD Hessian under "
+                    "tracing) or call outside the transform"
+                )
+            structured = False  # the dense AD Hessian: the same matrix, no host step
+            reason = (
+                "x traced (inside a framework transform): the structured Hessian assembles "
+                "its pieces on the host, so the dense AD Hessian ran"
+            )
         if sparse and method not in ("auto", "structured"):
             raise OptionError(
                 f"sparse=True gives the structured Hessian; method={method!r} is the dense AD "
@@ -451,10 +484,17 @@ class Derivatives(OperatorMethods):
             m = math.prod(self.problem.output_shape)
             compiled = self.compile is not False and self.backend.optional_compiler
             method = auto_hessian_method(self.backend, self.problem.n, m, compiled=compiled)
-        chunk = self._dense_chunk() if structured else None
+        chunk = self._dense_chunk() if isinstance(fn, StructuredHessian) else None
         if chunk is not None:
+            if reason is not None:  # chunks are assembled on the host
+                raise MemoryBudgetError(
+                    f"the dense AD Hessian of {self.problem.name!r} exceeds the memory budget "
+                    "and x is traced (inside a framework transform), where neither its "
+                    "structured nor its chunked form can run: call outside the transform, or "
+                    "use simdiff.hvp (matrix-free)"
+                )
             return self._chunked_hessian(x, chunk)
-        return self._call("hessian", {"method": method}, x, [])
+        return self._call("hessian", {"method": method}, x, [], reason)
 
     def hvp(self, v: Any, x: Any = None) -> Any:
         """Hessian-vector product ``H(x) v``, shape ``(n,)``.
@@ -482,16 +522,45 @@ class Derivatives(OperatorMethods):
             mode = "fwd" if self.problem.n <= m else "rev"
         return self._call("jacobian", {"mode": mode}, x, [])
 
-    def derivative(
-        self, order: int, direction: Any, x: Any = None, *, method: str = "taylor"
-    ) -> Any:
-        """``order``-th directional derivative of ``t -> f(x + t v)`` at 0, shape ``out``."""
+    def derivative(self, order: int, direction: Any, x: Any = None, *, method: str = "auto") -> Any:
+        """``order``-th directional derivative of ``t -> f(x + t v)`` at 0, shape ``out``.
+
+        ``method="auto"`` is ``"taylor"`` where the problem runs in the Taylor
+        context, else ``"nested"`` (a :meth:`Problem.from_jax` or
+        :meth:`Problem.from_torch` function calls the framework directly);
+        ``cache_info()`` names the method and, when ``"taylor"`` could not
+        run, the reason (``method_reason``).
+        """
         order = _check_order(order)
-        method = _choice(method, DERIVATIVE_METHODS, "derivative method")
+        method = _choice(method, ("auto", *DERIVATIVE_METHODS), "derivative method")
+        method, reason = self._taylor_or(method, "nested")
         extras = [("direction", direction, (self.problem.n,))]
         if method == "nested":
-            return self._call("derivative", {"order": order}, x, extras)
+            return self._call("derivative", {"order": order}, x, extras, reason)
         return self._call("taylor_derivative", {"order": order}, x, extras)
+
+    def _taylor_or(self, method: str, fallback: str, taylor: str = "taylor") -> tuple[str, Any]:
+        """``method``, with ``"auto"`` resolved: ``taylor`` if the problem runs in the Taylor
+        context, else ``fallback`` and the reason; an explicit Taylor method it cannot run
+        raises :class:`~simdiff.errors.UnsupportedError` naming the alternative."""
+        if self.problem.supports("taylor"):
+            return (taylor if method == "auto" else method), None
+        why = (
+            f"problem {self.problem.name!r} does not run in the Taylor context (its function "
+            f"calls {self.problem.default_backend} directly: Problem.from_"
+            f"{self.problem.default_backend})"
+        )
+        if method == "auto":
+            if not self.backend.differentiable:
+                raise UnsupportedError(
+                    f"{why}, and the {self.backend.name!r} context does not differentiate: "
+                    "no method can run; use a differentiating backend"
+                )
+            return fallback, f"{why}; {fallback!r} ran instead of {taylor!r}"
+        if method != fallback:
+            raise UnsupportedError(f"method={method!r} needs the Taylor context: {why}; "
+                                   f"use method={fallback!r} (or 'auto')")  # fmt: skip
+        return method, None
 
     def taylor(self, order: int, direction: Any, x: Any = None) -> Any:
         """Taylor coefficients ``c_0..c_K`` of ``t -> f(x + t v)``, shape ``(K+1, out...)``.
@@ -499,6 +568,14 @@ class Derivatives(OperatorMethods):
         Arguments in the order of :meth:`derivative`: ``order``, ``direction``, ``x``.
         """
         order = _check_taylor_order(order)
+        if not self.problem.supports("taylor"):
+            raise UnsupportedError(
+                f"taylor coefficients need the Taylor context, and problem {self.problem.name!r} "
+                f"does not run there (its function calls {self.problem.default_backend} "
+                f"directly: Problem.from_{self.problem.default_backend}); use "
+                "simdiff.derivative(problem, k, direction, x) (method 'auto' picks 'nested') "
+                "and c_k = derivative / k!"
+            )
         return self._call(
             "taylor", {"order": order}, x, [("direction", direction, (self.problem.n,))]
         )
@@ -515,6 +592,12 @@ class Derivatives(OperatorMethods):
         method = _choice(method, DERIVATIVE_METHODS, "derivative-tensor method")
         if method == "nested":
             return self._call("derivative_tensor", {"order": order}, x, [])
+        method, _ = self._taylor_or(method, "nested")
+        if _is_traced(x):
+            raise UnsupportedError(
+                "derivative_tensor(method='taylor') interpolates Taylor coefficients on the "
+                "host, and x is traced (inside a framework transform): use method='nested'"
+            )
         x = self.problem.x0 if x is None else x
         src = A.backend_of(x)
         xs = np.asarray(src.to_numpy(x) if src.is_native(x) else x, dtype=np.float64)
@@ -635,7 +718,38 @@ class Derivatives(OperatorMethods):
         values = np.asarray(values, dtype=np.float64)
         self.problem.check_points(values if batched else values[None])
 
-    def _call(self, kind: str, params: dict[str, Any], x: Any, extras: list) -> Any:
+    def _traced(self, inputs: list[tuple[Any, Any, str]], kind: str) -> bool:
+        """Whether any input is traced (inside a framework transform); refuse a foreign one.
+
+        ``inputs``: ``(src, array, name)``.  A traced array can only be
+        computed on by its own framework: it has no values to convert.
+        """
+        traced = False
+        for src, a, name in inputs:
+            if not src.is_traced(a):
+                continue
+            if src is not self.backend:
+                raise InputTypeError(
+                    f"simdiff.{kind} of problem {self.problem.name!r}: {name} is a traced "
+                    f"{src.name} array (inside a {src.name} transform) but the derivative "
+                    f"runs on backend {self.backend.name!r}; a traced value has no numbers "
+                    f"to convert: use backend={src.name!r}"
+                    + ("" if self.problem.supports(src.name) else
+                       f" with a problem that runs there (this one runs on "
+                       f"{list(self.problem.backends)})")
+                    + ", or call outside the transform"
+                )  # fmt: skip
+            traced = True
+        return traced
+
+    def _call(
+        self,
+        kind: str,
+        params: dict[str, Any],
+        x: Any,
+        extras: list,
+        reason: str | None = None,
+    ) -> Any:
         problem = self.problem
         if not self.backend.differentiable and kind not in _NO_AD_KINDS:
             raise UnsupportedError(
@@ -659,6 +773,11 @@ class Derivatives(OperatorMethods):
             self.probe_result = None
             self._generation = generation
         prepared = [self._prepare(e, name, shape, check) for name, e, shape in extras]
+        names = [name for name, _, _ in extras]
+        inputs = [(xsrc, x, "x")] + [
+            (k, a, nm) for (k, a, _, _), nm in zip(prepared, names, strict=True)
+        ]
+        traced = self._traced(inputs, kind)
         batches = {int(x.shape[0])} if xb else set()
         batches |= {int(a.shape[0]) for _, a, b, _ in prepared if b}
         if len(batches) > 1:
@@ -685,31 +804,45 @@ class Derivatives(OperatorMethods):
                 "shape": tuple(x.shape),
                 "batched": any(a is not None for a in axes),
                 "calls": 0,
+                "traced_calls": 0,
                 "compile": self.compile,
                 "path": self.backend.plain_path,
             }
-            start = time.perf_counter()
-            out = self._guarded(lambda: self.backend.block_until_ready(fn(*native)), kind, fn)
-            self._info[key]["first_call_s"] = time.perf_counter() - start  # honest first call
-            _log.debug(
-                "%s of %r on %s built; first call %.3g s (shape %s)",
-                kind, self.problem.name, self.backend.name,
-                self._info[key]["first_call_s"], tuple(x.shape),
-            )  # fmt: skip
-            if self.probe and self.probe_result is None and kind not in _NO_AD_KINDS:
-                self._probe(kind, native[0], xb, out, device)
-        elif isinstance(fn, CompiledCall) or not self.probe:
-            try:
-                out = fn(*native)
-            except Exception as exc:  # the framework's leak errors become LeakError
-                raise self._leak(exc, kind) from exc
+            if reason is not None:
+                self._info[key]["method_reason"] = reason
+            if traced:  # building it now, inside the caller's trace: no honest timing
+                self._info[key]["first_call_s"] = math.nan
+                out = self._guarded(lambda: _plain(fn)(*native), kind, fn, guard=False)
+            else:
+                start = time.perf_counter()
+                out = self._guarded(lambda: self.backend.block_until_ready(fn(*native)), kind, fn)
+                self._info[key]["first_call_s"] = time.perf_counter() - start  # honest first call
+                _log.debug(
+                    "%s of %r on %s built; first call %.3g s (shape %s)",
+                    kind, self.problem.name, self.backend.name,
+                    self._info[key]["first_call_s"], tuple(x.shape),
+                )  # fmt: skip
+                if self.probe and self.probe_result is None and kind not in _NO_AD_KINDS:
+                    self._probe(kind, native[0], xb, out, device)
         else:
+            info = self._info[key]
+            guarded = not traced and self.probe and not isinstance(fn, CompiledCall)
             try:
-                with self.backend.leak_guard():  # a leak at this point raises, at the leaking op
+                if traced:
+                    out = _plain(fn)(*native)
+                elif guarded:
+                    with self.backend.leak_guard():  # a leak at this point raises, at the op
+                        out = fn(*native)
+                else:
                     out = fn(*native)
             except Exception as exc:  # the framework's leak errors become LeakError
                 raise self._leak(exc, kind) from exc
+            first_concrete = not traced and info["calls"] == info["traced_calls"]
+            if first_concrete and self.probe and self.probe_result is None:
+                if kind not in _NO_AD_KINDS:  # the probe waits for a call with values
+                    self._probe(kind, native[0], xb, out, device)
         self._info[key]["calls"] += 1
+        self._info[key]["traced_calls"] += int(traced)
         if check:
             try:
                 tree_map(lambda y: A.check_finite_result(y, self.backend, f"simdiff.{kind}"), out)
@@ -718,6 +851,8 @@ class Derivatives(OperatorMethods):
                 if cause is not None:
                     raise cause from exc
                 raise
+        if traced:  # inside the caller's transform: the backend's own (traced) arrays
+            return out
         return tree_map(lambda y: A.convert_out(y, xsrc, self.backend), out)
 
     def _leak(self, exc: Exception, kind: str) -> Exception:
@@ -732,17 +867,19 @@ class Derivatives(OperatorMethods):
             f"values meant to be constant. ({type(exc).__name__}: {str(exc).splitlines()[0]})"
         )
 
-    def _guarded(self, thunk: Callable[[], Any], kind: str, fn: Any = None) -> Any:
+    def _guarded(
+        self, thunk: Callable[[], Any], kind: str, fn: Any = None, guard: bool = True
+    ) -> Any:
         """Run ``thunk``; the framework's leak errors and warnings become ``LeakError``.
 
         Under the backend's leak guard (``Backend.leak_guard``) unless the leak
         checks are off (``probe=False``) or ``fn``, the callable it runs, is
         compiled (Dynamo would trace the guard itself).
         """
-        guarded = self.probe and not isinstance(fn, CompiledCall)
-        guard = self.backend.leak_guard() if guarded else nullcontext()
+        guarded = guard and self.probe and not isinstance(fn, CompiledCall)
+        context = self.backend.leak_guard() if guarded else nullcontext()
         try:
-            with warnings.catch_warnings(), guard:
+            with warnings.catch_warnings(), context:
                 for message in self.backend.leak_warnings:
                     warnings.filterwarnings("error", message=message, category=UserWarning)
                 return thunk()
@@ -779,7 +916,8 @@ class Derivatives(OperatorMethods):
         self, kind: str, params: dict[str, Any], axes: tuple, device: Any, key: tuple
     ) -> Callable:
         T = self.backend
-        core = _build(kind, params, self.problem, T.ops(self.dtype, device), T)
+        with T.building():  # possibly inside the caller's trace: constants stay values
+            core = _build(kind, params, self.problem, T.ops(self.dtype, device), T)
         if any(a is not None for a in axes):
             core = T.vmap(core, in_axes=axes)
         core = T.jit(core, on_compile=self._count_compilation)
@@ -813,6 +951,21 @@ class Derivatives(OperatorMethods):
 _TOP_LEVEL_KINDS = frozenset({"value", "grad", "value_and_grad", "vjp"})
 
 
+def _is_traced(a: Any) -> bool:
+    """Whether ``a`` is a traced array of any framework (inside one of its transforms)."""
+    if a is None:
+        return False
+    src = A.backend_of(a)
+    return bool(src.is_native(a) and src.is_traced(a))
+
+
+def _plain(fn: Callable) -> Callable:
+    """The uncompiled callable behind ``fn``: what a traced input runs (no torch.compile
+    inside a ``torch.func`` transform; on JAX the jitted core, which nests in the caller's
+    trace)."""
+    return fn.eager if isinstance(fn, CompiledCall) else fn
+
+
 def _fullgraph(compile: Callable) -> Callable[[Callable], Callable]:
     return lambda fn: compile(fn, fullgraph=True)
 
@@ -827,15 +980,32 @@ def _refused(reason: str) -> Callable[[Callable], Callable]:
 # --------------------------------------------------------------------------- functions
 
 
+def resolve_backend(problem: Problem, backend: Any, *arrays: Any) -> Any:
+    """``backend``, or for ``None`` the backend of a traced argument (inside a framework
+    transform, where only that framework can compute) the problem runs on, else
+    ``problem.default_backend``."""
+    if backend is not None:
+        return backend
+    for a in arrays:
+        if _is_traced(a):
+            name = A.backend_of(a).name
+            if problem.supports(name):
+                return name
+    return problem.default_backend
+
+
 def cached_derivatives(
     problem: Problem,
-    backend: str,
-    *,
+    backend: str | None = None,
+    *arrays: Any,
     dtype: Any = None,
     check_finite: bool = True,
     compile: bool | str = False,
 ) -> Derivatives:
     """The problem's shared :class:`Derivatives` for these settings (built on first use).
+
+    ``backend=None`` is resolved by :func:`resolve_backend` from ``arrays``
+    (the call's arguments) and the problem.
 
     Kept in the problem's :class:`~simdiff._cache.DerivativeCache`
     (``problem.cache``), so every function of the API and every analysis built
@@ -844,6 +1014,7 @@ def cached_derivatives(
     """
     if not isinstance(problem, Problem):
         raise InputTypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
+    backend = resolve_backend(problem, backend, *arrays)
     key = ("derivatives", str(backend), str(dtype), bool(check_finite), str(compile))
     return problem.cache.get(
         key,
@@ -858,7 +1029,7 @@ def grad(
     problem: Problem,
     x: Any = None,
     *,
-    backend: str = "jax",
+    backend: str | None = None,
     dtype: Any = None,
     compile: bool | str = False,
 ) -> Any:
@@ -870,7 +1041,11 @@ def grad(
         Scalar-valued.
     x : array_like, shape (n,) or (batch, n), optional
         Point(s); default ``problem.x0``.
-    backend : {"jax", "torch"}
+    backend : {"jax", "torch"}, optional
+        Default (``None``): the framework of a traced argument (called inside
+        ``jax.jit``/``vmap``/``grad`` or a ``torch.func`` transform), else
+        ``problem.default_backend`` (torch for :meth:`Problem.from_torch`,
+        jax otherwise); every function of this module takes it.
     dtype : {"float64", "float32"}, optional
     compile : {False, True, "auto"}
         Compile policy on torch (see :class:`Derivatives`); every function of
@@ -879,7 +1054,8 @@ def grad(
     Returns
     -------
     array, shape (n,) or (batch, n)
-        Same array type as ``x``.
+        Same array type as ``x``; inside a framework transform, the backend's
+        own (traced) arrays (docs/composability.md).
 
     Examples
     --------
@@ -890,14 +1066,14 @@ def grad(
     >>> simdiff.grad(p, np.ones((3, 2)), backend="torch").shape
     (3, 2)
     """
-    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).grad(x)
+    return cached_derivatives(problem, backend, x, dtype=dtype, compile=compile).grad(x)
 
 
 def value_and_grad(
     problem: Problem,
     x: Any = None,
     *,
-    backend: str = "jax",
+    backend: str | None = None,
     dtype: Any = None,
     compile: bool | str = False,
 ):
@@ -910,14 +1086,14 @@ def value_and_grad(
     >>> simdiff.value_and_grad(p)
     (array(5.), array([2., 4.]))
     """
-    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).value_and_grad(x)
+    return cached_derivatives(problem, backend, x, dtype=dtype, compile=compile).value_and_grad(x)
 
 
 def hessian(
     problem: Problem,
     x: Any = None,
     *,
-    backend: str = "jax",
+    backend: str | None = None,
     method: str = "auto",
     dtype: Any = None,
     compile: bool | str = False,
@@ -946,7 +1122,7 @@ def hessian(
     array([[4., 2.],
            [2., 0.]])
     """
-    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).hessian(
+    return cached_derivatives(problem, backend, x, dtype=dtype, compile=compile).hessian(
         x, method=method, sparse=sparse
     )
 
@@ -956,7 +1132,7 @@ def hvp(
     v: Any,
     x: Any = None,
     *,
-    backend: str = "jax",
+    backend: str | None = None,
     dtype: Any = None,
     compile: bool | str = False,
 ):
@@ -969,7 +1145,7 @@ def hvp(
     >>> simdiff.hvp(p, np.array([1.0, 0.0]))
     array([4., 2.])
     """
-    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).hvp(v, x)
+    return cached_derivatives(problem, backend, v, x, dtype=dtype, compile=compile).hvp(v, x)
 
 
 def jvp(
@@ -977,7 +1153,7 @@ def jvp(
     v: Any,
     x: Any = None,
     *,
-    backend: str = "jax",
+    backend: str | None = None,
     dtype: Any = None,
     compile: bool | str = False,
 ):
@@ -991,7 +1167,7 @@ def jvp(
     >>> simdiff.jvp(p, np.array([1.0, 0.0]))
     array([2., 1.])
     """
-    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).jvp(v, x)
+    return cached_derivatives(problem, backend, v, x, dtype=dtype, compile=compile).jvp(v, x)
 
 
 def vjp(
@@ -999,7 +1175,7 @@ def vjp(
     u: Any,
     x: Any = None,
     *,
-    backend: str = "jax",
+    backend: str | None = None,
     dtype: Any = None,
     compile: bool | str = False,
 ):
@@ -1013,14 +1189,14 @@ def vjp(
     >>> simdiff.vjp(p, np.array([1.0, 1.0]))
     array([3., 0.])
     """
-    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).vjp(u, x)
+    return cached_derivatives(problem, backend, u, x, dtype=dtype, compile=compile).vjp(u, x)
 
 
 def jacobian(
     problem: Problem,
     x: Any = None,
     *,
-    backend: str = "jax",
+    backend: str | None = None,
     mode: str = "auto",
     dtype: Any = None,
     compile: bool | str = False,
@@ -1036,7 +1212,8 @@ def jacobian(
     array([[2., 0.],
            [1., 0.]])
     """
-    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).jacobian(x, mode=mode)
+    d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
+    return d.jacobian(x, mode=mode)
 
 
 def derivative(
@@ -1045,8 +1222,8 @@ def derivative(
     direction: Any,
     x: Any = None,
     *,
-    backend: str = "jax",
-    method: str = "taylor",
+    backend: str | None = None,
+    method: str = "auto",
     dtype: Any = None,
     compile: bool | str = False,
 ) -> Any:
@@ -1054,7 +1231,10 @@ def derivative(
 
     ``method="taylor"`` propagates a truncated Taylor series in one pass (cost
     polynomial in the order); ``"nested"`` nests ``jvp`` (cost exponential in
-    the order on eager backends).
+    the order on eager backends).  ``"auto"`` (the default) is ``"taylor"``,
+    or ``"nested"`` for a problem that does not run in the Taylor context
+    (:meth:`Problem.from_jax`, :meth:`Problem.from_torch`); the choice and
+    its reason are in :meth:`Derivatives.cache_info`.
 
     Examples
     --------
@@ -1063,9 +1243,8 @@ def derivative(
     >>> float(simdiff.derivative(p, 3, np.ones(1), method="nested"))
     8.0
     """
-    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).derivative(
-        order, direction, x, method=method
-    )
+    d = cached_derivatives(problem, backend, direction, x, dtype=dtype, compile=compile)
+    return d.derivative(order, direction, x, method=method)
 
 
 def taylor(
@@ -1074,7 +1253,7 @@ def taylor(
     direction: Any,
     x: Any = None,
     *,
-    backend: str = "jax",
+    backend: str | None = None,
     dtype: Any = None,
     compile: bool | str = False,
 ) -> Any:
@@ -1092,9 +1271,8 @@ def taylor(
     >>> simdiff.taylor(p, 3, np.ones(1), np.zeros(1))
     array([1.        , 1.        , 0.5       , 0.16666667])
     """
-    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).taylor(
-        order, direction, x
-    )
+    d = cached_derivatives(problem, backend, direction, x, dtype=dtype, compile=compile)
+    return d.taylor(order, direction, x)
 
 
 def derivative_tensor(
@@ -1103,7 +1281,7 @@ def derivative_tensor(
     x: Any = None,
     *,
     method: str = "nested",
-    backend: str = "jax",
+    backend: str | None = None,
     dtype: Any = None,
     compile: bool | str = False,
 ) -> Any:
@@ -1143,6 +1321,5 @@ def derivative_tensor(
     array([[4., 2.],
            [2., 0.]])
     """
-    return cached_derivatives(problem, backend, dtype=dtype, compile=compile).derivative_tensor(
-        order, x, method=method
-    )
+    d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
+    return d.derivative_tensor(order, x, method=method)

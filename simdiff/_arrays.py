@@ -21,6 +21,7 @@ __all__ = [
     "check_finite_array",
     "check_input_dtype",
     "convert_out",
+    "host_values",
     "resolve_dtype",
     "to_backend",
 ]
@@ -71,9 +72,26 @@ def warn_low_precision(x: Any, src: Backend, dtype: type, what: str) -> None:
         )
 
 
+def host_values(x: Any, src: Backend) -> Any:
+    """``x`` (a native array of ``src``) as numpy, or ``None`` when it has no value now.
+
+    An array inside a framework transform (``src.is_traced(x)``: a JAX tracer,
+    a tensor under ``torch.func.vmap``) has no host value; under
+    ``torch.func.grad`` it has one (read by ``src.concrete``).
+    """
+    if src.is_traced(x):
+        return src.concrete(x)
+    return src.to_numpy(x)
+
+
 def check_finite_array(x: Any, src: Backend, what: str) -> None:
-    """Raise ``ValueError`` naming the first non-finite entry of ``x``."""
-    a = src.to_numpy(x)
+    """Raise ``ValueError`` naming the first non-finite entry of ``x``.
+
+    Skipped where ``x`` has no value now (:func:`host_values`: a tracer).
+    """
+    a = host_values(x, src)
+    if a is None:
+        return
     finite = np.isfinite(a)
     if not finite.all():
         idx = tuple(int(i) for i in np.argwhere(~finite)[0])
@@ -81,8 +99,13 @@ def check_finite_array(x: Any, src: Backend, what: str) -> None:
 
 
 def check_finite_result(y: Any, backend: Backend, what: str) -> None:
-    """Raise :class:`NonFiniteError` if a derivative came out NaN or infinite."""
-    a = backend.to_numpy(y) if backend.is_native(y) else np.asarray(y)
+    """Raise :class:`NonFiniteError` if a derivative came out NaN or infinite.
+
+    Skipped where ``y`` has no value now (:func:`host_values`: a tracer).
+    """
+    a = host_values(y, backend) if backend.is_native(y) else np.asarray(y)
+    if a is None:
+        return
     finite = np.isfinite(a)
     if not finite.all():
         idx = tuple(int(i) for i in np.argwhere(~finite)[0])

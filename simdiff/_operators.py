@@ -36,8 +36,8 @@ def derivative_sum(
     x: Any = None,
     *,
     weights: Any = None,
-    method: str = "collapsed",
-    backend: str = "jax",
+    method: str = "auto",
+    backend: str | None = None,
     dtype: Any = None,
 ) -> Any:
     """Weighted sum of ``order``-th directional derivatives, ``sum_d w_d D^K f(x)[v_d]^K``.
@@ -57,13 +57,18 @@ def derivative_sum(
     weights : array_like, shape (D,) or (G, D), optional
         Default ones.  With ``(G, D)``, ``G`` weighted sums come back (shape
         ``(G, *out)``) from the same pass.
-    method : {"collapsed", "taylor", "nested"}
+    method : {"auto", "collapsed", "taylor", "nested"}
+        ``"auto"`` (default): ``"collapsed"``, or ``"nested"`` for a problem that
+        does not run in the Taylor context (:meth:`Problem.from_jax`,
+        :meth:`Problem.from_torch`; the reason is in ``Derivatives.cache_info()``).
         ``"collapsed"``: one collapsed Taylor pass (the top coefficient summed
         over directions as it is propagated; ``1 + (K-1) D + G`` vectors);
         ``"taylor"``: ``D`` separate Taylor passes (``D (K+1)`` vectors);
         ``"nested"``: nested AD per direction (forward over reverse for
         ``K = 2`` on scalar problems).  All agree to rounding.
-    backend : {"jax", "torch", "numpy"}
+    backend : {"jax", "torch", "numpy"}, optional
+        Default: as :func:`simdiff.grad` (the framework of a traced ``x``, else
+        ``problem.default_backend``).
         ``"numpy"`` evaluates the ``"collapsed"`` and ``"taylor"`` methods.
 
     Returns
@@ -80,7 +85,7 @@ def derivative_sum(
     >>> simdiff.derivative_sum(p, 3, V, weights=np.array([[1.0, 0.0], [0.0, 1.0]]))
     array([ 6., -6.])
     """
-    d = cached_derivatives(problem, backend, dtype=dtype)
+    d = cached_derivatives(problem, backend, x, dtype=dtype)
     return d.derivative_sum(order, directions, x, weights=weights, method=method)
 
 
@@ -90,8 +95,8 @@ def laplacian(
     *,
     weights: Any = None,
     factor: Any = None,
-    method: str = "collapsed",
-    backend: str = "jax",
+    method: str = "auto",
+    backend: str | None = None,
     dtype: Any = None,
 ) -> Any:
     """The Laplacian ``tr H(x)``, or ``tr(Sigma H(x))`` with ``weights=Sigma``.
@@ -106,10 +111,12 @@ def laplacian(
         ``E[f(mu + L z)] ~ f(mu) + tr(Sigma H) / 2`` for ``z ~ N(0, I)``.
     factor : array_like, shape (n, r), optional
         ``L`` with ``Sigma = L L^T`` instead of ``weights`` (``r`` directions).
-    method : {"collapsed", "taylor", "nested"}
+    method : {"auto", "collapsed", "taylor", "nested"}
         See :func:`derivative_sum`; ``"nested"`` is ``r`` forward-over-reverse
         Hessian-vector products.
-    backend : {"jax", "torch", "numpy"}
+    backend : {"jax", "torch", "numpy"}, optional
+        Default: as :func:`simdiff.grad` (the framework of a traced ``x``, else
+        ``problem.default_backend``).
 
     Returns
     -------
@@ -139,7 +146,7 @@ def laplacian(
     >>> simdiff.laplacian(p, weights=np.diag([1.0, 0.5]), backend="torch")
     array(12.)
     """
-    d = cached_derivatives(problem, backend, dtype=dtype)
+    d = cached_derivatives(problem, backend, x, dtype=dtype)
     return d.laplacian(x, weights=weights, factor=factor, method=method)
 
 
@@ -149,8 +156,8 @@ def biharmonic(
     *,
     weights: Any = None,
     factor: Any = None,
-    method: str = "collapsed",
-    backend: str = "jax",
+    method: str = "auto",
+    backend: str | None = None,
     dtype: Any = None,
 ) -> Any:
     """The biharmonic operator ``Delta^2 f = sum_ij d^4 f / dx_i^2 dx_j^2`` (or in metric Sigma).
@@ -161,11 +168,12 @@ def biharmonic(
     ----------
     problem, x, weights, factor, backend
         As in :func:`laplacian`.
-    method : {"collapsed", "taylor", "nested"}
-        ``"collapsed"``/``"taylor"``: fourth-order Taylor along the ``r^2``
-        directions ``l_i`` and ``l_i +- l_j`` (weights ``1 - (r-1)/3`` and
-        ``1/6``, from polarisation); ``"nested"``: the Laplacian of the
-        Laplacian, both by forward over reverse (``r^2`` nested products).
+    method : {"auto", "collapsed", "taylor", "nested"}
+        ``"auto"``: as in :func:`laplacian`.  ``"collapsed"``/``"taylor"``:
+        fourth-order Taylor along the ``r^2`` directions ``l_i`` and
+        ``l_i +- l_j`` (weights ``1 - (r-1)/3`` and ``1/6``, from polarisation);
+        ``"nested"``: the Laplacian of the Laplacian, both by forward over
+        reverse (``r^2`` nested products).
         For large ``r`` use :func:`stochastic_biharmonic`.
 
     Returns
@@ -179,7 +187,7 @@ def biharmonic(
     >>> simdiff.biharmonic(p)                 # 2 * 4 + 24
     array(32.)
     """
-    d = cached_derivatives(problem, backend, dtype=dtype)
+    d = cached_derivatives(problem, backend, x, dtype=dtype)
     return d.biharmonic(x, weights=weights, factor=factor, method=method)
 
 
@@ -245,7 +253,7 @@ def stochastic_laplacian(
     num_samples: int = 16,
     distribution: str = "rademacher",
     seed: Any = 0,
-    backend: str = "jax",
+    backend: str | None = None,
     dtype: Any = None,
 ) -> StochasticEstimate:
     """Hutchinson's estimate of ``tr(Sigma H)``: the mean of ``v^T H v`` over ``v = L z``.
@@ -280,7 +288,7 @@ def stochastic_laplacian(
     >>> bool(abs(float(est.value) - 6.0) < 4 * float(est.stderr)), est.samples.shape
     (True, (256,))
     """
-    d = cached_derivatives(problem, backend, dtype=dtype)
+    d = cached_derivatives(problem, backend, x, dtype=dtype)
     d._scalar("stochastic_laplacian")
     Lr = covariance_factor(problem.n, weights, factor)
     Z = _samples(Lr.shape[0], num_samples, distribution, seed)
@@ -297,7 +305,7 @@ def stochastic_biharmonic(
     factor: Any = None,
     num_samples: int = 16,
     seed: Any = 0,
-    backend: str = "jax",
+    backend: str | None = None,
     dtype: Any = None,
 ) -> StochasticEstimate:
     """Unbiased estimate of the biharmonic operator from Gaussian directions (STDE).
@@ -333,7 +341,7 @@ def stochastic_biharmonic(
     >>> bool(abs(float(est.value) - 72.0) < 4 * float(est.stderr))     # exact: 3 * 24
     True
     """
-    d = cached_derivatives(problem, backend, dtype=dtype)
+    d = cached_derivatives(problem, backend, x, dtype=dtype)
     d._scalar("stochastic_biharmonic")
     Lr = covariance_factor(problem.n, weights, factor)
     Z = _samples(Lr.shape[0], num_samples, "gaussian", seed)

@@ -232,9 +232,9 @@ def build_operator(kind: str, params: dict[str, Any], problem: Any, ops: Any, T:
 
 
 def _method(method: str) -> str:
-    if method not in OPERATOR_METHODS:
+    if method != "auto" and method not in OPERATOR_METHODS:
         raise OptionError(f"unknown operator method {method!r}; expected one of "
-                          f"{list(OPERATOR_METHODS)}")  # fmt: skip
+                          f"{['auto', *OPERATOR_METHODS]}")  # fmt: skip
     return method
 
 
@@ -245,6 +245,8 @@ class OperatorMethods:
     backend: Any
     dtype: Any
     _call: Callable[..., Any]
+    #: ``(method, fallback, taylor) -> (method, reason)``: ``"auto"`` resolved (Derivatives)
+    _taylor_or: Callable[..., tuple[str, Any]]
 
     def _operand(self, a: np.ndarray, x: Any) -> Any:
         """The checked host array ``a`` as a backend array on ``x``'s device.
@@ -274,16 +276,18 @@ class OperatorMethods:
         x: Any = None,
         *,
         weights: Any = None,
-        method: str = "collapsed",
+        method: str = "auto",
     ) -> Any:
         """``sum_d w_d D^K f(x)[v_d, ..., v_d]``, shape ``out`` (``(G, *out)`` for grouped weights).
 
         ``directions`` (D, n); ``weights`` (D,) (default ones) or (G, D) for
-        ``G`` separate weighted sums.  See :func:`simdiff.derivative_sum`.
+        ``G`` separate weighted sums.  ``method="auto"`` is ``"collapsed"``,
+        or ``"nested"`` where the problem does not run in the Taylor context
+        (the reason goes to ``cache_info()``).  See :func:`simdiff.derivative_sum`.
         """
         if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
             raise OptionError(f"order must be an integer >= 1; got {order!r}")
-        method = _method(method)
+        method, reason = self._taylor_or(_method(method), "nested", "collapsed")
         V = _host(directions, "directions")
         n = self.problem.n
         if V.ndim != 2 or V.shape[1] != n or V.shape[0] == 0:
@@ -299,10 +303,10 @@ class OperatorMethods:
                   ("weights", self._operand(w, xd), w.shape)]  # fmt: skip
         # one kind per capability: the numpy context evaluates the Taylor methods, not nested AD
         kind = "derivative_sum_nested" if method == "nested" else "derivative_sum"
-        return self._call(kind, params, x, extras)
+        return self._call(kind, params, x, extras, reason)
 
     def laplacian(
-        self, x: Any = None, *, weights: Any = None, factor: Any = None, method: str = "collapsed"
+        self, x: Any = None, *, weights: Any = None, factor: Any = None, method: str = "auto"
     ) -> Any:
         """``tr(Sigma H(x))`` (``Sigma = I``: the Laplacian); see :func:`simdiff.laplacian`."""
         self._scalar("laplacian")
@@ -312,7 +316,7 @@ class OperatorMethods:
         return self.derivative_sum(2, V, x, method=method)
 
     def biharmonic(
-        self, x: Any = None, *, weights: Any = None, factor: Any = None, method: str = "collapsed"
+        self, x: Any = None, *, weights: Any = None, factor: Any = None, method: str = "auto"
     ) -> Any:
         """``sum_ij D^4 f[l_i, l_i, l_j, l_j]`` (``Sigma = I``: ``Delta^2 f``); see
         :func:`simdiff.biharmonic`."""
@@ -320,7 +324,9 @@ class OperatorMethods:
         Lr = covariance_factor(self.problem.n, weights, factor)
         if Lr.shape[0] == 0:
             Lr = np.zeros((1, self.problem.n))
-        if _method(method) == "nested":
-            return self._call("biharmonic_nested", {}, x, [("directions", Lr, Lr.shape)])
+        method, reason = self._taylor_or(_method(method), "nested", "collapsed")
+        if method == "nested":
+            extras = [("directions", Lr, Lr.shape)]
+            return self._call("biharmonic_nested", {}, x, extras, reason)
         V, w = biharmonic_directions(Lr)
         return self.derivative_sum(4, V, x, weights=w, method=method)

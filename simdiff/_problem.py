@@ -215,7 +215,9 @@ class Problem:
         >>> simdiff.grad(p)
         array([1., 1.])
         """
-        return cls(_only(f, "jax"), x0, backends=("jax",), **_named(f, kwargs))
+        problem = cls(_only(f, "jax"), x0, backends=("jax",), **_named(f, kwargs))
+        problem.runs_taylor = False
+        return problem
 
     @classmethod
     def from_torch(cls, f: Callable[[Any], Any], x0: Any, **kwargs: Any) -> Problem:
@@ -225,10 +227,12 @@ class Problem:
         --------
         >>> import torch, numpy as np, simdiff
         >>> p = simdiff.Problem.from_torch(lambda x: torch.sum(torch.sin(x)), np.zeros(2))
-        >>> simdiff.grad(p, backend="torch")
+        >>> simdiff.grad(p)               # the default backend of a from_torch problem: torch
         array([1., 1.])
         """
-        return cls(_only(f, "torch"), x0, backends=("torch",), **_named(f, kwargs))
+        problem = cls(_only(f, "torch"), x0, backends=("torch",), **_named(f, kwargs))
+        problem.runs_taylor = False
+        return problem
 
     # ------------------------------------------------------------------ facts
     @property
@@ -338,8 +342,34 @@ class Problem:
             return exc
         return None
 
+    #: Whether ``fn`` runs in the Taylor context (:mod:`simdiff.backends.taylor`), which
+    #: the Taylor and collapsed-Taylor methods need: False for ``Problem.from_jax`` and
+    #: ``Problem.from_torch`` (their functions call jax.numpy / torch directly, not ``ops``).
+    runs_taylor: bool = True
+
+    @property
+    def default_backend(self) -> str:
+        """The backend the derivative functions use when none is named (``backend=None``).
+
+        ``"jax"`` where ``fn`` runs there, else the first differentiating
+        backend it runs on (``"torch"`` for :meth:`from_torch`), else its
+        first context.
+
+        Examples
+        --------
+        >>> import numpy as np, simdiff
+        >>> simdiff.Problem(lambda x, ops: ops.sum(x), x0=np.ones(2)).default_backend
+        'jax'
+        """
+        for name in ("jax", "torch"):
+            if name in self.backends:
+                return name
+        return self.backends[0]
+
     def supports(self, backend: str) -> bool:
-        """Whether ``fn`` runs in context ``backend``."""
+        """Whether ``fn`` runs in context ``backend`` (``"taylor"``: see ``runs_taylor``)."""
+        if backend == "taylor":
+            return self.runs_taylor
         return backend in self.backends
 
     def require(self, backend: str) -> None:

@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("simdiff", "simdiff.backends", "simdiff.errors", "simdiff.evidence", "simdiff.ode",
-            "simdiff.pde", "simdiff.pes", "simdiff.sensitivity", "simdiff.store")  # fmt: skip
+            "simdiff.pde", "simdiff.pes", "simdiff.sensitivity", "simdiff.store", "simdiff.jax",
+            "simdiff.torch")  # fmt: skip
 
 
 def _resolve(path: str) -> object:

@@ -25,7 +25,7 @@ FENCE = re.compile(
 )
 MAX_NO_RUN = 4
 #: Pages whose code takes more than a few seconds.
-SLOW = {"pes.md", "sensitivity.md", "ode.md", "pde.md", "taylor.md"}
+SLOW = {"pes.md", "sensitivity.md", "ode.md", "pde.md", "taylor.md", "composability.md"}
 
 
 def blocks(page: Path) -> list[tuple[str, str | None]]:

@@ -637,6 +637,32 @@ class Backend:
         """``x`` as a numpy array, or ``None`` if it has no value now (a tracer under jit/vmap)."""
         return self.to_numpy(x)
 
+    def eval_shape(self, fn: Callable[[Any], Any], x: Any) -> tuple[int, ...]:
+        """The shape of ``fn(x)`` (eager frameworks: one evaluation of ``fn``)."""
+        return tuple(int(s) for s in getattr(fn(x), "shape", ()))
+
+    def building(self) -> AbstractContextManager[Any]:
+        """A block in which derivative functions are built, possibly inside a caller's trace.
+
+        Constants made while building (``ops.eye(n)`` of a basis) must be
+        values, not tracers of the trace that happens to be active, since the
+        built function is kept and called again.  Eager frameworks: nothing to do.
+        """
+        return contextlib.nullcontext()
+
+    def is_traced(self, x: Any) -> bool:
+        """Whether native array ``x`` is an argument inside one of the framework's transforms.
+
+        A JAX tracer (under ``jax.jit``, ``jax.vmap``, ``jax.grad``, ...), a
+        torch tensor wrapped by a ``torch.func`` transform or traced by
+        torch.compile.  Such an array cannot be converted to numpy
+        (:meth:`to_numpy`); :meth:`concrete` says whether it has values now
+        (torch under ``torch.func.grad``: yes; JAX tracers, ``torch.func.vmap``:
+        no).  :class:`simdiff.Derivatives` keeps such inputs in the framework
+        (docs/composability.md).  False here: arrays without transforms (numpy).
+        """
+        return False
+
     def mutation_count(self, x: Any) -> Any:
         """A counter that changes with every in-place change of native array ``x``, or
         ``None`` where arrays are immutable (what a fingerprint rechecks cheaply)."""

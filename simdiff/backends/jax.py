@@ -218,6 +218,18 @@ class JaxBackend(Backend):
     def concrete(self, x: Any) -> Any:
         return _concrete(x)
 
+    def eval_shape(self, fn: Callable[[Any], Any], x: Any) -> tuple[int, ...]:
+        """``jax.eval_shape``: the output shape from tracing ``fn``, no evaluation."""
+        return tuple(int(s) for s in jax.eval_shape(fn, x).shape)
+
+    def building(self) -> Any:
+        """``jax.ensure_compile_time_eval``: constants made while building are values."""
+        return jax.ensure_compile_time_eval()
+
+    def is_traced(self, x: Any) -> bool:
+        """Whether ``x`` is a JAX tracer (inside ``jax.jit``, ``vmap``, ``grad``, ...)."""
+        return isinstance(x, jax.core.Tracer)
+
     def threads(self) -> dict[str, Any]:
         """XLA's CPU threads: 1 if ``XLA_FLAGS`` made it single-threaded, else the affinity."""
         return {"xla": xla_threads()}

@@ -931,6 +931,17 @@ class TorchBackend(Backend):
     def concrete(self, x: Any) -> Any:
         return _concrete(x)
 
+    def is_traced(self, x: Any) -> bool:
+        """Whether ``x`` is wrapped by a ``torch.func`` transform or traced by torch.compile.
+
+        Such a tensor has no storage to read (``x.numpy()`` fails); under
+        ``torch.func.grad``/``jvp`` its values still come by ``concrete``,
+        under ``torch.func.vmap`` (and torch.compile's tracing) they do not.
+        """
+        return isinstance(x, torch.Tensor) and (
+            torch._C._functorch.is_functorch_wrapped_tensor(x) or torch.compiler.is_compiling()
+        )
+
     def mutation_count(self, x: Any) -> Any:
         """torch's version counter of ``x`` (bumped by every in-place operation)."""
         return x._version
