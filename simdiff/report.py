@@ -139,6 +139,7 @@ def write_report(
         + (f"; sources sha256 `{digest}` (simdiff/, problems/, validation/)." if digest else "."),
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".",
         f"Threads: {_thread_line(th)}.",
+        f"Load average (1, 5, 15 min) when the report was written: {_load()}.",
         "",
     ]
     lines += _claims_section(claims, out)
@@ -162,6 +163,13 @@ def write_report(
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def _load() -> str:
+    try:
+        return ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 def _thread_line(th: dict[str, Any]) -> str:

@@ -43,7 +43,7 @@ LITERATURE_KEYS = (
 
 
 def _plain(v: Any) -> str:
-    """``repr`` with numpy scalars as plain numbers: ``(-0.558224, 1.441726)``, not ``np.float64(...)``."""
+    """``repr`` with numpy scalars as plain numbers (``-0.558224``, not ``np.float64(...)``)."""
     if isinstance(v, np.generic):
         return repr(v.item())
     if isinstance(v, tuple):

@@ -166,7 +166,7 @@ def C8(ctx: ClaimsContext) -> dict[str, Any]:
     alternating order and times the first gradient call (trace + compile +
     run).  Statistic per round: scan / unrolled.
     """
-    steps = ctx.pick(6, 16)  # unrolled compile time grows about quadratically in steps
+    steps = ctx.pick(3, 16)  # unrolled compile time grows about quadratically in steps
     times: dict[str, list[float]] = {"scan": [], "unrolled": []}
     values: dict[str, Any] = {}
     for r in range(ctx.n_rounds(RECORDS["C8"])):
