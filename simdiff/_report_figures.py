@@ -129,7 +129,7 @@ def fig_claims(claims: list[dict[str, Any]], path: Path) -> bool:
     for i, c in enumerate(rows):
         outcome = str(c.get("outcome") or str(c.get("verdict", "")).split(":")[0])
         col = OUTCOME_COLOURS.get(outcome.split(" (")[0], "tab:orange")
-        fig_v = c.get("figure", c.get("threshold"))
+        fig_v: float = c.get("figure", c.get("threshold"))  # type: ignore[assignment]
         band = c.get("band") or [math.nan, math.nan]
         lo, hi = (c.get("interval") or [math.nan, math.nan])[:2]
         r = c.get("ratio", math.nan)
