@@ -372,6 +372,7 @@ def quantity(iv: Interval, unit: str) -> str:
             return "never" if math.isinf(v) else f"{v:.3g}"
 
         return f"{c(iv.ratio)} calls ({c(iv.lo)}-{c(iv.hi)})"
+
     def x(v: float) -> str:
         return "inf" if math.isinf(v) else (f"{v:.0f}" if abs(v) >= 100 else f"{v:.2g}")
 
@@ -488,7 +489,8 @@ RECORDS: dict[str, ClaimRecord] = {
             condition="on the workload's size",
             reads="eager torch takes {} torch.compile's time",
             plain={
-                "confirmed": "torch.compile speeds the derivative up by the article's 1.5-2x or more",
+                "confirmed": "torch.compile speeds the derivative up by the article's 1.5-2x "
+                "or more",
                 "refuted": "torch.compile does not speed the derivative up",
             },
         ),
