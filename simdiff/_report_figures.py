@@ -4,7 +4,8 @@
   configuration, per problem and derivative?  Problems on one axis, the
   steady-time ratio on a log axis, colour = configuration, marker = derivative.
 - :func:`fig_claims`: where does each claim's interval lie relative to the
-  article's threshold?  Statistic / threshold on a log axis with its interval.
+  article's figure and its band?  Every claim on its own row, its question
+  as the label.
 - :func:`fig_first_call`: what does the first call (trace + compile) cost
   relative to the steady state?
 """
@@ -85,38 +86,92 @@ def fig_ratio_to_jax(compares: dict[str, dict], path: Path, base: str = "jax-jit
     return True
 
 
-def fig_claims(claims: list[dict[str, Any]], path: Path) -> bool:
-    """Each claim's statistic over its threshold, with the bootstrap interval (log axis).
+def _wrap(text: str, width: int = 46) -> str:
+    import textwrap
 
-    A claim whose interval reaches zero or below (a slope within noise of 0)
-    cannot be drawn on the log axis and is left to the table.
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
+#: Outcome colours of the claims figure.
+OUTCOME_COLOURS = {
+    "confirmed": "tab:green",
+    "refuted": "tab:red",
+    "never": "tab:red",
+    "depends": "tab:orange",
+    "unstable": "tab:purple",
+    "not measurable": "tab:gray",
+    "not measured": "tab:gray",
+}
+
+
+def _scaled(v: Any, figure: float) -> float:
+    return v / figure if isinstance(v, (int, float)) and not math.isnan(v) else math.nan
+
+
+def fig_claims(claims: list[dict[str, Any]], path: Path) -> bool:
+    """Every claim on its own row: the interval over the article's figure, against its band.
+
+    Log axis of statistic / article's figure; the shaded span is the band
+    that counts as reproduced, the dotted line the neutral point.  An
+    interval end at or below zero (a per-op cost within noise of 0) or at
+    infinity ("never") is drawn at the axis edge with an arrow and said in
+    words; a fact (C9) or an unmeasured claim is a text row.  Labels are the
+    claims' questions, wrapped, never truncated.
     """
-    rows = [
-        c
-        for c in claims
-        if _finite(c.get("threshold")) and _finite(c.get("ratio"))
-        and all(_finite(v) for v in c.get("interval", [math.nan]))
-    ]  # fmt: skip
-    if not rows:
+    if not claims:
         return False
     plt = _plt()
-    colors = {"confirmed": "tab:green", "refuted": "tab:red"}
-    fig, ax = plt.subplots(figsize=(6.5, 1.2 + 0.4 * len(rows)))
+    rows = list(claims)
+    labels = [_wrap(f"{c['id']}: {c.get('question') or c.get('claim', '')}") for c in rows]
+    height = 0.9 + sum(0.22 * (1 + lab.count("\n")) + 0.25 for lab in labels)
+    fig, ax = plt.subplots(figsize=(9.0, height))
+    xmin, xmax = 1e-3, 1e3
     for i, c in enumerate(rows):
-        t = c["threshold"]
-        lo, hi = (v / t for v in c["interval"])
-        r = c["ratio"] / t
-        word = c["verdict"].split(":")[0].split(" (")[0]  # "confirmed (fails on ...)" too
-        col = colors.get(word, "tab:orange")
-        ax.errorbar(r, i, xerr=[[r - lo], [hi - r]], fmt="o", color=col, capsize=3)
-    ax.axvline(1.0, color="k", lw=0.8, ls=":")
+        outcome = str(c.get("outcome") or str(c.get("verdict", "")).split(":")[0])
+        col = OUTCOME_COLOURS.get(outcome.split(" (")[0], "tab:orange")
+        fig_v: float = c.get("figure", c.get("threshold"))  # type: ignore[assignment]
+        band = c.get("band") or [math.nan, math.nan]
+        lo, hi = (c.get("interval") or [math.nan, math.nan])[:2]
+        r = c.get("ratio", math.nan)
+        if not _finite(fig_v) or not isinstance(r, (int, float)) or math.isnan(r):
+            why = "a check" if c.get("kind") == "fact" else "not measured"
+            ax.text(1.0, i, f"{outcome} (no interval: {why})", ha="center", va="center",
+                    fontsize=7, color=col)  # fmt: skip
+            continue
+        b_lo, b_hi = (_scaled(v, fig_v) for v in band)
+        if not math.isnan(b_lo):
+            ax.fill_betweenx([i - 0.3, i + 0.3], max(b_lo, xmin), min(b_hi, xmax), color="0.88")
+        neutral = _scaled(c.get("neutral", math.nan), fig_v)
+        if _finite(neutral):
+            ax.plot([neutral, neutral], [i - 0.35, i + 0.35], color="k", lw=0.8, ls=":")
+        s_lo, s_r, s_hi = (_scaled(v, fig_v) for v in (lo, r, hi))
+        d_lo = s_lo if _finite(s_lo) else xmin
+        d_hi = min(s_hi, xmax) if not math.isnan(s_hi) else xmax
+        d_r = min(max(s_r, xmin), xmax) if not math.isnan(s_r) else xmin
+        ax.plot([max(d_lo, xmin), d_hi], [i, i], color=col, lw=2)
+        ax.plot([d_r], [i], "o", color=col)
+        notes = []
+        if not _finite(s_lo):
+            ax.annotate("", (xmin, i), (xmin * 3, i), arrowprops={"arrowstyle": "->", "color": col})
+            notes.append("interval reaches <= 0")
+        if math.isinf(s_hi):
+            ax.annotate("", (xmax, i), (xmax / 3, i), arrowprops={"arrowstyle": "->", "color": col})
+            notes.append("interval reaches 'never'")
+        ax.text(xmax * 1.3, i, outcome + ("; " + ", ".join(notes) if notes else ""),
+                va="center", fontsize=7, color=col)  # fmt: skip
+    ax.axvline(1.0, color="k", lw=0.6)
     ax.set_xscale("log")
-    ax.set_yticks(range(len(rows)), [f"{c['id']}: {c['verdict'][:28]}" for c in rows], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("measured statistic / article's threshold (log; interval: 95% bootstrap)")
-    ax.set_title("Claims: where each interval lies relative to its threshold")
+    ax.set_xlim(xmin, xmax)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_yticks(range(len(rows)), labels, fontsize=7)
+    ax.set_xlabel(
+        "measured statistic / article's figure (log; line: 95% interval over processes and "
+        "rounds; grey: band 'reproduced'; dotted: neutral point)",
+        fontsize=7,
+    )
+    ax.set_title("Claims: each interval against the article's figure and band", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return True
 

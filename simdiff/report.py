@@ -10,13 +10,15 @@ conventions it understands (written by ``validation/`` and the CLI):
 | catalogue name | `compare` | `all` | `entries` (CompareEntry dicts), `baseline` |
 | catalogue name | `literature` | `all` | `rows` (validation/literature.py) |
 | catalogue name | `skipped` | any | `reason` |
-| `claims` | `C1`..`C9` | `claim` | the claim dict of validation/claims.py |
+| `claims` | `C1`..`C9` | `process-<k>` | one process's measurement (validation/claims `part`) |
+| `claims` | `C1`..`C9` | `claim` | the decided claim (`validation.claims.decide`) |
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,6 @@ from .errors import InputError
 from .store import Store
 
 __all__ = ["write_report"]
-
-_VERDICT_ORDER = ("confirmed", "refuted", "depends")
 
 
 def _fmt_t(t: Any) -> str:
@@ -115,10 +115,12 @@ def write_report(
         if e["kind"] == "skipped"
     ]
     claims = sorted(
-        (e["record"] for e in entries if e["problem"] == "claims"), key=lambda c: int(c["id"][1:])
+        (e["record"] for e in entries if e["problem"] == "claims" and e["config"] == "claim"),
+        key=lambda c: int(c["id"][1:]),
     )
     env = info["env"]
     lines = ["# simdiff report", ""]
+    lines += summary_lines(claims, checks, env)
     lines += [
         f"Run `{run}` ({info['status']}), started {info['created']}"
         + (f", finished {info['finished']}" if info["finished"] else "")
@@ -129,12 +131,15 @@ def write_report(
         lines += ["Reproduce with:", "", "```", command, "```", ""]
     v = env.get("versions", {})
     th = env.get("threads", {})
+    digest = (info.get("params") or {}).get("code_sha256")
     lines += [
         f"Machine: {env.get('cpu')} ({th.get('affinity')} cores usable); host "
-        f"{env.get('hostname')}; git {env.get('git')}.",
+        f"{env.get('hostname')}.",
+        f"Code: git {env.get('git')}"
+        + (f"; sources sha256 `{digest}` (simdiff/, problems/, validation/)." if digest else "."),
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".",
-        f"Threads: torch {th.get('torch_intra_op')}, XLA_FLAGS `{th.get('XLA_FLAGS')}`, "
-        f"OMP_NUM_THREADS {th.get('OMP_NUM_THREADS')}.",
+        f"Threads: {_thread_line(th)}.",
+        f"Load average (1, 5, 15 min) when the report was written: {_load()}.",
         "",
     ]
     lines += _claims_section(claims, out)
@@ -160,6 +165,28 @@ def write_report(
     return path
 
 
+def _load() -> str:
+    try:
+        return ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def _thread_line(th: dict[str, Any]) -> str:
+    """The thread counts of the run's environment record, each framework by name."""
+    torch_n = th.get("torch", th.get("torch_intra_op"))
+    torch_txt = (
+        f"torch {torch_n} intra-op, {th.get('torch_interop')} inter-op"
+        if torch_n is not None
+        else "torch not loaded when the run started"
+    )
+    xla = th.get("xla")
+    return (
+        f"{torch_txt}; XLA {xla if xla is not None else '-'} "
+        f"(XLA_FLAGS `{th.get('XLA_FLAGS') or ''}`); OMP_NUM_THREADS {th.get('OMP_NUM_THREADS')}"
+    )
+
+
 def _threads(c: dict[str, Any]) -> str:
     busy = [v for v in c.get("threads", {}).values() if isinstance(v, (int, float))]
     busy = [v for v in busy if math.isfinite(v)]
@@ -170,39 +197,131 @@ def _threads(c: dict[str, Any]) -> str:
     )
 
 
+def _outcome(c: dict[str, Any]) -> str:
+    """A claim's outcome word (records from before outcomes were stored: the verdict's head)."""
+    return str(c.get("outcome") or str(c.get("verdict", "")).split(":")[0].split(" (")[0])
+
+
+def _plain(c: dict[str, Any]) -> str:
+    return str(c.get("plain") or c.get("verdict", ""))
+
+
+#: The article the claims come from, as the claims records name it.
+ARTICLE_FALLBACK = "the JAX-vs-PyTorch comparison article (shared/claims.md)"
+
+
+def summary_lines(
+    claims: list[dict[str, Any]], checks: dict[str, dict], env: dict[str, Any]
+) -> list[str]:
+    """Five lines a reader needs first: what was tested, what is faster, where it flips, verdicts.
+
+    Plain words with the measured numbers (:func:`validation.claims._records.says`),
+    read from the claim records; claims not in the run are left out.
+    """
+    by = {c["id"]: c for c in claims}
+    article = next((c.get("article_name") for c in claims if c.get("article_name")), "")
+    th = env.get("threads", {})
+    out = [
+        "## Summary",
+        "",
+        f"1. **What**: the claims of {article or ARTICLE_FALLBACK} about JAX and PyTorch "
+        f"derivatives, measured on this machine ({th.get('affinity')} cores, float64) in one run.",
+    ]
+    if not claims:
+        return [*out, "2. No claims were measured in this run.", ""]
+
+    def say(cid: str) -> str:
+        c = by.get(cid)
+        return f"{cid}: {_plain(c)}" if c else ""
+
+    def beside(cid: str, key: str, text: str) -> str:
+        iv = (by.get(cid) or {}).get("beside", {}).get(key)
+        if not iv or not all(isinstance(v, (int, float)) for v in iv[:3]):
+            return ""
+        return f"{text} {_fmt_x(iv[0], '.2g')}x ({_fmt_x(iv[1], '.2g')}-{_fmt_x(iv[2], '.2g')}x)"
+
+    faster = [say("C1"), beside("C1", "torch.compile / JAX", "torch.compile takes"), say("C2")]
+    faster = [f for f in faster if f]
+    if faster and "torch.compile" in faster[1 if len(faster) > 1 else 0]:
+        faster[1] += " JAX's time once compiled"
+    flips = [f for f in (say("C3"), say("C4"), say("C5")) if f]
+    out.append("2. **What is faster**: " + ("; ".join(faster) or "not measured") + ".")
+    out.append("3. **Where the answer flips**: " + ("; ".join(flips) or "not measured") + ".")
+    groups: dict[str, list[str]] = {}
+    for c in claims:
+        groups.setdefault(_outcome(c), []).append(c["id"])
+    counts = "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items())
+    checked = [_check_verdict(r) for r in checks.values()]
+    check_txt = (
+        f"{checked.count('pass')} of {len(checked)} catalogue problems pass the derivative check"
+        if checked
+        else "no derivative checks in this run"
+    )
+    out.append(f"4. **Verdicts**: {counts}. {check_txt}.")
+    rest = [f for f in (say("C6"), say("C7"), say("C8"), say("C9")) if f]
+    out.append("5. **Also**: " + ("; ".join(rest) or "-") + ".")
+    return [*out, ""]
+
+
+def _verdict_cell(c: dict[str, Any]) -> str:
+    """``**outcome**: plain words``, the outcome not repeated when the words begin with it."""
+    word, plain = _outcome(c), _plain(c)
+    if plain.startswith(word):
+        return f"**{word}**{plain[len(word) :]}"
+    return f"**{word}**: {plain}"
+
+
+def _interval_cell(c: dict[str, Any]) -> str:
+    lo, hi = (c.get("interval") or [math.nan, math.nan])[:2]
+    if c.get("kind") == "fact":
+        return "- (a check, not an interval)"
+    procs = c.get("processes") or []
+    over = f" over {len(procs)} processes" if len(procs) > 1 else ""
+    return (
+        f"{_fmt_x(c.get('ratio'), '.3g')} [{_fmt_x(lo, '.3g')}, {_fmt_x(hi, '.3g')}]"
+        f" ({c.get('rounds', '-')} rounds{over})"
+    )
+
+
 def _claims_section(claims: list[dict[str, Any]], out: Path) -> list[str]:
     lines = ["## Claims", ""]
     if not claims:
         return [*lines, "No claims experiments in this run.", ""]
     rows = []
     for c in claims:
-        lo, hi = (c.get("interval") or [math.nan, math.nan])[:2]
         rows.append(
             [
                 c["id"],
-                c["claim"],
+                c.get("question") or c["claim"],
                 c["article"],
-                c["measured"],
-                f"{_fmt_x(c.get('ratio'), '.3g')} [{_fmt_x(lo, '.3g')}, {_fmt_x(hi, '.3g')}] "
-                f"({c.get('ratio_means', '')})",
-                _fmt_x(c.get("threshold"), ".3g"),
-                f"**{c['verdict']}**",
-                _threads(c),
+                c.get("band_text", _fmt_x(c.get("threshold"), ".3g")),
+                _interval_cell(c),
+                _verdict_cell(c),
             ]
         )
-    header = ["id", "claim", "article's figure", "measured here", "statistic [95% interval]"]
-    lines += _table([*header, "threshold", "verdict", "threads busy"], rows)
+    header = ["id", "question", "article's figure", "band 'reproduced'", "statistic [95% interval]"]
+    lines += _table([*header, "verdict"], rows)
     lines += [
         "",
-        "Each verdict compares the bootstrap interval of its statistic (interleaved rounds, "
-        "paired resampling) with the threshold taken from the article: confirmed or refuted "
-        "only when the whole interval lies on one side; *depends* when it straddles. "
-        "*Threads busy* is process CPU time over wall time while the timed calls ran.",
+        "Each claim is a record (validation/claims/_records.py): the article's figure, the "
+        "statistic measured, the band around the figure that counts as reproduced and the "
+        "neutral point. The interval is a two-level bootstrap (processes, then rounds within "
+        "each), so it covers what differs between processes. *confirmed*: the interval lies "
+        "in the band or beyond it on the article's side; *refuted*: it lies on the other side "
+        "of the neutral point, or between it and the band; *depends*: it straddles; "
+        "*unstable*: the processes' own intervals give different outcomes; *not measurable*: "
+        "the interval reaches an impossible value (a per-op cost <= 0).",
         "",
     ]
     if fig_claims(claims, out / "fig_claims.png"):
-        lines += ["![claims against their thresholds](fig_claims.png)", ""]
-    return lines
+        lines += ["![every claim's interval against its band](fig_claims.png)", ""]
+    lines += ["### What was measured", ""]
+    for c in claims:
+        lines += [
+            f"- **{c['id']}** ({c.get('statistic') or c.get('ratio_means', '')}): "
+            f"{_cell(c['measured'])} Verdict: {_cell(c['verdict'])}. Threads busy: {_threads(c)}.",
+        ]
+    return [*lines, ""]
 
 
 def _check_section(checks: dict[str, dict]) -> list[str]:
@@ -260,9 +379,22 @@ def _check_verdict(rec: dict[str, Any]) -> str:
     return str(rec.get("verdict") or ("pass" if rec.get("passed") else "fail"))
 
 
+def _np_plain(text: Any) -> str:
+    """``np.float64(1.5)`` -> ``1.5`` in a stored repr (records written before they were plain)."""
+    return re.sub(r"np\.(?:float|int)\d+\(([^()]*)\)", r"\1", str(text))
+
+
 def _literature_section(lits: dict[str, dict]) -> list[str]:
     rows = [
-        [name, r["key"], r["quoted"], r["measured"], r["tol"], r["verdict"], r["note"]]
+        [
+            name,
+            r["key"],
+            _np_plain(r["quoted"]),
+            _np_plain(r["measured"]),
+            r["tol"],
+            r["verdict"],
+            r["note"],
+        ]
         for name, rec in lits.items()
         for r in rec.get("rows", [])
     ]

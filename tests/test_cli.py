@@ -183,7 +183,7 @@ def test_report_runs_end_to_end_on_a_small_selection(tmp_path: Path) -> None:
         ("seed", "check"),
         ("seed", "compare"),
         ("spherical", "check"),
-        ("claims", "C6"),
+        ("claims", "C6"),  # process-1, process-2 and claim entries
     } <= kinds
     # A rerun appends a new run (the first is complete) ...
     assert main(["report", "--quick", "--problems", "seed", "--claims", "", "--out", str(out)]) == 0
@@ -262,3 +262,25 @@ def test_compare_and_show_json(user_module: str, tmp_path: Path, capsys) -> None
     assert main(["show", str(out / "store"), "--run", run["id"], "--json"]) == 0
     (entry,) = json.loads(capsys.readouterr().out)["entries"]
     assert entry["problem"] == f"{user_module}:good" and entry["kind"] == "compare"
+
+
+def test_report_decides_a_claim_from_its_stored_parts(tmp_path: Path) -> None:
+    """A claim part stored by an interrupted run is not measured again: the verdict uses it."""
+    from validation.claims._common import part
+
+    out = tmp_path / "results"
+    store = Store(out / "store")
+    params = {"quick": True, "problems": ["seed"], "claims": ["C9"], "threads": 1}
+    run = store.start_run("report-quick", {**params, "code_sha256": code_digest()})
+    store.put(run, "seed", "check", "all", {"passed": True, "n": 1, "entries": []})
+    store.put(run, "seed", "compare", "all", {"entries": [], "baseline": "jax-jit"})
+    rows = [["hessian", "pass", ""], ["hvp", "pass", ""], ["derivative3", "fail", "planted"]]
+    stored = part(values=[], measured="from the interrupted run")
+    stored["details"]["checks"] = rows
+    stored.update(id="C9", process=1, seconds=0.0)
+    store.put(run, "claims", "C9", "process-1", stored)
+    args = ["report", "--quick", "--problems", "seed", "--claims", "C9", "--out", str(out)]
+    assert main(args) == 0
+    rec = store.get(run, "claims", "C9", "claim", arrays=False)["record"]
+    assert rec["outcome"] == "confirmed" and rec["measured"] == "from the interrupted run"
+    assert "did not check" in rec["verdict"]

@@ -29,3 +29,11 @@ def test_plan_heavy_problem_in_quick_says_what_it_leaves_out() -> None:
     v = simdiff.Problem(lambda x, ops: x * 2.0, x0=np.zeros(3), meta={"tags": ("large",)})
     assert plan(v, quick=True).check_derivatives == ("jvp", "vjp")
     assert plan(v, quick=True).compare_derivatives == ["jvp"]
+
+
+def test_plan_quick_times_no_finite_differences_of_a_small_simulator() -> None:
+    """A heavy problem small enough for FD timings gets none in --quick, with the reason."""
+    p = simdiff.Problem(lambda x, ops: ops.sum(x**2), x0=np.zeros(4), meta={"tags": ("ode",)})
+    quick, full = plan(p, quick=True), plan(p, quick=False)
+    assert "scipy-fd" not in quick.configs and "scipy-fd" in full.configs
+    assert "finite differences" in dict(quick.skipped)["scipy-fd / numdifftools timing"]

@@ -90,7 +90,15 @@ def plan(problem: simdiff.Problem, quick: bool) -> Plan:
         )
     elif problem.supports("torch"):
         configs.append("torch-compile")
-    if n <= FD_CONFIG_MAX_N and problem.supports("numpy"):
+    if quick and heavy:
+        skipped.append(
+            (
+                "scipy-fd / numdifftools timing",
+                "--quick: finite differences of a simulator cost seconds per call (each call "
+                "is n+1 or more solves); the full preset times them",
+            )
+        )
+    elif n <= FD_CONFIG_MAX_N and problem.supports("numpy"):
         configs.append("scipy-fd")
         if scalar:
             configs.append("numdifftools")

@@ -42,13 +42,25 @@ LITERATURE_KEYS = (
 )
 
 
+def _plain(v: Any) -> str:
+    """``repr`` with numpy scalars as plain numbers (``-0.558224``, not ``np.float64(...)``)."""
+    if isinstance(v, np.generic):
+        return repr(v.item())
+    if isinstance(v, tuple):
+        inner = ", ".join(_plain(e) for e in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, list):
+        return "[" + ", ".join(_plain(e) for e in v) + "]"
+    return repr(v)
+
+
 def _row(key: str, quoted: Any, measured: Any, tol: Any, ok: bool | None, note: str = ""):
     verdict = "n/a" if ok is None else ("pass" if ok else "fail")
     return {
         "key": key,
-        "quoted": repr(quoted)[:120],
-        "measured": repr(measured)[:120],
-        "tol": repr(tol),
+        "quoted": _plain(quoted)[:120],
+        "measured": _plain(measured)[:120],
+        "tol": _plain(tol),
         "verdict": verdict,
         "note": note,
     }

@@ -49,6 +49,32 @@ def lotka_volterra(n_steps: int = 100, *, unrolled: bool = False) -> simdiff.Pro
     )
 
 
+def lotka_volterra_broadcast(n_steps: int, x: np.ndarray) -> simdiff.Problem:
+    """The sum of :func:`lotka_volterra`'s losses over a batch, hand-batched by broadcasting.
+
+    ``x`` has one row of 4 parameters per rollout; the problem's input is
+    ``x.T`` flattened (parameter-major), and every RK4 step advances all the
+    rollouts at once as arrays of length ``batch``.  Its gradient, reshaped
+    to ``(4, batch)`` and transposed, is the batch of per-rollout gradients:
+    what ``vmap(grad(loss))`` computes, written by hand.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    batch = x.shape[0]
+
+    def fn(z: Any, ops: Any) -> Any:
+        p = [z[i * batch : (i + 1) * batch] for i in range(4)]
+        y0 = ops.stack([LV_Y0[0] + 0.0 * p[0], LV_Y0[1] + 0.0 * p[0]])
+        y, ys = rk_integrate(lv_rhs, y0, 0.0, LV_T1, n_steps, p, ops)
+        return ops.sum(y**2) + 1e-3 * ops.sum(ys**2)
+
+    return simdiff.Problem(
+        fn,
+        x0=x.T.ravel().copy(),
+        name=f"lotka_volterra_broadcast{n_steps}x{batch}",
+        meta={"tags": ("ode", "validation")},
+    )
+
+
 def op_chain(k: int) -> simdiff.Problem:
     """``k`` chained elementwise ops on 4 numbers: time per op = slope in ``k``."""
 
