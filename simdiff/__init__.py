@@ -43,6 +43,7 @@ from .errors import InvalidIndexError as InvalidIndexError
 from .errors import LeakError as LeakError
 from .errors import MemoryBudgetError as MemoryBudgetError
 from .errors import MomentWarning as MomentWarning
+from .errors import NeighbourListError as NeighbourListError
 from .errors import NonFiniteError as NonFiniteError
 from .errors import NotFoundError as NotFoundError
 from .errors import OptionError as OptionError
@@ -74,6 +75,7 @@ __all__ = [
     "LeakError",
     "MemoryBudgetError",
     "MomentWarning",
+    "NeighbourListError",
     "NonFiniteError",
     "NotFoundError",
     "OptionError",

@@ -116,7 +116,7 @@ def test_sella_with_exact_hessians_reaches_lj7_saddle(lj7_min):
     assert atoms.get_potential_energy() > float(p.evaluate(x)) + 0.1
     saddle = simdiff.pes.find_saddle(p, x, mode=0)  # P-RFO on the exact Hessian
     assert saddle.converged and saddle.index == 1
-    near = saddle.x + 0.02 * np.random.default_rng(7).standard_normal(saddle.x.shape)
+    near = saddle.x + 0.005 * np.random.default_rng(7).standard_normal(saddle.x.shape)
     atoms = _sella_lj7(near)
     assert atoms.get_potential_energy() == pytest.approx(saddle.energy, abs=1e-9)
     assert stationary_index(p, atoms.positions.reshape(-1))[0] == 1
