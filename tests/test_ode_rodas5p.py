@@ -1,0 +1,195 @@
+"""Rodas5P: trajectories against SciPy's Radau, its order, dense output, derivatives, faults."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.integrate
+
+import problems
+import problems.ode as po
+import simdiff
+from simdiff.errors import InputError, SolverError
+from simdiff.ode import ODEProblem, Rodas3, Rodas5P, solve
+from simdiff.ode.rodas5p import rodas5p_dense
+
+NP = simdiff.get_ops("numpy")
+
+
+def radau(rhs, y0, span, p, times):
+    """SciPy's Radau IIA (order 5) at rtol 1e-12: the independent reference."""
+    sol = scipy.integrate.solve_ivp(
+        lambda t, y: rhs(t, y, np.asarray(p), np), span, np.asarray(y0, dtype=float),
+        method="Radau", rtol=1e-12, atol=1e-16, t_eval=times,
+    )  # fmt: skip
+    assert sol.success, sol.message
+    return sol.y.T
+
+
+def _max_rel(a, b):
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
+
+
+# --------------------------------------------------------------------------- HIRES
+
+
+def hires_rhs(t, y, p, ops):
+    """HIRES (Schäfer 1975; Hairer & Wanner II, IV.10): 8 species, rate constants p (12)."""
+    y1, y2, y3, y4, y5, y6, y7, y8 = (y[i] for i in range(8))
+    k = [p[i] for i in range(12)]
+    return ops.stack([
+        -k[0] * y1 + k[1] * y2 + k[2] * y3 + k[3],
+        k[0] * y1 - k[4] * y2,
+        -k[5] * y3 + k[1] * y4 + k[6] * y5,
+        k[2] * y2 + k[0] * y3 - k[7] * y4,
+        -k[8] * y5 + k[1] * y6 + k[1] * y7,
+        -k[9] * y6 * y8 + k[10] * y4 + k[0] * y5 - k[1] * y6 + k[10] * y7,
+        k[9] * y6 * y8 - k[11] * y7,
+        -k[9] * y6 * y8 + k[11] * y7,
+    ])  # fmt: skip
+
+
+HIRES_K = np.array([1.71, 0.43, 8.32, 0.0007, 8.75, 10.03, 0.035, 1.12, 1.745, 280.0, 0.69, 1.81])
+HIRES_Y0 = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0057])
+
+
+# --------------------------------------------------------------------------- trajectories
+
+
+def test_robertson_matches_radau_and_beats_rodas3() -> None:
+    times = np.array([0.4, 4.0, 40.0])
+    k = np.log(po.ROBERTSON_K)
+    ref = radau(po.robertson_rhs, [1.0, 0.0, 0.0], (0.0, 40.0), k, times)
+    errs = {}
+    for solver in (Rodas5P(rtol=1e-8, atol=1e-14, max_steps=2000),
+                   Rodas3(rtol=1e-8, atol=1e-14, max_steps=20000)):  # fmt: skip
+        ys = solve(po.robertson_rhs, [1.0, 0.0, 0.0], (0.0, 40.0), k, save_at=times,
+                   solver=solver, backend="numpy")  # fmt: skip
+        errs[solver.name] = _max_rel(np.asarray(ys), ref)
+    # measured 1.2e-9 (Rodas5P) and 1.2e-8 (Rodas3) at rtol 1e-8; the bound is rtol itself
+    assert errs["rodas5p"] < 1e-8
+    assert errs["rodas5p"] < errs["rodas3"] / 3
+    lit = problems.get("robertson").meta["literature"]["y(40)"]
+    np.testing.assert_allclose(ys[-1], lit, rtol=1e-6)
+
+
+def test_hires_matches_radau() -> None:
+    times = np.array([321.8122, 421.8122])
+    ys = solve(hires_rhs, HIRES_Y0, (0.0, 421.8122), HIRES_K, save_at=times,
+               solver=Rodas5P(rtol=1e-9, atol=1e-13, max_steps=5000), backend="numpy")  # fmt: skip
+    ref = radau(hires_rhs, HIRES_Y0, (0.0, 421.8122), HIRES_K, times)
+    scale = np.max(np.abs(ref), axis=0)  # species span 10 decades: error relative to each's size
+    assert np.max(np.abs(np.asarray(ys) - ref) / scale) < 1e-7
+
+
+def test_van_der_pol_mu_1000_matches_radau() -> None:
+    def rhs(t, y, p, ops):
+        return ops.stack([y[1], p[0] * ((1.0 - y[0] ** 2) * y[1] - y[0])])
+
+    times = np.array([0.5, 1.0, 2.0])
+    mu = np.array([1000.0])
+    y0 = [2.0, 0.0]
+    ys = solve(rhs, y0, (0.0, 2.0), mu, save_at=times,
+               solver=Rodas5P(rtol=1e-8, atol=1e-10, max_steps=5000), backend="numpy")  # fmt: skip
+    ref = radau(rhs, y0, (0.0, 2.0), mu, times)
+    scale = np.max(np.abs(ref), axis=0)
+    assert np.max(np.abs(np.asarray(ys) - ref) / scale) < 1e-6
+
+
+# --------------------------------------------------------------------------- order and dense output
+
+
+def _cos_rhs(t, y, p, ops):
+    return y * ops.cos(t)  # y = exp(sin t): non-autonomous, so the f_t terms count
+
+
+def test_fifth_order_local_error_and_fourth_order_estimate() -> None:
+    solver = Rodas5P()
+    hs = np.array([0.2, 0.1, 0.05])
+    errs, ests = [], []
+    for h in hs:
+        y1, _ = solver.stages(_cos_rhs, np.float64(0.3), np.array([np.exp(np.sin(0.3))]), h,
+                               None, NP)  # fmt: skip
+        errs.append(abs(float(y1[0]) - np.exp(np.sin(0.3 + h))))
+        ests.append(abs(float(solver.step(_cos_rhs, np.float64(0.3),
+                                          np.array([np.exp(np.sin(0.3))]), h, None, (), NP)[1][0])))  # fmt: skip
+    slopes = np.diff(np.log(errs)) / np.diff(np.log(hs))
+    # one step of an order-5 method: local error O(h^6); measured slopes about 6
+    assert np.all(slopes > 5.5), slopes
+    est_slopes = np.diff(np.log(ests)) / np.diff(np.log(hs))
+    assert np.all(est_slopes > 4.5), est_slopes  # the embedded order-4 solution: O(h^5)
+
+
+def test_dense_output_is_accurate_inside_a_step() -> None:
+    solver = Rodas5P()
+    t0, h = 0.3, 0.1
+    y0 = np.array([np.exp(np.sin(t0))])
+    y1, ks = solver.stages(_cos_rhs, np.float64(t0), y0, h, None, NP)
+    assert float(rodas5p_dense(0.0, y0, y1, ks)[0]) == pytest.approx(float(y0[0]), rel=1e-14)
+    assert float(rodas5p_dense(1.0, y0, y1, ks)[0]) == pytest.approx(float(y1[0]), rel=1e-14)
+    for theta in (0.25, 0.5, 0.75):
+        exact = np.exp(np.sin(t0 + theta * h))
+        assert abs(float(rodas5p_dense(theta, y0, y1, ks)[0]) - exact) < 1e-7
+
+
+# --------------------------------------------------------------------------- derivatives
+
+
+def _robertson5p(rtol: float = 1e-8) -> ODEProblem:
+    # the stiff initial transient of Robertson (t <= 0.04): few steps, so the compiled JAX
+    # derivative and the eager torch one (one autograd graph per stage) stay affordable
+    return ODEProblem(
+        po.robertson_rhs, np.array([1.0, 0.0, 0.0]), (0.0, 0.04), np.log(po.ROBERTSON_K),
+        save_at=np.array([0.004, 0.04]), observable=lambda ys, ops: ys[-1, 1] * 1e4 + ys[0, 2],
+        solver=Rodas5P(rtol=rtol, atol=1e-14, max_steps=2000), name="robertson_rodas5p",
+    )  # fmt: skip
+
+
+def _central_fd(p: ODEProblem, x: np.ndarray, h: float = 1e-5) -> np.ndarray:
+    g = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e[i] = h
+        g[i] = (float(p.evaluate(x + e)) - float(p.evaluate(x - e))) / (2 * h)
+    return g
+
+
+@pytest.mark.slow
+def test_gradient_matches_central_differences_and_backends_agree() -> None:
+    p = _robertson5p()
+    x = p.x0
+    g_jax = np.asarray(simdiff.grad(p, backend="jax"))
+    g_torch = np.asarray(simdiff.grad(p, backend="torch"))
+    fd = _central_fd(p, x)
+    # discretise-then-differentiate at rtol 1e-8 vs FD of the same adaptive solve (step 1e-5:
+    # truncation ~1e-10 relative; the controller's step choices make the solve's value
+    # piecewise smooth in x, noise ~rtol / h = 1e-3 relative at most)
+    np.testing.assert_allclose(g_jax, fd, rtol=1e-3, atol=1e-3 * np.max(np.abs(fd)))
+    # one method, one step sequence, two frameworks: they agree to rounding times path length
+    np.testing.assert_allclose(g_torch, g_jax, rtol=1e-9, atol=1e-12 * np.max(np.abs(g_jax)))
+
+
+@pytest.mark.slow
+def test_hvp_matches_central_differences_of_the_gradient() -> None:
+    p = _robertson5p()
+    v = np.array([1.0, -0.5, 0.25])
+    hv = np.asarray(simdiff.hvp(p, v, backend="jax"))
+    h = 1e-4
+    gp = np.asarray(simdiff.grad(p, p.x0 + h * v, backend="jax"))
+    gm = np.asarray(simdiff.grad(p, p.x0 - h * v, backend="jax"))
+    fd = (gp - gm) / (2 * h)
+    np.testing.assert_allclose(hv, fd, rtol=1e-3, atol=1e-3 * np.max(np.abs(fd)))
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def test_exhausted_max_steps_names_the_solver_and_t() -> None:
+    with pytest.raises(SolverError, match=r"max_steps=5 exhausted at t="):
+        solve(po.robertson_rhs, [1.0, 0.0, 0.0], (0.0, 40.0), np.log(po.ROBERTSON_K),
+              save_at=[40.0], solver=Rodas5P(rtol=1e-8, atol=1e-12, max_steps=5), backend="numpy")  # fmt: skip
+
+
+def test_bad_controller_is_refused() -> None:
+    with pytest.raises(InputError, match="controller must be 'pi' or 'i'"):
+        Rodas5P(controller="pid")
