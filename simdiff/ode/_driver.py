@@ -181,7 +181,7 @@ def _traced_loop(
         tol = ZERO * (1.0 + ops.abs(g0))
         n_ev, n_rec = evs.n, int(evs.max_events)
         gaps = ops.asarray(list(evs.min_gap))
-        carry0 = carry0 + ((
+        carry0 = carry0 + ((  # noqa: RUF005
             g0,  # conditions at the start of the next step
             ops.full((n_ev,), -float("inf")),  # last firing time of each event
             zero,  # firings
@@ -262,7 +262,7 @@ def _traced_loop(
             ),)  # fmt: skip
         saved = ops.where((slot & hits)[:, None], y_new[None, :], saved)
         state = tree_map(lambda new, old: ops.where(accept, new, old), state_new, state)
-        return (
+        return (  # noqa: RUF005
             t_new if ev is not None else ops.stop_gradient(t_new),
             y_out,
             ops.stop_gradient(ops.where(done, h, h_next)),
@@ -467,7 +467,7 @@ def _drive_eager(
                             t_arg, h_arg, y, state, y_new, ops.asarray(trig.tolist()),
                             ops.asarray(g_prev.tolist()), p, dense, ops,
                         )  # fmt: skip
-                        kc = int(round(float(ops.concrete(k))))
+                        kc = round(float(ops.concrete(k)))
                         te_c = float(ops.concrete(sg(te)))
                         t, t_d = te_c, te
                         if te_c - last[kc] < evs.min_gap[kc]:
