@@ -16,6 +16,8 @@ from .adjoint import DirectAdjoint as DirectAdjoint
 from .adjoint import ForwardAdjoint as ForwardAdjoint
 from .dopri5 import DOPRI5 as DOPRI5
 from .dopri5 import Dopri5 as Dopri5
+from .events import Event as Event
+from .events import EventRecord as EventRecord
 from .fixed import FixedStep as FixedStep
 from .problem import SOLVERS as SOLVERS
 from .problem import ODEProblem as ODEProblem

@@ -170,6 +170,12 @@ class EmbeddedPair(Solver):
         """The state before the first step (``()``: the method carries nothing)."""
         return ()
 
+    supports_events = True
+
+    def restart(self, rhs: Rhs, p: Any, ops: Any) -> Any:
+        """``init`` at ``(t, y)``: the state to continue from after an event."""
+        return lambda t, y: self.init(rhs, t, y, p, ops)
+
     def make_controller(self, span: float) -> AdaptiveController:
         """The step controller of a solve over ``span`` (default: I, exponent ``-1/(q+1)``)."""
         return AdaptiveController(self.rtol, self.atol, self.error_order, abs(span))
@@ -197,6 +203,7 @@ class EmbeddedPair(Solver):
         p: Any,
         ops: Any,
         adjoint: Adjoint | None = None,
+        events: Any = None,
     ) -> tuple[Any, SolveInfo]:
         span = float(save_at[-1]) - float(t0)
         t0_ = ops.asarray(float(t0))
@@ -213,4 +220,9 @@ class EmbeddedPair(Solver):
             lambda q: self.stepper(stage_rhs, q, ops), p, state0, y0, t0, save_at, ops, h0=h0,
             controller=controller, max_steps=self.max_steps, adjoint=adjoint,
             key=(self, rhs, adjoint) if self.loop_compiles else None,
+            events=None if events is None else (
+                events,
+                lambda q: self.dense(stage_rhs, q, ops),
+                lambda q: self.restart(stage_rhs, q, ops),
+            ),
         )  # fmt: skip

@@ -25,6 +25,9 @@ STATUS = {
     0: "success: every save_at time was reached",
     1: "max_steps exhausted before the end of the interval",
     2: "the right-hand side returned non-finite values",
+    3: "an event chattered (fired twice within 1 / max_rate)",
+    4: "more events than max_events",
+    5: "no terminal event fired before the end of the interval (the observable reads it)",
 }
 
 
@@ -43,6 +46,9 @@ class SolveInfo:
         right-hand side failed.
     n_accepted, n_rejected : int arrays, shape ()
         Step counts (fixed-step solvers never reject).
+    events : EventRecord or None
+        What the events did (:class:`~simdiff.ode.events.EventRecord`), for a
+        problem with ``events``.
     """
 
     status: Any
@@ -50,6 +56,7 @@ class SolveInfo:
     y: Any
     n_accepted: Any
     n_rejected: Any
+    events: Any = None
 
 
 class Solver:
@@ -75,6 +82,30 @@ class Solver:
         limit here; raising is the way to refuse a problem.
         """
 
+    #: Whether the solver runs in simdiff's step driver and so supports ``events=``.
+    supports_events: bool = False
+
+    def dense(self, rhs: Rhs, p: Any, ops: Any) -> Callable[..., Any]:
+        """The dense output of a step: ``make(t, y, h, state, y_new) -> (data, interp)``.
+
+        ``interp(theta, data)`` is the state at ``t + theta h``, ``0 <= theta <=
+        1``, a polynomial in ``theta`` whose coefficients ``data`` (a tuple of
+        arrays) come from the step.  Default: the cubic Hermite interpolant of
+        the step's end values and slopes ``f(t, y)``, ``f(t + h, y_new)``
+        (order 3, two right-hand-side evaluations).  Used to locate events
+        (:mod:`simdiff.ode.events`).
+        """
+
+        def make(t: Any, y: Any, h: Any, state: Any, y_new: Any) -> tuple[Any, Any]:
+            data = (y, y_new, h * rhs(t, y, p, ops), h * rhs(t + h, y_new, p, ops))
+            return data, hermite
+
+        return make
+
+    def restart(self, rhs: Rhs, p: Any, ops: Any) -> Callable[[Any, Any], Any]:
+        """``init(t, y)``: the method's state to continue from after an event (default ``()``)."""
+        return lambda t, y: ()
+
     def integrate(
         self,
         rhs: Rhs,
@@ -84,13 +115,29 @@ class Solver:
         p: Any,
         ops: Any,
         adjoint: Any = None,
+        events: Any = None,
     ) -> tuple[Any, SolveInfo]:
         """States at ``save_at`` (shape ``(len(save_at), dim)``) and a :class:`SolveInfo`.
 
         ``adjoint`` (an :class:`~simdiff.ode.adjoint.Adjoint`, default
-        checkpointed) says how the step loop is differentiated.
+        checkpointed) says how the step loop is differentiated; ``events`` (an
+        :class:`~simdiff.ode.events.EventSet`, solvers with ``supports_events``)
+        the events to locate.
         """
         raise NotImplementedError
+
+
+def hermite(theta: Any, data: tuple[Any, Any, Any, Any]) -> Any:
+    """The cubic Hermite interpolant at ``theta`` of ``(y0, y1, h f0, h f1)``."""
+    y0, y1, d0, d1 = data
+    t2 = theta * theta
+    t3 = t2 * theta
+    return (
+        (2.0 * t3 - 3.0 * t2 + 1.0) * y0
+        + (t3 - 2.0 * t2 + theta) * d0
+        + (3.0 * t2 - 2.0 * t3) * y1
+        + (t3 - t2) * d1
+    )
 
 
 def status_message(status: int, t: float, t1: float, y: Any, solver: Solver) -> str:
@@ -109,5 +156,22 @@ def status_message(status: int, t: float, t1: float, y: Any, solver: Solver) -> 
     if status == 2:
         return (
             f"{solver.name}: the right-hand side returned non-finite values at t={t:.6g}, y={state}"
+        )
+    if status == 3:
+        return (
+            f"{solver.name}: an event chattered at t={t:.10g} (state {state}): it fired twice "
+            "within 1 / max_rate; the events accumulate (a Zeno point) -- end the solve before "
+            "t with a terminal event or t_span, or raise Event(max_rate=)"
+        )
+    if status == 4:
+        return (
+            f"{solver.name}: more events than max_events by t={t:.6g}; raise "
+            "ODEProblem(max_events=)"
+        )
+    if status == 5:
+        return (
+            f"{solver.name}: no terminal event fired before the end t={t1:.6g} (state {state}); "
+            "the observable reads the event (event.t, event.y): lengthen t_span or check "
+            "the condition's sign change (event.fired says whether it fired)"
         )
     return STATUS.get(status, f"unknown status {status}")

@@ -21,6 +21,7 @@ failed, or after ``max_steps`` attempted steps; :class:`SolveInfo` says which.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -29,7 +30,9 @@ import numpy as np
 
 from .._tree import tree_map
 from ..backends.numpy import NumpyOps
+from ..errors import InputError
 from ._base import SolveInfo
+from .events import ZERO, EventRecord
 
 __all__ = ["drive"]
 
@@ -51,6 +54,7 @@ def drive(
     max_steps: int,
     adjoint: Any,
     key: Any = None,
+    events: Any = None,
 ) -> tuple[Any, SolveInfo]:
     """Integrate from ``t0`` through every ``save_at`` time.
 
@@ -85,6 +89,14 @@ def drive(
         right-hand side).  Where given and the context compiles parts
         (``ops.compile_part``), the loop is one compiled part
         (:func:`_compiled_loop`).
+    events : tuple, optional
+        ``(event_set, dense, restart)``: an :class:`~simdiff.ode.events.EventSet`,
+        ``dense(p)`` the solver's dense output (:meth:`Solver.dense`) and
+        ``restart(p)`` its ``init(t, y)`` after an event.  Events are located
+        in accepted steps (:meth:`EventSet.locate`); the loop's time is then
+        differentiable (it carries the event times' derivatives), and
+        ``info.events`` is the :class:`~simdiff.ode.events.EventRecord`.  No
+        compiled part runs with events.
 
     Returns
     -------
@@ -93,7 +105,8 @@ def drive(
     info : SolveInfo
     """
     adjoint.check(int(max_steps))
-    if ops.compile_part is not None and key is not None:
+    ev = None if events is None else (events[0], events[1](p), events[2](p))
+    if ops.compile_part is not None and key is not None and ev is None:
         ys, info = _compiled_loop(
             stepper, p, state0, y0, t0, save_at, ops, h0=h0, controller=controller,
             max_steps=max_steps, key=key,
@@ -102,14 +115,18 @@ def drive(
     step = stepper(p)
     if ops.eager:
         done = _drive_eager(
-            step, state0, y0, t0, save_at, ops, h0=h0, controller=controller, max_steps=max_steps
-        )
+            step, state0, y0, t0, save_at, ops, h0=h0, controller=controller,
+            max_steps=max_steps, ev=ev, p=p,
+        )  # fmt: skip
         if done is not None:
             ys, info = done
-            return adjoint.outputs(ys, ops), info
+            if info.events is None:
+                return adjoint.outputs(ys, ops), info
+            ys, record = adjoint.outputs((ys, info.events), ops)
+            return ys, dataclasses.replace(info, events=record)
     return _traced_loop(
         step, state0, y0, float(t0), tuple(float(s) for s in save_at), ops, h0=h0,
-        controller=controller, max_steps=max_steps, loop=adjoint.loop,
+        controller=controller, max_steps=max_steps, loop=adjoint.loop, ev=ev, p=p,
     )  # fmt: skip
 
 
@@ -125,6 +142,8 @@ def _traced_loop(
     controller: Any,
     max_steps: int,
     loop: Callable[..., Any],
+    ev: Any = None,
+    p: Any = None,
 ) -> tuple[Any, SolveInfo]:
     """:func:`drive`'s loop on array values: masked steps, the controller in ``ops``.
 
@@ -155,12 +174,46 @@ def _traced_loop(
         controller.memory0(ops),
     )
     limit = float(max_steps)
+    if ev is not None:
+        evs, dense, restart = ev
+        sg = ops.stop_gradient
+        g0 = sg(evs.values(ops.asarray(float(t0)), y0, p, ops))
+        tol = ZERO * (1.0 + ops.abs(g0))
+        n_ev, n_rec = evs.n, int(evs.max_events)
+        gaps = ops.asarray(list(evs.min_gap))
+        carry0 = carry0 + ((  # noqa: RUF005
+            g0,  # conditions at the start of the next step
+            ops.full((n_ev,), -float("inf")),  # last firing time of each event
+            zero,  # firings
+            ops.full((n_rec,), float("nan")),  # their times
+            ops.full((n_rec,), -1.0),  # and events
+            zero,  # 1.0 once a terminal event fired
+            ops.asarray(float("nan")),  # its time
+            ops.full((dim,), float("nan")),  # its state
+            zero,  # event failure: 3 chattering, 4 more than max_events
+            ops.asarray(-1.0),  # the terminal event's index
+        ),)
 
     def running(c: tuple) -> Any:
-        return (c[3] < m) & (c[7] < 0.5) & (c[5] + c[6] < limit)
+        go = (c[3] < m) & (c[7] < 0.5) & (c[5] + c[6] < limit)
+        if ev is not None:
+            go = go & (c[10][5] < 0.5) & (c[10][8] < 0.5)
+        return go
+
+    def fire(t: Any, h_try: Any, y: Any, state: Any, y_new: Any, trig: Any, g_prev: Any,
+             state_new: Any, g_new: Any) -> tuple:  # fmt: skip
+        _, k, te, ye, yp, terminal = evs.locate(t, h_try, y, state, y_new, trig, g_prev, p,
+                                                dense, ops)  # fmt: skip
+        g_after = sg(evs.values(sg(te), sg(yp), sg(p), ops))
+        return k, te, ye, yp, terminal, restart(te, yp), g_after
+
+    def quiet(t: Any, h_try: Any, y: Any, state: Any, y_new: Any, trig: Any, g_prev: Any,
+              state_new: Any, g_new: Any) -> tuple:  # fmt: skip
+        false = ops.asarray(0.0) > 1.0
+        return ops.asarray(-1.0), t + h_try, y_new, y_new, false, state_new, g_new
 
     def body(c: tuple) -> tuple:
-        t, y, h, idx, saved, n_acc, n_rej, bad, state, memory = c
+        t, y, h, idx, saved, n_acc, n_rej, bad, state, memory = c[:10]
         # Inside the loop ``done`` is false; it is true only where a vmapped loop
         # evaluates a finished lane, and then the step is h = 0 and nothing changes.
         done = ~running(c)
@@ -176,10 +229,41 @@ def _traced_loop(
         hits = accept & (h_try >= remaining)
         t_new = ops.where(accept, ops.where(hits, t_next, t + h_try), t)
         y_out = ops.where(accept, y_new, y)
+        extra: tuple = ()
+        if ev is not None:
+            g_prev, last, count, times_ev, which, term, t_ev, y_ev, code, index = c[10]
+            g_new = sg(evs.values(sg(t_new), sg(y_new), sg(p), ops))
+            trig = evs.triggered(g_prev, g_new, tol, ops) & accept
+            any_trig = ops.sum(ops.where(trig, 1.0, 0.0)) > 0.5
+            k, te, ye, yp, terminal, state_new, g_next = ops.cond(
+                any_trig, fire, quiet, t, h_try, y, state, y_new, trig, g_prev, state_new, g_new
+            )
+            fired = any_trig & (k > -0.5)
+            t_new = ops.where(fired, te, t_new)
+            y_out = ops.where(fired, yp, y_out)
+            hits = hits & ~fired
+            onehot = ops.arange(float(n_ev)) == k
+            te_c = sg(te)
+            chatter = fired & (ops.sum(ops.where(onehot & (te_c - last < gaps), 1.0, 0.0)) > 0.5)
+            slot_ev = (ops.arange(float(n_rec)) == count) & fired
+            is_term = fired & terminal
+            extra = ((
+                ops.where(accept, g_next, g_prev),
+                ops.where(onehot & fired, te_c, last),
+                count + ops.where(fired, 1.0, 0.0),
+                ops.where(slot_ev, te, times_ev),
+                ops.where(slot_ev, k, which),
+                ops.where(is_term, 1.0, term),
+                ops.where(is_term, te, t_ev),
+                ops.where(is_term, ye, y_ev),
+                ops.maximum(code, ops.where(chatter, 3.0, ops.where(
+                    fired & (count >= float(n_rec)), 4.0, 0.0))),
+                ops.where(is_term, k, index),
+            ),)  # fmt: skip
         saved = ops.where((slot & hits)[:, None], y_new[None, :], saved)
         state = tree_map(lambda new, old: ops.where(accept, new, old), state_new, state)
-        return (
-            ops.stop_gradient(t_new),
+        return (  # noqa: RUF005
+            t_new if ev is not None else ops.stop_gradient(t_new),
             y_out,
             ops.stop_gradient(ops.where(done, h, h_next)),
             idx + ops.where(hits, 1.0, 0.0),
@@ -191,16 +275,32 @@ def _traced_loop(
             tree_map(
                 lambda new, old: ops.where(done, old, ops.stop_gradient(new)), memory_new, memory
             ),
-        )
+        ) + extra
 
-    t, y, _, idx, saved, n_acc, n_rej, bad, _, _ = loop(running, body, carry0, int(max_steps), ops)
-    status = ops.where(bad > 0.5, 2.0, ops.where(idx >= m, 0.0, 1.0))
+    out = loop(running, body, carry0, int(max_steps), ops)
+    t, y, _, idx, saved, n_acc, n_rej, bad, _, _ = out[:10]
+    record = None
+    if ev is None:
+        status = ops.where(bad > 0.5, 2.0, ops.where(idx >= m, 0.0, 1.0))
+    else:
+        _, _, count, times_ev, which, term, t_ev, y_ev, code, index = out[10]
+        ended = term > 0.5
+        saved = ops.where(ended & (slots >= idx)[:, None], y_ev[None, :], saved)
+        status = ops.where(bad > 0.5, 2.0, ops.where(code > 0.5, code, ops.where(
+            (idx >= m) | ended, 0.0, 1.0)))  # fmt: skip
+        if evs.require:
+            status = ops.where((status == 0.0) & ~ended, 5.0, status)
+        poison = ops.where(status == 0.0, 1.0, float("nan"))
+        record = EventRecord(t=t_ev * poison, y=y_ev * poison, fired=term, index=index,
+                             times=times_ev * poison, which=which, count=count)  # fmt: skip
     ok = status == 0.0
     # NaN-poisoning: under jit a failure cannot raise, so the output (and, through
     # the factor, every derivative of it) says it; on success the factor is exactly 1.
     # (``0 * sum(y)`` ties the poison to the inputs even when no row was saved.)
     ys = (saved + 0.0 * ops.sum(y)) * ops.where(ok, 1.0, float("nan"))
-    return ys, SolveInfo(status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej)
+    return ys, SolveInfo(
+        status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej, events=record
+    )
 
 
 def _compiled_loop(
@@ -273,6 +373,8 @@ def _drive_eager(
     h0: Any,
     controller: Any,
     max_steps: int,
+    ev: Any = None,
+    p: Any = None,
 ) -> tuple[Any, SolveInfo] | None:
     """:func:`drive` where the context is eager and its values concrete (not under vmap).
 
@@ -290,6 +392,12 @@ def _drive_eager(
     is not on the path of the output.  The saved rows are stacked once at the
     end.  The arithmetic is that of :func:`drive`'s traced loop, so the
     numbers (and the derivatives) agree with JAX's to rounding.
+
+    With events the conditions at each accepted step's end are read as
+    numbers; only a step in which one changes sign runs
+    :meth:`~simdiff.ode.events.EventSet.locate` in ``ops``.  After an event
+    the time ``t_d`` is an array of ``ops`` (it carries the event time's
+    derivatives), and the step that lands on a save time is ``t_next - t_d``.
     """
     host = _host_ops()
     m = int(save_at.shape[0])
@@ -305,12 +413,37 @@ def _drive_eager(
     n_acc = n_rej = 0
     bad = False
     memory = controller.memory0(host)
+    t_d: Any = None  # the time as an array of ops, once an event made it depend on the inputs
+    if ev is not None:
+        evs, dense, restart = ev
+        sg = ops.stop_gradient
+        g_prev = ops.concrete(sg(evs.values(ops.asarray(t), y0, p, ops)))
+        if g_prev is None:
+            return None
+        g_prev = np.asarray(g_prev, dtype=np.float64)
+        if np.any(g_prev == 0.0):
+            i = int(np.flatnonzero(g_prev == 0.0)[0])
+            raise InputError(
+                f"events[{i}].condition is 0 at t0={t0}: an event needs a sign at the start"
+            )
+        tol = ZERO * (1.0 + np.abs(g_prev))
+        last = [-np.inf] * evs.n
+        times: list[Any] = []
+        which: list[float] = []
+        term, code, index = False, 0, -1
+        t_ev: Any = ops.asarray(float("nan"))
+        y_ev: Any = ops.full((int(y0.shape[0]),), float("nan"))
     with host.errstate():
         while idx < m and not bad and n_acc + n_rej < max_steps:
             t_next = float(save_at[idx])
             remaining = t_next - t
             h_try = float(controller.try_step(h, remaining, host))
-            y_new, err, state_new = step(ops.asarray(t), y, h_try, state)
+            if t_d is None:
+                t_arg, h_arg = ops.asarray(t), h_try
+            else:
+                t_arg = t_d
+                h_arg = controller.try_step(ops.asarray(h), t_next - t_d, ops)
+            y_new, err, state_new = step(t_arg, y, h_arg, state)
             y_new_c = ops.concrete(ops.stop_gradient(y_new))
             err_c = None if err is None else ops.concrete(ops.stop_gradient(err))
             if y_new_c is None or (err is not None and err_c is None):
@@ -322,7 +455,43 @@ def _drive_eager(
             if bool(accept):
                 n_acc += 1
                 hits = h_try >= remaining
-                t = t_next if hits else t + h_try
+                t_end = t_next if hits else t + h_try
+                if ev is not None:
+                    g_new = ops.concrete(sg(evs.values(ops.asarray(t_end), sg(y_new), sg(p), ops)))
+                    if g_new is None:
+                        return None
+                    g_new = np.asarray(g_new, dtype=np.float64)
+                    trig = np.asarray(evs.triggered(g_prev, g_new, tol, host))
+                    if trig.any():
+                        _, k, te, ye, yp, terminal = evs.locate(
+                            t_arg, h_arg, y, state, y_new, ops.asarray(trig.tolist()),
+                            ops.asarray(g_prev.tolist()), p, dense, ops,
+                        )  # fmt: skip
+                        kc = round(float(ops.concrete(k)))
+                        te_c = float(ops.concrete(sg(te)))
+                        t, t_d = te_c, te
+                        if te_c - last[kc] < evs.min_gap[kc]:
+                            code, y = 3, yp
+                            break
+                        last[kc] = te_c
+                        times.append(te)
+                        which.append(float(kc))
+                        if len(times) > evs.max_events:
+                            code, y = 4, yp
+                            break
+                        if bool(ops.concrete(terminal)):
+                            term, index, t_ev, y_ev, y = True, kc, te, ye, ye
+                            break
+                        y, state = yp, restart(te, yp)
+                        y_c = ops.concrete(sg(yp))
+                        g_prev = np.asarray(
+                            ops.concrete(sg(evs.values(sg(te), y_c, sg(p), ops))), dtype=np.float64
+                        )
+                        continue
+                    g_prev = g_new
+                if t_d is not None:
+                    t_d = ops.asarray(t_next) if hits else t_d + h_arg
+                t = t_end
                 y, y_c, state = y_new, y_new_c, state_new
                 if hits:
                     rows.append(y_new)
@@ -331,6 +500,26 @@ def _drive_eager(
                 n_rej += 1
                 bad = bool(failed)
     status = 2.0 if bad else (0.0 if idx >= m else 1.0)
+    record = None
+    if ev is not None:
+        if term:
+            rows = rows + [y_ev] * (m - len(rows))
+            status = 0.0 if not bad else status
+        if code:
+            status = float(code)
+        elif status == 0.0 and evs.require and not term:
+            status = 5.0
+        poison = 1.0 if status == 0.0 else float("nan")
+        n_rec = int(evs.max_events)
+        kept = times[:n_rec]
+        nan = ops.asarray(float("nan"))
+        record = EventRecord(
+            t=t_ev * poison, y=y_ev * poison, fired=ops.asarray(1.0 if term else 0.0),
+            index=ops.asarray(float(index)),
+            times=ops.stack(kept + [nan] * (n_rec - len(kept))) * poison,
+            which=ops.asarray(which[:n_rec] + [-1.0] * (n_rec - len(which[:n_rec]))),
+            count=ops.asarray(float(len(times))),
+        )  # fmt: skip
     if status == 0.0:
         ys = ops.stack(rows) + 0.0 * ops.sum(y)
     else:  # NaN rows, tied to the inputs as in the traced loop
@@ -340,5 +529,6 @@ def _drive_eager(
     info = SolveInfo(
         status=ops.asarray(status), t=ops.asarray(t), y=y,
         n_accepted=ops.asarray(float(n_acc)), n_rejected=ops.asarray(float(n_rej)),
+        events=record,
     )  # fmt: skip
     return ys, info

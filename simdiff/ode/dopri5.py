@@ -33,6 +33,20 @@ _ERROR = (
 )  # fmt: skip
 
 
+#: Dense output of Dormand–Prince (Shampine's quartic, as in SciPy's RK45): the state at
+#: ``t + theta h`` is ``y + h K^T P [theta, theta^2, theta^3, theta^4]`` over the seven stages.
+DENSE_P = (
+    (1.0, -8048581381 / 2820520608, 8663915743 / 2820520608, -12715105075 / 11282082432),
+    (0.0, 0.0, 0.0, 0.0),
+    (0.0, 131558114200 / 32700410799, -68118460800 / 10900136933, 87487479700 / 32700410799),
+    (0.0, -1754552775 / 470086768, 14199869525 / 1410260304, -10690763975 / 1880347072),
+    (0.0, 127303824393 / 49829197408, -318862633887 / 49829197408,
+     701980252875 / 199316789632),
+    (0.0, -282668133 / 205662961, 2019193451 / 616988883, -1453857185 / 822651844),
+    (0.0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423),
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Dopri5(EmbeddedPair):
     """Adaptive Dormand–Prince 5(4) (Dormand & Prince 1980), order 5.
@@ -66,7 +80,9 @@ class Dopri5(EmbeddedPair):
     since every operation on the differentiated path is smooth.
 
     Save times are hit exactly (the step is shortened to land on them): no
-    dense-output interpolant enters the derivatives.  First same as last: the
+    dense-output interpolant enters the derivatives, except at events, which
+    are located on the quartic dense output :data:`DENSE_P`
+    (:mod:`simdiff.ode.events`).  First same as last: the
     seventh stage ``f(t + h, y_new)`` of an accepted step is the next step's
     first, so a step costs six right-hand-side evaluations.
 
@@ -124,9 +140,26 @@ class Dopri5(EmbeddedPair):
 
         return step
 
+    def dense(self, rhs: Rhs, p: Any, ops: Any) -> Any:
+        """The quartic dense output :data:`DENSE_P` (order 4); the step's stages are recomputed."""
+        rows = tableau_arrays(DOPRI5, ops)
+        cols = [ops.asarray([r[j] for r in DENSE_P]) for j in range(4)]
+
+        def quartic(theta: Any, data: tuple[Any, Any]) -> Any:
+            y, hk = data
+            w = theta * (cols[0] + theta * (cols[1] + theta * (cols[2] + theta * cols[3])))
+            return y + ops.sum(ops.reshape(w, (-1, 1)) * hk, axis=0)
+
+        def make(t: Any, y: Any, h: Any, k1: Any, y_new: Any) -> tuple[Any, Any]:
+            ks = rk_stages(rhs, t, y, h, p, ops, DOPRI5, rows=rows, k1=k1)
+            return (y, h * ks), quartic
+
+        return make
+
     def step(
         self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, state: Any, ops: Any
     ) -> tuple[Any, Any, Any]:
         """One step: ``(y_new, err, k7)``, the 5th-order solution, its error estimate and
         ``f(t + h, y_new)`` (the next step's first stage when this one is accepted)."""
         return self.stepper(rhs, p, ops)(t, y, h, state)
+

@@ -89,6 +89,7 @@ class FixedStep(Solver):
     tableau: ButcherTableau = RK4
     checkpoint: bool = False
     loop_compiles = True
+    supports_events = True
 
     def __post_init__(self) -> None:
         if isinstance(self.n_steps, bool) or not isinstance(self.n_steps, (int, np.integer)):
@@ -131,6 +132,7 @@ class FixedStep(Solver):
         p: Any,
         ops: Any,
         adjoint: Adjoint | None = None,
+        events: Any = None,
     ) -> tuple[Any, SolveInfo]:
         span = float(save_at[-1]) - float(t0)
         dt = span / int(self.n_steps)
@@ -157,8 +159,15 @@ class FixedStep(Solver):
 
         return drive(
             stepper, p, (), y0, t0, save_at, ops, h0=ops.asarray(dt),
-            controller=FixedController(dt), max_steps=n_total, adjoint=adjoint,
-            key=(self, rhs, adjoint) if self.loop_compiles else None,
+            controller=FixedController(dt),
+            # an event shortens one step; the interval after it needs no more steps than before
+            max_steps=n_total if events is None else n_total + events.max_events + 1,
+            adjoint=adjoint, key=(self, rhs, adjoint) if self.loop_compiles else None,
+            events=None if events is None else (
+                events,
+                lambda q: self.dense(stage_rhs, q, ops),
+                lambda q: self.restart(stage_rhs, q, ops),
+            ),
         )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from ..errors import InputError, InputTypeError, ShapeError, SolverError
 from ._base import Rhs, SolveInfo, Solver, status_message
 from .adjoint import Adjoint, make_adjoint
 from .dopri5 import Dopri5
+from .events import Event, EventSet, takes_event
 from .fixed import FixedStep
 from .rodas5p import Rodas5P
 from .rosenbrock import Rodas3
@@ -203,6 +204,8 @@ class ODEProblem(Problem):
         exact: Mapping[str, Callable[..., Any]] | None = None,
         meta: Mapping[str, Any] | None = None,
         check_options: CheckOptions | None = None,
+        events: Any = None,
+        max_events: int = 32,
         **solver_options: Any,
     ) -> None:
         if not callable(rhs):
@@ -225,6 +228,7 @@ class ODEProblem(Problem):
         self.adjoint = make_adjoint(adjoint)
         self._check_rhs()
         self.solver.check(rhs, y0, t0, save, params)
+        self.events = self._make_events(events, max_events)
         x0 = {"params": params, "y0": y0, "both": np.concatenate([params, y0])}[wrt]
         backends = getattr(self.solver, "backends", None)
         if check_options is None:  # an adaptive solver declares its accuracy to simdiff.check
@@ -235,6 +239,34 @@ class ODEProblem(Problem):
         )  # fmt: skip
 
     # ------------------------------------------------------------------ internals
+    def _make_events(self, events: Any, max_events: int) -> EventSet | None:
+        """The :class:`EventSet` of ``events`` (None without events), checked at ``(t0, y0)``."""
+        reads = takes_event(self.observable)
+        if events is None or (isinstance(events, (list, tuple)) and len(events) == 0):
+            if reads:
+                raise InputTypeError(
+                    "observable takes a third argument (the event record), which needs "
+                    "events=[Event(...)]; got no events"
+                )
+            return None
+        if isinstance(events, Event):
+            events = [events]
+        if not isinstance(events, (list, tuple)) or not all(isinstance(e, Event) for e in events):
+            raise InputTypeError(f"events must be a list of simdiff.ode.Event; got {events!r}")
+        if not self.solver.supports_events:
+            raise InputError(
+                f"solver {self.solver.name!r} does not support events; use 'dopri5', 'rk4', "
+                "'rodas3' or 'rodas5p'"
+            )
+        if isinstance(max_events, bool) or not isinstance(max_events, (int, np.integer)):
+            raise InputTypeError(f"max_events must be a positive integer; got {max_events!r}")
+        if max_events < 1:
+            raise InputError(f"max_events must be >= 1; got {max_events}")
+        require = reads and any(e.terminal for e in events)
+        evs = EventSet(tuple(events), int(max_events), require)
+        evs.check_start(self.rhs, self.y0, self.t_span[0], self.params, get_backend("numpy").ops())
+        return evs
+
     def __fingerprint__(self) -> dict[str, Any]:
         """What defines the problem: :class:`~simdiff.Problem`'s fields and every setting
         of the solve (right-hand side, observable, initial state, times, ``wrt``,
@@ -250,6 +282,7 @@ class ODEProblem(Problem):
             "wrt": self.wrt,
             "solver": self.solver,
             "adjoint": self.adjoint,
+            **({} if self.events is None else {"events": self.events}),
         }
 
     def tightened(self, factor: float) -> ODEProblem | None:
@@ -342,15 +375,22 @@ class ODEProblem(Problem):
         # Overflow in a rejected trial step is expected and handled (the status
         # reports real failures), so numpy's floating-point warnings are silenced.
         with ops.errstate():
+            if self.events is None:
+                return self.solver.integrate(
+                    self.rhs, y0, self.t_span[0], self.save_at, p, ops, adjoint=self.adjoint
+                )
             return self.solver.integrate(
-                self.rhs, y0, self.t_span[0], self.save_at, p, ops, adjoint=self.adjoint
-            )
+                self.rhs, y0, self.t_span[0], self.save_at, p, ops, adjoint=self.adjoint,
+                events=self.events,
+            )  # fmt: skip
 
     def _fn(self, x: Any, ops: Any) -> Any:
         ys, info = self._solve(x, ops)
         raise_on_failure(info, self.save_at[-1], self.solver, ops)
         if self.observable is None:
             return ops.reshape(ys, (-1,))
+        if self.events is not None and takes_event(self.observable):
+            return self.observable(ys, ops, info.events)
         return self.observable(ys, ops)
 
     # ------------------------------------------------------------------ public

@@ -165,7 +165,20 @@ class Rodas5P(RosenbrockMethod):
             return AdaptiveController.pi(self.rtol, self.atol, self.error_order, abs(span))
         return super().make_controller(span)
 
-    def dense(self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, theta: float, ops: Any) -> Any:
+    def dense_at(self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, theta: float, ops: Any) -> Any:
         """The state at ``t + theta h`` from one step of length ``h`` (dense output)."""
         y1, ks = self.stages(rhs, t, y, h, p, ops)
         return rodas5p_dense(theta, y, y1, ks)
+
+    def dense(self, rhs: Rhs, p: Any, ops: Any) -> Any:
+        """Rodas5P's own interpolant (:func:`rodas5p_dense`); the step's stages are recomputed."""
+
+        def interp(theta: Any, data: tuple[Any, Any, list[Any]]) -> Any:
+            y0, y1, ks = data
+            return rodas5p_dense(theta, y0, y1, ks)
+
+        def make(t: Any, y: Any, h: Any, state: Any, y_new: Any) -> tuple[Any, Any]:
+            y1, ks = self.stages(rhs, t, y, h, p, ops)
+            return (y, y1, list(ks)), interp
+
+        return make
