@@ -161,7 +161,7 @@ def _traced_loop(
     at_start = ops.asarray([s == t0 for s in save_at])
     saved0 = ops.where(at_start[:, None], y0[None, :], ops.zeros((m, dim)))
     zero = ops.asarray(0.0)
-    carry0 = (
+    carry0: tuple[Any, ...] = (
         ops.asarray(float(t0)),  # t
         y0,
         ops.stop_gradient(h0) + zero,  # h proposed for the next step

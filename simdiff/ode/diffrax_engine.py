@@ -181,9 +181,13 @@ class Diffrax(Solver):
         p: Any,
         ops: Any,
         adjoint: Any = None,
+        events: Any = None,
     ) -> tuple[Any, SolveInfo]:
         """Solve with ``diffrax.diffeqsolve``; ``adjoint`` is ignored (this engine's
-        own ``adjoint`` field, picked by :func:`diffrax_problem`, applies)."""
+        own ``adjoint`` field, picked by :func:`diffrax_problem`, applies).  Events
+        are refused (:class:`~simdiff.ode.ODEProblem` refuses them for this engine)."""
+        if events is not None:
+            raise UnsupportedError(f"{self.name} does not locate events; use Dopri5 or Rodas5P")
         if ops.name != "jax":
             raise UnsupportedError(
                 f"{self.name} runs in the 'jax' context only; got the {ops.name!r} context"

@@ -390,7 +390,7 @@ class ODEProblem(Problem):
         if self.observable is None:
             return ops.reshape(ys, (-1,))
         if self.events is not None and takes_event(self.observable):
-            return self.observable(ys, ops, info.events)
+            return self.observable(ys, ops, info.events)  # type: ignore[call-arg]
         return self.observable(ys, ops)
 
     # ------------------------------------------------------------------ public
