@@ -69,25 +69,34 @@ def test_blocked_loop_stops_where_the_while_loop_stops(block: int, group: int) -
     assert float(got[1]) == float(want[1]) == 37.5
 
 
+@pytest.mark.parametrize("adjoint", ["direct", "checkpoint-block5", "checkpoint-stores", "forward"])
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_adjoints_give_the_same_derivatives(
-    backend: str, default_problem: ODEProblem, forward_problem: ODEProblem
+    backend: str, adjoint: str, default_problem: ODEProblem, forward_problem: ODEProblem
 ) -> None:
-    """Every strategy differentiates the same discrete solver: equal to rounding."""
+    """Every strategy differentiates the same discrete solver: equal to rounding.
+
+    One strategy per test (each compiles its own Hessian), so the workers share them."""
     ref = default_problem
     x = ref.x0
     g = simdiff.grad(ref, backend=backend)
-    H = simdiff.hessian(ref, backend=backend)
-    stores = CheckpointAdjoint(remat_rhs=False)  # the stages' intermediates, not recomputed
-    for adjoint in (DirectAdjoint(), CheckpointAdjoint(block=5), stores):
-        p = _problem(adjoint)
-        np.testing.assert_allclose(simdiff.grad(p, backend=backend), g, rtol=1e-12, atol=1e-13)
-        np.testing.assert_allclose(simdiff.hessian(p, backend=backend), H, rtol=1e-11, atol=1e-12)
-    fwd = forward_problem
-    v = np.array([0.7, -1.3])
-    np.testing.assert_allclose(simdiff.jvp(fwd, v, x, backend=backend), g @ v, rtol=1e-12)
-    Hf = simdiff.hessian(fwd, backend=backend, method="fwd-fwd")
-    np.testing.assert_allclose(Hf, H, rtol=1e-10, atol=1e-11)
+    H = simdiff.hessian(ref, backend=backend)  # shared through the module's problem cache
+    if adjoint == "forward":
+        fwd = forward_problem
+        v = np.array([0.7, -1.3])
+        np.testing.assert_allclose(simdiff.jvp(fwd, v, x, backend=backend), g @ v, rtol=1e-12)
+        Hf = simdiff.hessian(fwd, backend=backend, method="fwd-fwd")
+        np.testing.assert_allclose(Hf, H, rtol=1e-10, atol=1e-11)
+        return
+    strategy = {
+        "direct": DirectAdjoint(),
+        "checkpoint-block5": CheckpointAdjoint(block=5),
+        # the stages' intermediates stored, not recomputed
+        "checkpoint-stores": CheckpointAdjoint(remat_rhs=False),
+    }[adjoint]
+    p = _problem(strategy)
+    np.testing.assert_allclose(simdiff.grad(p, backend=backend), g, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(simdiff.hessian(p, backend=backend), H, rtol=1e-11, atol=1e-12)
 
 
 def test_backends_agree_and_match_finite_differences(default_problem: ODEProblem) -> None:
