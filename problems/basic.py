@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.optimize
 
 import simdiff
 
@@ -80,6 +79,8 @@ def rosenbrock_fn(x, ops):
 
 def rosenbrock(n: int = 4) -> simdiff.Problem:
     """n-dimensional Rosenbrock; exact gradient and Hessian from scipy.optimize.rosen_der/hess."""
+    import scipy.optimize  # here, so `simdiff list` does not import it
+
     x0 = np.array([-1.2 if i % 2 == 0 else 1.0 for i in range(n)])
     return simdiff.Problem(
         rosenbrock_fn,

@@ -19,7 +19,6 @@ from .._api import hessian as _hessian
 from .._api import value_and_grad as _value_and_grad
 from .._problem import Problem
 from ..errors import InputError, InvalidIndexError
-from ..sensitivity import minimize
 from .derivatives import _point
 from .geometry import cluster_info
 from .normal_modes import _normal_modes, internal_basis, rigid_body_basis
@@ -197,6 +196,8 @@ def find_minimum(
     if method == "trust-exact" and cluster_info(problem) is not None:
         res = _projected_trust_exact(problem, start, backend, options, compile)
     else:
+        from ..sensitivity import minimize  # here, so `simdiff list` does not import scipy.stats
+
         res = minimize(problem, start, method, backend=backend, options=options, compile=compile)
     return _result(problem, res.x, backend, res.success, str(res.message), res.nit, method)
 
