@@ -115,7 +115,6 @@ __all__ = [
     "ode",
     "pde",
     "pes",
-    "report",
     "sensitivity",
     "stochastic_biharmonic",
     "stochastic_laplacian",
@@ -129,7 +128,7 @@ __all__ = [
 
 # Subpackages and evidence functions are imported on first access (they pull in
 # h5py/scipy.optimize/matplotlib, which a plain derivative call does not need).
-_LAZY_MODULES = ("ode", "pes", "pde", "sensitivity", "store", "report", "evidence")
+_LAZY_MODULES = ("ode", "pes", "pde", "sensitivity", "store", "evidence")
 _LAZY_ATTRS = {
     "check": ("evidence", "check"),
     "compare": ("evidence", "compare"),

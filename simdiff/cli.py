@@ -174,7 +174,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ._check import DERIVATIVES, check
+    from .evidence._check import DERIVATIVES, check
 
     kw: dict[str, Any] = {
         "derivatives": _subset("--derivatives", args.derivatives, DERIVATIVES) or DERIVATIVES,
@@ -223,7 +223,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ._compare import CONFIGS, compare, config_backend, make_task
+    from .evidence._compare import CONFIGS, compare, config_backend, make_task
 
     configs = _subset("--configs", args.configs, sorted(CONFIGS)) or [
         "jax-jit",
@@ -330,7 +330,7 @@ def _run_claims(
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import write_report
+    from .evidence.report import write_report
 
     run_catalogue = validation("catalogue").run_catalogue
     claims_mod = validation("claims")

@@ -48,10 +48,10 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ._environment import environment, now
 from ._fingerprint import fingerprint
 from ._log import get_logger
 from .errors import StoreError
+from .evidence._environment import environment, now
 
 __all__ = ["FORMAT", "SCHEMA_VERSION", "Store", "StoreError", "environment", "fingerprint"]
 

@@ -10,8 +10,15 @@ import pytest
 
 import problems
 import simdiff
-from simdiff._compare import CONFIGS, CompareResult, Task, compare, make_task, register_config
 from simdiff.errors import UnsupportedError
+from simdiff.evidence._compare import (
+    CONFIGS,
+    CompareResult,
+    Task,
+    compare,
+    make_task,
+    register_config,
+)
 
 
 def _broken(problem, task):
@@ -173,7 +180,7 @@ def test_numdifftools_one_parameter_gradient_has_the_gradient_shape() -> None:
 
 
 def test_simdiff_compare_is_the_function() -> None:
-    import simdiff._compare as module
+    import simdiff.evidence._compare as module
 
     assert simdiff.compare is module.compare
     r = simdiff.compare(problems.get("seed"), ["grad"], ["jax-jit"], repeats=1, memory=False)

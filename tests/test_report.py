@@ -1,4 +1,4 @@
-"""simdiff.report: markdown, figures and the claims table from a store run."""
+"""simdiff.evidence.report: markdown, figures and the claims table from a store run."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import problems
-from simdiff._check import check
-from simdiff._compare import compare
-from simdiff.report import write_report
+from simdiff.evidence._check import check
+from simdiff.evidence._compare import compare
+from simdiff.evidence.report import write_report
 from simdiff.store import Store
 from validation.claims import decide
 from validation.claims._common import part

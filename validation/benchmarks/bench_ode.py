@@ -31,7 +31,7 @@ Hessian / gradient (about p + 1 = 5 for forward-over-reverse).
 ``--problem memory``: reverse-mode peak memory of the JAX gradient through
 FixedStep RK4 with 10^3, 10^4 and 10^5 steps, CheckpointAdjoint against
 DirectAdjoint (XLA's ``memory_analysis()`` of the compiled gradient, and the
-resident-set peak of one call by :class:`simdiff._memory.PeakRSS`), with the
+resident-set peak of one call by :class:`simdiff.evidence._memory.PeakRSS`), with the
 exponent of ``n`` fitted to each.
 
 ``--problem robertson``: Robertson's stiff kinetics to t = 1e5, simdiff
@@ -63,7 +63,7 @@ import torch
 import problems
 import problems.ode as po
 import simdiff
-from simdiff._memory import PeakRSS
+from simdiff.evidence._memory import PeakRSS
 from simdiff.ode import (
     CheckpointAdjoint,
     DirectAdjoint,

@@ -208,7 +208,7 @@ MEMORY_SNIPPET = r"""
 import sys, numpy as np
 sys.path.insert(0, {root!r})
 from validation.benchmarks.bench_operators import mlp_problem
-from simdiff._memory import PeakRSS
+from simdiff.evidence._memory import PeakRSS
 import simdiff, torch
 p = mlp_problem(); d = simdiff.Derivatives(p, backend="torch", check_finite=False)
 X = torch.as_tensor(np.random.default_rng(0).normal(size=({points}, 50)))

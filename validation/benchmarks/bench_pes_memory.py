@@ -8,7 +8,7 @@ clusters (all pairs, and with the 2.5 sigma cutoff):
   ``jax.jit(jacfwd(jacrev(f))).lower(x).compile().memory_analysis()``
   (temporaries plus output and arguments), exact for the executable;
 - torch: the peak resident memory added by one ``torch.func`` forward-over-reverse
-  Hessian (``simdiff._memory.PeakRSS``), in a fresh process per point, so it
+  Hessian (``simdiff.evidence._memory.PeakRSS``), in a fresh process per point, so it
   includes the allocator's slack.
 
     python -m validation.benchmarks.bench_pes_memory
@@ -48,7 +48,7 @@ def _jax(n_atoms: int, cut: bool) -> dict:
 def _torch(n_atoms: int, cut: bool) -> dict:
     import torch
 
-    from simdiff._memory import PeakRSS
+    from simdiff.evidence._memory import PeakRSS
 
     torch.set_num_threads(1)
     import simdiff

@@ -1,8 +1,8 @@
 """``simdiff.compare``: the same derivatives under several configurations, timed side by side.
 
-The configurations and tasks live in :mod:`simdiff._compare_configs`, the
-result types in :mod:`simdiff._compare_result`, the memory probe in
-:mod:`simdiff._memory` and thread settings in :mod:`simdiff.backends`; this
+The configurations and tasks live in :mod:`simdiff.evidence._compare_configs`, the
+result types in :mod:`simdiff.evidence._compare_result`, the memory probe in
+:mod:`simdiff.evidence._memory` and thread settings in :mod:`simdiff.backends`; this
 module is the timing protocol.  Their public names are re-exported here and
 in :mod:`simdiff.evidence`.
 """
@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from .._problem import Problem
+from ..backends import backend_of, get_backend, set_threads, thread_info
+from ..errors import InputError, UnsupportedError
 from ._compare_configs import CONFIGS, Builder, Task, config_backend, make_task, register_config
 from ._compare_result import CompareEntry, CompareResult
 from ._memory import NoProbe, PeakRSS
-from ._problem import Problem
-from .backends import backend_of, get_backend, set_threads, thread_info
-from .errors import InputError, UnsupportedError
 
 __all__ = [
     "CONFIGS",

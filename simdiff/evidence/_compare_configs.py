@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ._api import Derivatives
-from ._problem import Problem
-from .errors import InputError, ShapeError, UnsupportedError
+from .._api import Derivatives
+from .._problem import Problem
+from ..errors import InputError, ShapeError, UnsupportedError
 
 __all__ = [
     "CONFIGS",
@@ -54,7 +54,7 @@ def register_config(
     Examples
     --------
     >>> import numpy as np
-    >>> from simdiff._compare_configs import register_config, CONFIGS
+    >>> from simdiff.evidence._compare_configs import register_config, CONFIGS
     >>> register_config("zeros", lambda problem, task: (lambda: np.zeros(problem.n)),
     ...                 replace=True)
     >>> "zeros" in CONFIGS
@@ -74,7 +74,7 @@ def config_backend(name: str) -> str | None:
 
     Examples
     --------
-    >>> from simdiff._compare_configs import config_backend
+    >>> from simdiff.evidence._compare_configs import config_backend
     >>> config_backend("torch-compile"), config_backend("scipy-fd")
     ('torch', None)
     """

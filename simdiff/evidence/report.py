@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._report_figures import fig_claims, fig_first_call, fig_ratio_to_jax
-from .errors import InputError
-from .store import Store
+from ..errors import InputError
+from ..store import Store
+from ._figures import fig_claims, fig_first_call, fig_ratio_to_jax
 
 __all__ = ["write_report"]
 
@@ -91,7 +91,7 @@ def write_report(
     --------
     >>> import tempfile, os
     >>> from simdiff.store import Store
-    >>> from simdiff.report import write_report
+    >>> from simdiff.evidence.report import write_report
     >>> d = tempfile.mkdtemp()
     >>> s = Store(os.path.join(d, "store"))
     >>> run = s.start_run("demo")

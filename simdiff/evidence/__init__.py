@@ -1,6 +1,6 @@
 """Evidence: ``check`` derivatives against references, ``compare`` the frameworks.
 
-The public names of :mod:`simdiff._check` and :mod:`simdiff._compare`.
+The public names of :mod:`simdiff.evidence._check` and :mod:`simdiff.evidence._compare`.
 ``simdiff.check`` and ``simdiff.compare`` are the two functions; the modules
 are private so that a module and a function never share the name.
 """

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ._api import Derivatives
+from .._api import Derivatives
+from .._problem import Problem
 from ._check_fd import FiniteDifferences, batched, chunk_for
-from ._problem import Problem
 
 __all__ = ["SCALAR_ONLY", "Plan", "Ref", "plans"]
 
