@@ -27,6 +27,7 @@ from .._api import hessian as _hessian
 from .._api import value_and_grad as _value_and_grad
 from .._problem import Problem
 from ..errors import BackendUnavailable, InputError, ShapeError
+from ._ase_pairs import CellPairs, voigt_stress
 from .cluster import cluster_problem
 from .potentials import PairPotential
 from .terms import TermEnergy
@@ -96,18 +97,26 @@ def problem_from_atoms(atoms: Atoms, pair: PairPotential, *, skin: float | None 
 
 
 class SimdiffCalculator(Calculator):
-    """An ASE calculator whose energies, forces and Hessians are simdiff's exact derivatives.
+    """An ASE calculator whose energies, forces, stress and Hessians are simdiff's exact derivatives.
 
     Parameters
     ----------
     problem : Problem, optional
         An energy of the flat Cartesian coordinates ``atoms.positions.ravel()``
-        (shape ``(3N,)``), or of the components ``components`` of it.
+        (shape ``(3N,)``), or of the components ``components`` of it: gives
+        ``energy``, ``free_energy`` and ``forces``.
     pair : callable, optional
-        Instead of ``problem``: a pair potential; the calculator builds
-        :func:`problem_from_atoms` for the Atoms it is given, and again when
-        their number, masses or cell change (a cutoff neighbour list follows
-        the atoms by itself; the compiled derivatives are reused otherwise).
+        Instead of ``problem``: a pair potential, evaluated for whatever Atoms
+        the calculator is given (any cell: orthorhombic or triclinic, periodic
+        in all, some or none of the directions, and cells shorter than twice
+        the cutoff, whose atoms interact with several images of each other).
+        Gives ``energy``, ``free_energy``, ``forces``, ``stress`` (exact, the
+        strain derivative of the energy) and ``energies`` (per atom).  A
+        periodic direction needs a cutoff (:func:`~simdiff.pes.smooth_cutoff`).
+    skin : float, optional
+        With ``pair=`` and a cutoff: the neighbour list holds the image pairs
+        closer than ``r_cut + skin`` and is rebuilt when an atom has moved more
+        than ``skin / 2`` or the cell changed (default ``0.1 * r_cut``).
     backend : {"jax", "torch"}
     components : array_like of int, optional
         Indices into ``positions.ravel()`` that are the problem's coordinates
@@ -115,6 +124,20 @@ class SimdiffCalculator(Calculator):
         forces and Hessian entries of the other components are zero.
     **kwargs
         Passed to :class:`ase.calculators.calculator.Calculator`.
+
+    Notes
+    -----
+    With ``pair=``, the energy of the image pairs ``(i, j, S)`` of the list
+    (displacements :math:`d_t = R_j - R_i + S_t C`) under a symmetric strain
+    :math:`\\varepsilon` of positions and cell, :math:`E(\\varepsilon) = \\sum_t
+    \\phi(\\lvert (I + \\varepsilon) d_t \\rvert)`, is differentiated in one reverse
+    pass at :math:`\\varepsilon = 0`: the forces, ASE's stress
+    :math:`\\sigma = V^{-1} \\partial E / \\partial \\varepsilon` (Voigt order
+    ``xx, yy, zz, yz, xz, xy``, energy per length cubed) and the per-pair
+    energies (half to each atom) come out together.  The compiled derivative
+    serves every list length within a bucket of sizes, so a rebuilt list rarely
+    recompiles.  ``get_hessian`` needs a free cluster or an orthorhombic cell
+    periodic in all directions (:func:`problem_from_atoms`).
 
     Examples
     --------
@@ -126,7 +149,7 @@ class SimdiffCalculator(Calculator):
     (0.0, array([24.,  0.,  0.]))
     """
 
-    implemented_properties = ["energy", "free_energy", "forces"]  # noqa: RUF012 (ASE's API)
+    implemented_properties = ["energy", "free_energy", "forces", "stress", "energies"]  # noqa: RUF012
     nolabel = True
 
     def __init__(
@@ -134,6 +157,7 @@ class SimdiffCalculator(Calculator):
         problem: Problem | None = None,
         *,
         pair: PairPotential | None = None,
+        skin: float | None = None,
         backend: str = "jax",
         components: Any = None,
         **kwargs: Any,
@@ -148,6 +172,12 @@ class SimdiffCalculator(Calculator):
         self.backend = backend
         self.components = None if components is None else np.asarray(components, dtype=np.int64)
         self._key: tuple | None = None
+        self.pairs: CellPairs | None = None
+        if pair is not None:
+            r_cut = getattr(pair, "r_cut", None)
+            default = 0.0 if r_cut is None else 0.1 * float(r_cut)
+            self.pairs = CellPairs(pair, skin=default if skin is None else float(skin),
+                                   backend=backend)  # fmt: skip
         self.counts = {"energy_and_forces": 0, "hessian": 0}
 
     # ------------------------------------------------------------------ problem and point
@@ -190,12 +220,21 @@ class SimdiffCalculator(Calculator):
     def calculate(
         self, atoms: Atoms | None = None, properties: Any = None, system_changes: Any = all_changes
     ) -> None:
-        """Energy and forces from one reverse pass (``simdiff.value_and_grad``)."""
+        """Energy, forces (and with ``pair=`` stress and per-atom energies) in one reverse pass."""
         super().calculate(atoms, properties, system_changes)
-        p = self.problem_for(self.atoms)
-        e, g = _value_and_grad(p, self._x(self.atoms, p), backend=self.backend)
+        atoms = self.atoms
         self.counts["energy_and_forces"] += 1
-        forces = -self._embed(np.asarray(g), len(self.atoms)).reshape(-1, 3)
+        if self.pairs is not None:
+            cell = np.asarray(atoms.cell[:], dtype=np.float64)
+            out = self.pairs.evaluate(atoms.get_positions(), cell, np.asarray(atoms.pbc))
+            self.results = {"energy": out["energy"], "free_energy": out["energy"],
+                            "forces": out["forces"], "energies": out["energies"]}  # fmt: skip
+            if atoms.cell.rank == 3:  # no lattice, no stress (as ASE's own calculators)
+                self.results["stress"] = voigt_stress(out["strain_derivative"], cell)
+            return
+        p = self.problem_for(atoms)
+        e, g = _value_and_grad(p, self._x(atoms, p), backend=self.backend)
+        forces = -self._embed(np.asarray(g), len(atoms)).reshape(-1, 3)
         self.results = {"energy": float(e), "free_energy": float(e), "forces": forces + 0.0}
 
     def get_hessian(self, atoms: Atoms | None = None) -> np.ndarray:
