@@ -180,7 +180,10 @@ def cluster_problem(
         Positive particle masses (default 1), used by normal-mode analysis.
     skin : float, optional
         Neighbour-list margin for a potential with a cutoff (default
-        ``0.1 * r_cut``); ignored without a cutoff.
+        ``0.1 * r_cut``); ignored without a cutoff.  In a periodic box it is
+        used as given, also where ``r_cut + skin`` exceeds half the box: the
+        list holds the pairs by their minimum-image distance, and only
+        ``r_cut <= min(box) / 2`` is needed for one image of a pair to interact.
     rebuild : bool
         With a cutoff: the neighbour list follows the atoms (default): at a
         point where an atom has moved more than ``skin / 2`` from where the
@@ -262,8 +265,6 @@ def cluster_problem(
         skin = 0.1 * float(r_cut) if skin is None else float(skin)
         if not skin >= 0.0:
             raise InputError(f"skin must be a non-negative length; got {skin}")
-        if b is not None and r_cut + skin > 0.5 * b.min():
-            skin = max(0.0, 0.5 * float(b.min()) - r_cut)  # the minimum image bounds the list
         index = pair_index(pos, r_cut + skin, b)
         fn = TermEnergy(term, index, n_particles, dim, reference=pos.copy(),
                         max_shift=skin / 2, box=b, list_radius=r_cut + skin,

@@ -168,11 +168,21 @@ def check_box(box: Any, dim: int, pair: Any) -> np.ndarray | None:
     if b.shape != (dim,) or not np.all(np.isfinite(b) & (b > 0)):
         raise InputError(f"box must be {dim} positive finite lengths (or one); got {box!r}")
     r_cut = getattr(pair, "r_cut", None)
-    if r_cut is None or r_cut > 0.5 * b.min():
+    if r_cut is None:
         raise InputError(
             "a periodic box needs a pair potential with a cutoff r_cut <= min(box) / 2 "
-            f"(minimum image); got r_cut={r_cut}, box={b.tolist()} (wrap the potential with "
+            f"(minimum image); got no cutoff, box={b.tolist()} (wrap the potential with "
             "simdiff.pes.smooth_cutoff)"
+        )
+    if r_cut > 0.5 * b.min():
+        k = int(np.argmin(b))
+        raise InputError(
+            "a periodic box needs a pair potential with a cutoff r_cut <= min(box) / 2 "
+            f"(minimum image); got r_cut={r_cut}, box={b.tolist()}: box vector {'xyz'[k]} "
+            f"(length {b[k]:.6g}) is shorter than 2 r_cut = {2 * r_cut:.6g}, so an atom would "
+            "interact with more than one image of another. Use a larger box, or "
+            "simdiff.pes.ase_interface.SimdiffCalculator(pair=...), whose image pairs cover "
+            "small cells"
         )
     return b
 

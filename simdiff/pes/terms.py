@@ -543,10 +543,11 @@ class TermEnergy:
         moved = pos[None] - ops.asarray(refs)  # (R, N, dim)
         if self.box is not None:
             moved = minimum_image(moved, ops.asarray(self.box), ops)
-        shift = ops.min(ops.max(ops.reshape(ops.abs(moved), (refs.shape[0], -1)), axis=-1))
+        # squared Euclidean displacement of the farthest atom from the nearest reference
+        shift2 = ops.min(ops.max(ops.sum(moved * moved, axis=-1), axis=-1))
         # a stale neighbour list gives NaN, never a silently wrong energy (see class docstring):
         # a factor (1 or NaN) on the energy, so every derivative order is NaN there too
-        return energy * ops.where(shift > self.max_shift, float("nan"), 1.0)
+        return energy * ops.where(shift2 > self.max_shift**2, float("nan"), 1.0)
 
     def __fingerprint__(self) -> dict[str, Any]:
         """What defines the energy: the term, the list it was built with and the list's rules.
@@ -571,8 +572,9 @@ class TermEnergy:
         """``(atom, displacement)`` of the first atom beyond ``max_shift``, else ``None``.
 
         ``x`` of shape ``(n,)`` or ``(B, n)``; the displacement of an atom is
-        its (minimum-image) distance along the worst axis from the nearest
-        reference geometry of the list.
+        its (minimum-image) Euclidean distance from the nearest reference
+        geometry of the list: two atoms that each moved less than ``skin / 2``
+        came closer by less than ``skin``, whatever the directions.
         """
         if self.references is None:
             return None
@@ -581,7 +583,7 @@ class TermEnergy:
         if self.box is not None:
             moved = moved - self.box * np.round(moved / self.box)
         # a point is covered by the reference nearest to it (the list is their union)
-        far = np.abs(moved).max(axis=-1)  # (B, R, N)
+        far = np.sqrt(np.einsum("brnd,brnd->brn", moved, moved))  # (B, R, N)
         best = far.max(axis=-1).argmin(axis=-1)  # (B,)
         far = far[np.arange(far.shape[0]), best].max(axis=0)  # (N,): worst over the points
         bad = np.flatnonzero(far > self.max_shift)
