@@ -194,7 +194,8 @@ class SimdiffCalculator(Calculator):
         stale = (isinstance(fn, TermEnergy) and not fn.follow
                  and fn.stale(atoms.get_positions()) is not None)  # fmt: skip
         if key != self._key or stale:
-            self.problem = problem_from_atoms(atoms, self.pair)
+            skin = None if self.pairs is None else self.pairs.skin
+            self.problem = problem_from_atoms(atoms, self.pair, skin=skin)
             self._key = key
         assert self.problem is not None
         return self.problem
