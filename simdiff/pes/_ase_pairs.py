@@ -31,8 +31,9 @@ from ase.neighborlist import primitive_neighbor_list
 
 from .._api import cached_derivatives
 from .._cache import RecentlyUsed
+from .._fingerprint import _digest
 from .._problem import Problem
-from ..errors import InputError
+from ..errors import InputError, _Opaque
 from .cluster import PairTerm
 from .potentials import PairPotential
 from .terms import bucket_size
@@ -72,13 +73,27 @@ class StrainedPairSum:
 _SHARED: RecentlyUsed[tuple[Any, int], Problem] = RecentlyUsed(32)
 
 
-def _strained_problem(pair: PairPotential, rows: int) -> Problem:
+def pair_key(pair: PairPotential) -> Any:
+    """What identifies a pair potential for sharing compiled code: its fingerprint digest.
+
+    Two ``functools.partial(lennard_jones, epsilon=..., sigma=...)`` made
+    separately with equal parameters are different objects with the same
+    definition: they share one problem (one compilation).  A potential that
+    cannot be fingerprinted is identified by itself.
+    """
+    try:
+        return ("digest", _digest(pair))
+    except (_Opaque, RecursionError):
+        return pair
+
+
+def _strained_problem(pair: PairPotential, key: Any, rows: int) -> Problem:
     def build() -> Problem:
         y0 = np.concatenate([np.tile([1.0, 0.0, 0.0], rows), np.ones(rows), np.zeros(6)])
         return Problem(StrainedPairSum(pair, rows), y0, name=f"strained_pairs{rows}")
 
     try:
-        return _SHARED.get((pair, rows), build)
+        return _SHARED.get((key, rows), build)
     except TypeError:  # an unhashable pair potential: a problem of its own
         return build()
 
@@ -112,6 +127,7 @@ class CellPairs:
         if not skin >= 0.0:
             raise InputError(f"skin must be a non-negative length; got {skin}")
         self.pair = pair
+        self._key = pair_key(pair)
         self.r_cut = getattr(pair, "r_cut", None)
         self.skin = float(skin)
         self.backend = backend
@@ -179,7 +195,7 @@ class CellPairs:
         y[3 * rows : 3 * rows + m] = 1.0
         y[3 * rows + m : 4 * rows] = 0.0
         y[4 * rows :] = 0.0
-        problem = _strained_problem(self.pair, rows)
+        problem = _strained_problem(self.pair, self._key, rows)
         e, g = cached_derivatives(problem, self.backend).value_and_grad(y)
         g = np.asarray(g)
         gd = g[: 3 * m].reshape(m, 3)
