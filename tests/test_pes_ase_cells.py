@@ -112,6 +112,7 @@ def test_backends_agree_on_stress_forces_energies():
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * (1 + np.abs(y).max()))
 
 
+@pytest.mark.slow
 def test_frechet_cell_filter_relaxes_fcc_to_the_lattice_sum_minimum():
     """A 4-atom fcc cell (shorter than twice the cutoff: images interact), rattled, relaxed by
     BFGS on FrechetCellFilter: the lattice constant is the minimum of the fcc lattice sum over
@@ -159,6 +160,7 @@ def _md_drift(dt_fs: float, steps: int) -> tuple[float, int]:
     return drift, calc.pairs.rebuilds
 
 
+@pytest.mark.slow
 def test_velocity_verlet_conserves_energy_like_dt_squared():
     """NVE Velocity Verlet through the calculator, 108 atoms, the list rebuilt on the way: the
     total energy stays within the integrator's O(dt^2) error (halving dt cuts the largest
@@ -187,3 +189,44 @@ def test_bad_cells_and_missing_stress():
         box.get_potential_energy()
     with pytest.raises(InputError, match="skin must be"):
         SimdiffCalculator(pair=GAP, skin=-1.0)
+
+
+def test_hessian_on_any_cell_against_differences_of_forces():
+    """get_hessian from one block per image pair on a small triclinic cell (images of one pair
+    add up): central differences of the forces converge to it like h^2; on an orthorhombic
+    box it equals the Hessian of simdiff's periodic cluster problem; VibrationsData takes it."""
+    import simdiff
+    from simdiff.pes.ase_interface import problem_from_atoms, vibrations_data
+
+    pair = smooth_cutoff(lennard_jones, r_on=1.5, r_cut=2.3)
+    atoms = bulk("Ar", "fcc", a=1.58).repeat((2, 2, 1))  # 4 atoms, heights < 2 r_cut
+    atoms.rattle(0.02, seed=4)
+    atoms.calc = calc = SimdiffCalculator(pair=pair)
+    h = calc.get_hessian(atoms)
+    np.testing.assert_array_equal(h, h.T)
+    x0 = atoms.positions.reshape(-1).copy()
+
+    def central(step):
+        out = np.empty_like(h)
+        probe = atoms.copy()
+        probe.calc = calc
+        for k in range(x0.size):
+            f = []
+            for s in (step, -step):
+                x = x0.copy()
+                x[k] += s
+                probe.positions = x.reshape(-1, 3)
+                f.append(probe.get_forces().reshape(-1))
+            out[:, k] = -(f[0] - f[1]) / (2 * step)
+        return out
+
+    err = [np.abs(central(s) - h).max() / np.abs(h).max() for s in (1e-3, 5e-4)]
+    assert err[0] < 1e-4 and err[1] < err[0] / 3, err
+    vib = vibrations_data(atoms)
+    assert np.sum(np.abs(vib.get_frequencies()) < 1e-3) == 3  # three translations, no rotations
+    box = CELLS["cubic-108"].copy()
+    box.rattle(0.01, seed=1)
+    box.calc = SimdiffCalculator(pair=GAP)
+    ref = simdiff.hessian(problem_from_atoms(box, GAP))
+    np.testing.assert_allclose(box.calc.get_hessian(box), ref, rtol=0,
+                               atol=1e-12 * np.abs(ref).max())  # fmt: skip

@@ -33,10 +33,10 @@ from .._api import cached_derivatives
 from .._cache import RecentlyUsed
 from .._fingerprint import _digest
 from .._problem import Problem
-from ..errors import InputError, _Opaque
+from ..errors import InputError, NonFiniteError, _Opaque
 from .cluster import PairTerm
 from .potentials import PairPotential
-from .terms import bucket_size
+from .terms import TermEnergy, bucket_size
 
 __all__ = ["CellPairs", "StrainedPairSum", "voigt_stress"]
 
@@ -178,7 +178,7 @@ class CellPairs:
 
     # ------------------------------------------------------------------ the energy
     def evaluate(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> dict[str, Any]:
-        """Energy, forces ``(N, 3)``, ``dE/deps`` (Voigt, ``(6,)``) and per-atom energies ``(N,)``."""
+        """Energy, forces ``(N, 3)``, ``dE/deps`` (Voigt, ``(6,)``), per-atom energies ``(N,)``."""
         pos = np.asarray(pos, dtype=np.float64)
         cell = np.asarray(cell, dtype=np.float64)
         pbc = np.asarray(pbc, dtype=bool)
@@ -206,6 +206,35 @@ class CellPairs:
         energies = 0.5 * (np.bincount(self.i, phi, n) + np.bincount(self.j, phi, n))
         return {"energy": float(e), "forces": forces, "strain_derivative": g[4 * rows :].copy(),
                 "energies": energies}  # fmt: skip
+
+    def hessian(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> np.ndarray:
+        """The exact Hessian with respect to the positions, ``(3N, 3N)``, from one block per pair.
+
+        The energy of image pair ``t`` depends on the positions through
+        ``d_t`` alone, so its Hessian is ``[[B, -B], [-B, B]]`` at atoms
+        ``(i, j)`` with :math:`B_t = \\partial^2 \\phi / \\partial d_t^2` (computed
+        for all pairs in one vectorised call, :class:`~simdiff.pes.TermEnergy`);
+        images of the same pair add up, and an atom's pairs with its own
+        images (constant ``d``) contribute nothing.
+        """
+        pos = np.asarray(pos, dtype=np.float64)
+        cell = np.asarray(cell, dtype=np.float64)
+        pbc = np.asarray(pbc, dtype=bool)
+        self.update(pos, cell, pbc)
+        n = pos.shape[0]
+        other = self.i != self.j
+        if not other.any():
+            return np.zeros((3 * n, 3 * n))
+        i, j = self.i[other], self.j[other]
+        d = pos[j] - pos[i] + self.shifts[other] @ cell
+        energy = TermEnergy(PairTerm(self.pair), np.stack([i, j], axis=1), n, 3)
+        blocks = energy._batched_hessian("difference", d, self.backend, None)
+        if not np.all(np.isfinite(blocks)):
+            t = int(np.flatnonzero(~np.isfinite(blocks).reshape(len(d), -1).all(axis=1))[0])
+            raise NonFiniteError(f"the Hessian of pair {t} (atoms {i[t]}, {j[t]}) is not finite")
+        layout = energy.assembly()  # repeated pairs (several images) summed by a sparse product
+        summed = np.asarray(layout.assembler @ blocks.reshape(-1, 9)).reshape(-1, 3, 3)
+        return layout.dense(summed)
 
 
 def _check_cell(cell: np.ndarray, pbc: np.ndarray) -> None:

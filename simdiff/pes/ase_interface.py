@@ -97,7 +97,7 @@ def problem_from_atoms(atoms: Atoms, pair: PairPotential, *, skin: float | None 
 
 
 class SimdiffCalculator(Calculator):
-    """An ASE calculator whose energies, forces, stress and Hessians are simdiff's exact derivatives.
+    """An ASE calculator whose energy, forces, stress and Hessian are simdiff's exact derivatives.
 
     Parameters
     ----------
@@ -136,8 +136,8 @@ class SimdiffCalculator(Calculator):
     ``xx, yy, zz, yz, xz, xy``, energy per length cubed) and the per-pair
     energies (half to each atom) come out together.  The compiled derivative
     serves every list length within a bucket of sizes, so a rebuilt list rarely
-    recompiles.  ``get_hessian`` needs a free cluster or an orthorhombic cell
-    periodic in all directions (:func:`problem_from_atoms`).
+    recompiles.  ``get_hessian`` assembles the exact Hessian from one
+    ``3 x 3`` block per image pair, on any cell.
 
     Examples
     --------
@@ -243,8 +243,11 @@ class SimdiffCalculator(Calculator):
         atoms = self.atoms if atoms is None else atoms
         if atoms is None:
             raise InputError("get_hessian needs Atoms (none given and none calculated yet)")
-        p = self.problem_for(atoms)
         self.counts["hessian"] += 1
+        if self.pairs is not None:  # any cell: one block per image pair
+            cell = np.asarray(atoms.cell[:], dtype=np.float64)
+            return self.pairs.hessian(atoms.get_positions(), cell, np.asarray(atoms.pbc))
+        p = self.problem_for(atoms)
         h = np.asarray(_hessian(p, self._x(atoms, p), backend=self.backend))
         return self._embed(h, len(atoms))
 

@@ -547,6 +547,7 @@ class TermEnergy:
         shift2 = ops.min(ops.max(ops.sum(moved * moved, axis=-1), axis=-1))
         # a stale neighbour list gives NaN, never a silently wrong energy (see class docstring):
         # a factor (1 or NaN) on the energy, so every derivative order is NaN there too
+        assert self.max_shift is not None  # a list with references has a skin
         return energy * ops.where(shift2 > self.max_shift**2, float("nan"), 1.0)
 
     def __fingerprint__(self) -> dict[str, Any]:
