@@ -7,8 +7,9 @@ its parameters in those units (e.g. ``functools.partial(lennard_jones,
 epsilon=0.0104, sigma=3.40)`` for argon); masses come from the Atoms (amu).
 
 - :class:`SimdiffCalculator` gives ASE energies and forces (and exact
-  Hessians) from a simdiff problem, or builds the problem of a pair potential
-  for whatever Atoms it is given.
+  Hessians) from a simdiff problem, or, for a pair potential, energy, forces,
+  stress and per-atom energies on any cell ASE has (triclinic, slabs, cells
+  shorter than twice the cutoff).
 - :func:`vibrations_data` hands the exact Hessian to
   :class:`ase.vibrations.VibrationsData`: frequencies, modes, zero-point energy
   and, through :mod:`ase.thermochemistry`, thermochemistry.
