@@ -230,3 +230,21 @@ def test_hessian_on_any_cell_against_differences_of_forces():
     ref = simdiff.hessian(problem_from_atoms(box, GAP))
     np.testing.assert_allclose(box.calc.get_hessian(box), ref, rtol=0,
                                atol=1e-12 * np.abs(ref).max())  # fmt: skip
+
+
+def test_translation_and_wrapping_leave_everything_unchanged():
+    """A rigid translation of a triclinic cell's atoms, then wrapping them back into the cell
+    (positions jump by lattice vectors, the list is rebuilt with new image shifts): energy,
+    forces and stress are unchanged to rounding."""
+    pair = smooth_cutoff(lennard_jones, r_on=1.5, r_cut=2.3)
+    atoms = CELLS["triclinic-27"].copy()
+    atoms.rattle(0.03, seed=6)
+    atoms.calc = calc = SimdiffCalculator(pair=pair)
+    ref = (atoms.get_potential_energy(), atoms.get_forces(), atoms.get_stress())
+    atoms.positions += [0.7, -1.9, 3.3]
+    atoms.wrap()
+    got = (atoms.get_potential_energy(), atoms.get_forces(), atoms.get_stress())
+    assert calc.pairs is not None and calc.pairs.rebuilds == 2
+    assert got[0] == pytest.approx(ref[0], rel=1e-13)
+    for x, y in zip(got[1:], ref[1:], strict=True):
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * np.abs(y).max())
