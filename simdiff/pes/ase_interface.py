@@ -30,6 +30,7 @@ from .._problem import Problem
 from ..errors import BackendUnavailable, InputError, ShapeError
 from ._ase_pairs import CellPairs, voigt_stress
 from .cluster import cluster_problem
+from .geometry import Cell
 from .potentials import PairPotential
 from .terms import TermEnergy
 
@@ -46,6 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = [
     "SimdiffCalculator",
     "atoms_box",
+    "atoms_cell",
     "problem_from_atoms",
     "sella_hessian_function",
     "vibrations_data",
@@ -80,8 +82,37 @@ def atoms_box(atoms: Atoms) -> np.ndarray | None:
     return np.diag(cell).copy()
 
 
+def atoms_cell(atoms: Atoms) -> np.ndarray | Cell | None:
+    """The periodic cell of ``atoms`` for :func:`~simdiff.pes.cluster_problem`'s ``box``.
+
+    ``None`` if not periodic; the lengths (shape ``(3,)``) of an orthorhombic
+    cell periodic in all directions; else a :class:`~simdiff.pes.Cell`
+    (triclinic, slabs, wires; a missing cell vector of a non-periodic
+    direction is completed by ASE's ``Cell.complete``).
+
+    Examples
+    --------
+    >>> from ase import Atoms
+    >>> atoms_cell(Atoms("Ar", cell=[5, 6, 7], pbc=True))
+    array([5., 6., 7.])
+    >>> atoms_cell(Atoms("Ar", cell=[[5, 0, 0], [2, 5, 0], [0, 0, 9]], pbc=[1, 1, 0]))
+    Cell([[5.0, 0.0, 0.0], [2.0, 5.0, 0.0], [0.0, 0.0, 9.0]], pbc=[True, True, False])
+    """
+    pbc = np.asarray(atoms.pbc, dtype=bool)
+    if not pbc.any():
+        return None
+    cell = np.asarray(atoms.cell.complete()[:], dtype=np.float64)
+    if pbc.all() and np.array_equal(cell, np.diag(np.diag(cell))):
+        return np.diag(cell).copy()
+    return Cell(cell, pbc)
+
+
 def problem_from_atoms(atoms: Atoms, pair: PairPotential, *, skin: float | None = None) -> Problem:
-    """The pair energy of ``atoms`` as a simdiff problem (positions, masses and box from Atoms).
+    """The pair energy of ``atoms`` as a simdiff problem (positions, masses and cell from Atoms).
+
+    Any cell whose shortest periodic height is at least twice the cutoff
+    (:func:`atoms_cell`); smaller cells need the image pairs of
+    :class:`SimdiffCalculator` with ``pair=``.
 
     Examples
     --------
@@ -93,7 +124,7 @@ def problem_from_atoms(atoms: Atoms, pair: PairPotential, *, skin: float | None 
     (-1.0, array([39.948, 39.948]))
     """
     return cluster_problem(pair, atoms.get_positions(), masses=atoms.get_masses(),
-                           box=atoms_box(atoms), skin=skin,
+                           box=atoms_cell(atoms), skin=skin,
                            name=f"{atoms.get_chemical_formula()}")  # fmt: skip
 
 
