@@ -124,3 +124,20 @@ def test_cell_errors_name_the_vector():
         Cell([[4.0, 0, 0], [2.0, 0, 0], [0, 0, 5.0]], [True, True, True])
     with pytest.raises(InputError, match="needs a pair potential with a cutoff"):
         cluster_problem(lennard_jones, atoms.positions, box=Cell(atoms.cell[:], [True] * 3))
+
+
+@pytest.mark.slow
+def test_find_minimum_and_normal_modes_on_a_triclinic_crystal():
+    """A rattled triclinic fcc crystal relaxes (cell fixed) to the perfect lattice, a minimum
+    with three rigid-body modes (translations: no rotations in a periodic cell)."""
+    from simdiff.pes import find_minimum, normal_modes
+
+    perfect = bulk("Ar", "fcc", a=1.6).repeat(4)
+    atoms = perfect.copy()
+    atoms.rattle(0.05, seed=1)
+    p = problem_from_atoms(atoms, PAIR)
+    m = find_minimum(p)
+    assert m.converged and m.index == 0
+    assert m.energy == pytest.approx(float(p.evaluate(perfect.positions.reshape(-1))), rel=1e-12)
+    nm = normal_modes(p, m.x)
+    assert nm.n_rigid == 3 and np.all(nm.frequencies > 0)
