@@ -187,6 +187,10 @@ def test_bad_cells_and_missing_stress():
     box.calc = SimdiffCalculator(pair=lennard_jones)
     with pytest.raises(InputError, match="needs a pair potential with a cutoff"):
         box.get_potential_energy()
+    nan = Atoms("Ar2", positions=[[0, 0, 0], [np.nan, 0, 0]])
+    nan.calc = SimdiffCalculator(pair=GAP)
+    with pytest.raises(InputError, match=r"positions must be finite; atom 1 is at \[nan"):
+        nan.get_potential_energy()
     with pytest.raises(InputError, match="skin must be"):
         SimdiffCalculator(pair=GAP, skin=-1.0)
 

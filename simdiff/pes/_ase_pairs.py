@@ -151,7 +151,14 @@ class CellPairs:
         return bool(moved2.max(initial=0.0) > (0.5 * self.skin) ** 2)
 
     def update(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> bool:
-        """Rebuild the list at ``pos`` if it does not hold there; True if rebuilt."""
+        """Rebuild the list at ``pos`` if it does not hold there; True if rebuilt.
+
+        Raises :class:`~simdiff.errors.InputError` naming the first atom with a
+        non-finite position, or a periodic cell vector of length 0.
+        """
+        if not np.isfinite(pos).all():
+            i = int(np.flatnonzero(~np.isfinite(pos).all(axis=1))[0])
+            raise InputError(f"positions must be finite; atom {i} is at {pos[i].tolist()}")
         if not self._needs_rebuild(pos, cell, pbc):
             return False
         n = pos.shape[0]
