@@ -191,6 +191,10 @@ def test_bad_cells_and_missing_stress():
     nan.calc = SimdiffCalculator(pair=GAP)
     with pytest.raises(InputError, match=r"positions must be finite; atom 1 is at \[nan"):
         nan.get_potential_energy()
+    same = Atoms("Ar3", positions=[[0, 0, 0], [1.1, 0, 0], [1.1, 0, 0]], cell=[5, 5, 5], pbc=True)
+    same.calc = SimdiffCalculator(pair=GAP)
+    with pytest.raises(InputError, match=r"atoms 1 and 2 coincide \(distance 0\)"):
+        same.get_potential_energy()
     with pytest.raises(InputError, match="skin must be"):
         SimdiffCalculator(pair=GAP, skin=-1.0)
 

@@ -183,6 +183,19 @@ class CellPairs:
         self.rebuilds += 1
         return True
 
+    def _displacements(self, pos: np.ndarray, cell: np.ndarray) -> np.ndarray:
+        """``d_t`` of the listed pairs; coincident atoms (``d_t = 0``) raise ``InputError``."""
+        d = pos[self.j] - pos[self.i] + self.shifts @ cell
+        zero = np.flatnonzero(np.einsum("ij,ij->i", d, d) == 0.0)
+        if zero.size:
+            t = int(zero[0])
+            image = "" if not self.shifts[t].any() else f" (image {self.shifts[t].astype(int)})"
+            raise InputError(
+                f"atoms {self.i[t]} and {self.j[t]}{image} coincide (distance 0): the energy is "
+                "+inf and its derivatives are undefined"
+            )
+        return d
+
     # ------------------------------------------------------------------ the energy
     def evaluate(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> dict[str, Any]:
         """Energy, forces ``(N, 3)``, ``dE/deps`` (Voigt, ``(6,)``), per-atom energies ``(N,)``."""
@@ -194,7 +207,7 @@ class CellPairs:
         if m == 0:
             return {"energy": 0.0, "forces": np.zeros((n, 3)), "strain_derivative": np.zeros(6),
                     "energies": np.zeros(n)}  # fmt: skip
-        d = pos[self.j] - pos[self.i] + self.shifts @ cell
+        d = self._displacements(pos, cell)
         rows = bucket_size(m)
         y = np.empty(4 * rows + 6)
         y[: 3 * m] = d.reshape(-1)
@@ -233,7 +246,7 @@ class CellPairs:
         if not other.any():
             return np.zeros((3 * n, 3 * n))
         i, j = self.i[other], self.j[other]
-        d = pos[j] - pos[i] + self.shifts[other] @ cell
+        d = self._displacements(pos, cell)[other]
         energy = TermEnergy(PairTerm(self.pair), np.stack([i, j], axis=1), n, 3)
         blocks = energy._batched_hessian("difference", d, self.backend, None)
         if not np.all(np.isfinite(blocks)):
