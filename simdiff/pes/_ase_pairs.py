@@ -157,8 +157,8 @@ class CellPairs:
         non-finite position, or a periodic cell vector of length 0.
         """
         if not np.isfinite(pos).all():
-            i = int(np.flatnonzero(~np.isfinite(pos).all(axis=1))[0])
-            raise InputError(f"positions must be finite; atom {i} is at {pos[i].tolist()}")
+            bad = int(np.flatnonzero(~np.isfinite(pos).all(axis=1))[0])
+            raise InputError(f"positions must be finite; atom {bad} is at {pos[bad].tolist()}")
         if not self._needs_rebuild(pos, cell, pbc):
             return False
         n = pos.shape[0]
