@@ -256,3 +256,30 @@ def test_translation_and_wrapping_leave_everything_unchanged():
     assert got[0] == pytest.approx(ref[0], rel=1e-13)
     for x, y in zip(got[1:], ref[1:], strict=True):
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * np.abs(y).max())
+
+
+def test_list_survives_small_cell_changes_and_stays_exact():
+    """A cell strained step by step keeps its list while the bound allows (no pair outside it
+    can come within r_cut) and rebuilds beyond; at every step energy, forces and stress equal a
+    fresh calculator's."""
+    pair = smooth_cutoff(lennard_jones, r_on=1.5, r_cut=2.3)
+    atoms = CELLS["triclinic-27"].copy()
+    atoms.rattle(0.02, seed=7)
+    atoms.calc = calc = SimdiffCalculator(pair=pair, skin=0.3)
+    atoms.get_potential_energy()  # the list of the unstrained cell
+    strain = np.array([[1.0, 0.3, -0.2], [0.3, -0.5, 0.1], [-0.2, 0.1, 0.8]])
+    counts = []
+    for step in range(1, 8):
+        strained = atoms.copy()
+        strained.set_cell(atoms.cell[:] @ (np.eye(3) + 0.03 * step * strain).T, scale_atoms=True)
+        strained.calc = calc
+        fresh = strained.copy()
+        fresh.calc = SimdiffCalculator(pair=pair, skin=0.3)
+        assert strained.get_potential_energy() == pytest.approx(fresh.get_potential_energy(),
+                                                                rel=1e-13)  # fmt: skip
+        np.testing.assert_allclose(strained.get_forces(), fresh.get_forces(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(strained.get_stress(), fresh.get_stress(), rtol=0, atol=1e-12)
+        assert calc.pairs is not None
+        counts.append(calc.pairs.rebuilds)
+    assert counts[0] == 1  # a 3 % strain keeps the list of the unstrained cell
+    assert counts[-1] > 1  # a 21 % one does not

@@ -110,7 +110,9 @@ class CellPairs:
     skin : float
         The list holds the image pairs closer than ``r_cut + skin``; it is
         rebuilt when an atom has moved more than ``skin / 2`` (Euclidean) from
-        where it was built, or the cell or periodicity changed.
+        where it was built, when a change of the cell could bring a pair
+        outside it within reach (:meth:`_needs_rebuild`), or when the
+        periodicity changed.
     backend : {"jax", "torch"}
 
     Notes
@@ -138,17 +140,33 @@ class CellPairs:
 
     # ------------------------------------------------------------------ the list
     def _needs_rebuild(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> bool:
+        """Whether a pair outside the list may be within ``r_cut`` at ``(pos, cell)`` (see Notes).
+
+        Same cell: an atom moved more than ``skin / 2``.  A new cell ``C'``
+        (a cell filter's or a barostat's step): with ``G = C^-1 C'`` every
+        image displacement becomes ``d G`` plus the atoms' own fractional
+        moves, so a pair that was at least ``r_cut + skin`` apart is still at
+        least ``sigma_min(G) (r_cut + skin) - 2 max_i |(f'_i - f_i) C'|``
+        apart (``f`` fractional coordinates); the list holds while that is at
+        least ``r_cut``.
+        """
         if self._ref is None:
             return True
         ref_pos, ref_cell, ref_pbc = self._ref
-        if ref_pos.shape != pos.shape or not np.array_equal(ref_cell, cell):
-            return True
-        if not np.array_equal(ref_pbc, pbc):
+        if ref_pos.shape != pos.shape or not np.array_equal(ref_pbc, pbc):
             return True
         if self.r_cut is None:  # all pairs of a free cluster: valid everywhere
             return False
-        moved2 = np.einsum("ij,ij->i", pos - ref_pos, pos - ref_pos)
-        return bool(moved2.max(initial=0.0) > (0.5 * self.skin) ** 2)
+        if np.array_equal(ref_cell, cell):
+            moved2 = np.einsum("ij,ij->i", pos - ref_pos, pos - ref_pos)
+            return bool(moved2.max(initial=0.0) > (0.5 * self.skin) ** 2)
+        if abs(np.linalg.det(ref_cell)) == 0.0 or abs(np.linalg.det(cell)) == 0.0:
+            return True
+        inv_ref, inv = np.linalg.inv(ref_cell), np.linalg.inv(cell)
+        sigma = float(np.linalg.svd(inv_ref @ cell, compute_uv=False).min())
+        own = (pos @ inv - ref_pos @ inv_ref) @ cell
+        moved = float(np.sqrt(np.einsum("ij,ij->i", own, own).max(initial=0.0)))
+        return sigma * (self.r_cut + self.skin) - 2.0 * moved < self.r_cut
 
     def update(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> bool:
         """Rebuild the list at ``pos`` if it does not hold there; True if rebuilt.
