@@ -148,7 +148,8 @@ class SimdiffCalculator(Calculator):
     skin : float, optional
         With ``pair=`` and a cutoff: the neighbour list holds the image pairs
         closer than ``r_cut + skin`` and is rebuilt when an atom has moved more
-        than ``skin / 2`` or the cell changed (default ``0.1 * r_cut``).
+        than ``skin / 2``, or when a change of the cell could bring a pair
+        outside it within ``r_cut`` (default ``0.1 * r_cut``).
     backend : {"jax", "torch"}
     components : array_like of int, optional
         Indices into ``positions.ravel()`` that are the problem's coordinates
