@@ -183,3 +183,36 @@ def test_find_minimum_converges_with_a_list_that_follows_the_atoms(pos):
     fresh = cluster_problem(PAIR, res.x.reshape(-1, 3))
     assert float(fresh.evaluate()) == pytest.approx(res.energy, rel=1e-14)
     assert np.linalg.norm(simdiff.grad(fresh)) < 1e-5
+
+
+def test_skin_beyond_half_the_box_is_kept_and_exact():
+    """r_cut + skin may exceed half the box: the skin is used as asked (not shrunk), the list
+    holds the pairs by minimum-image distance, and inside the skin the energy and forces are
+    those of all minimum-image pairs."""
+    from functools import partial
+
+    from simdiff.pes import cluster_energy
+
+    pair = smooth_cutoff(lennard_jones, r_on=2.0, r_cut=2.2)
+    pos, box = _fcc_box()  # box 4.8: half the box - r_cut = 0.2
+    pos = pos + 0.01 * np.random.default_rng(2).standard_normal(pos.shape)
+    p = cluster_problem(pair, pos, box=box, skin=0.8)
+    assert p.fn.neighbour_list()["skin"] == pytest.approx(0.8)
+    full = simdiff.Problem(partial(cluster_energy, pair=pair, n_particles=len(pos), box=box),
+                           p.x0)  # fmt: skip
+    step = np.random.default_rng(3).standard_normal(pos.shape)
+    x = (pos + 0.38 * step / np.linalg.norm(step, axis=1, keepdims=True)).reshape(-1)
+    assert p.fn.stale(x) is None  # every atom moved 0.38 < skin / 2: the list holds, no rebuild
+    np.testing.assert_allclose(p.evaluate(x), full.evaluate(x), rtol=1e-13)
+    np.testing.assert_allclose(simdiff.grad(p, x), simdiff.grad(full, x), atol=1e-11)
+    assert p.fn.neighbour_list()["rebuilds"] == 0
+
+
+def test_displacement_is_euclidean_not_per_axis():
+    """An atom that moved 0.8 of the limit along each axis has moved 1.39 of it: two such atoms
+    moving toward each other close in by more than the skin, so the list must be rebuilt."""
+    p = cluster_problem(PAIR, fcc_cluster(38), rebuild=False)
+    x = p.x0.reshape(-1, 3).copy()
+    x[7] += 0.8 * p.fn.max_shift
+    with pytest.raises(NeighbourListError, match=r"atom 7 has moved 0\.17"):
+        simdiff.grad(p, x.reshape(-1))

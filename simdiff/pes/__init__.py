@@ -15,6 +15,7 @@ from .derivatives import cubic_directions as cubic_directions
 from .derivatives import cubic_force_constants as cubic_force_constants
 from .derivatives import forces as forces
 from .derivatives import quartic_force_constants as quartic_force_constants
+from .geometry import Cell as Cell
 from .geometry import ClusterInfo as ClusterInfo
 from .geometry import check_positions as check_positions
 from .geometry import cluster_info as cluster_info

@@ -7,8 +7,9 @@ its parameters in those units (e.g. ``functools.partial(lennard_jones,
 epsilon=0.0104, sigma=3.40)`` for argon); masses come from the Atoms (amu).
 
 - :class:`SimdiffCalculator` gives ASE energies and forces (and exact
-  Hessians) from a simdiff problem, or builds the problem of a pair potential
-  for whatever Atoms it is given.
+  Hessians) from a simdiff problem, or, for a pair potential, energy, forces,
+  stress and per-atom energies on any cell ASE has (triclinic, slabs, cells
+  shorter than twice the cutoff).
 - :func:`vibrations_data` hands the exact Hessian to
   :class:`ase.vibrations.VibrationsData`: frequencies, modes, zero-point energy
   and, through :mod:`ase.thermochemistry`, thermochemistry.
@@ -27,7 +28,9 @@ from .._api import hessian as _hessian
 from .._api import value_and_grad as _value_and_grad
 from .._problem import Problem
 from ..errors import BackendUnavailable, InputError, ShapeError
+from ._ase_pairs import CellPairs, voigt_stress
 from .cluster import cluster_problem
+from .geometry import Cell
 from .potentials import PairPotential
 from .terms import TermEnergy
 
@@ -44,6 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = [
     "SimdiffCalculator",
     "atoms_box",
+    "atoms_cell",
     "problem_from_atoms",
     "sella_hessian_function",
     "vibrations_data",
@@ -78,8 +82,37 @@ def atoms_box(atoms: Atoms) -> np.ndarray | None:
     return np.diag(cell).copy()
 
 
+def atoms_cell(atoms: Atoms) -> np.ndarray | Cell | None:
+    """The periodic cell of ``atoms`` for :func:`~simdiff.pes.cluster_problem`'s ``box``.
+
+    ``None`` if not periodic; the lengths (shape ``(3,)``) of an orthorhombic
+    cell periodic in all directions; else a :class:`~simdiff.pes.Cell`
+    (triclinic, slabs, wires; a missing cell vector of a non-periodic
+    direction is completed by ASE's ``Cell.complete``).
+
+    Examples
+    --------
+    >>> from ase import Atoms
+    >>> atoms_cell(Atoms("Ar", cell=[5, 6, 7], pbc=True))
+    array([5., 6., 7.])
+    >>> atoms_cell(Atoms("Ar", cell=[[5, 0, 0], [2, 5, 0], [0, 0, 9]], pbc=[1, 1, 0]))
+    Cell([[5.0, 0.0, 0.0], [2.0, 5.0, 0.0], [0.0, 0.0, 9.0]], pbc=[True, True, False])
+    """
+    pbc = np.asarray(atoms.pbc, dtype=bool)
+    if not pbc.any():
+        return None
+    cell = np.asarray(atoms.cell.complete()[:], dtype=np.float64)
+    if pbc.all() and np.array_equal(cell, np.diag(np.diag(cell))):
+        return np.diag(cell).copy()
+    return Cell(cell, pbc)
+
+
 def problem_from_atoms(atoms: Atoms, pair: PairPotential, *, skin: float | None = None) -> Problem:
-    """The pair energy of ``atoms`` as a simdiff problem (positions, masses and box from Atoms).
+    """The pair energy of ``atoms`` as a simdiff problem (positions, masses and cell from Atoms).
+
+    Any cell whose shortest periodic height is at least twice the cutoff
+    (:func:`atoms_cell`); smaller cells need the image pairs of
+    :class:`SimdiffCalculator` with ``pair=``.
 
     Examples
     --------
@@ -91,23 +124,32 @@ def problem_from_atoms(atoms: Atoms, pair: PairPotential, *, skin: float | None 
     (-1.0, array([39.948, 39.948]))
     """
     return cluster_problem(pair, atoms.get_positions(), masses=atoms.get_masses(),
-                           box=atoms_box(atoms), skin=skin,
+                           box=atoms_cell(atoms), skin=skin,
                            name=f"{atoms.get_chemical_formula()}")  # fmt: skip
 
 
 class SimdiffCalculator(Calculator):
-    """An ASE calculator whose energies, forces and Hessians are simdiff's exact derivatives.
+    """An ASE calculator whose energy, forces, stress and Hessian are simdiff's exact derivatives.
 
     Parameters
     ----------
     problem : Problem, optional
         An energy of the flat Cartesian coordinates ``atoms.positions.ravel()``
-        (shape ``(3N,)``), or of the components ``components`` of it.
+        (shape ``(3N,)``), or of the components ``components`` of it: gives
+        ``energy``, ``free_energy`` and ``forces``.
     pair : callable, optional
-        Instead of ``problem``: a pair potential; the calculator builds
-        :func:`problem_from_atoms` for the Atoms it is given, and again when
-        their number, masses or cell change (a cutoff neighbour list follows
-        the atoms by itself; the compiled derivatives are reused otherwise).
+        Instead of ``problem``: a pair potential, evaluated for whatever Atoms
+        the calculator is given (any cell: orthorhombic or triclinic, periodic
+        in all, some or none of the directions, and cells shorter than twice
+        the cutoff, whose atoms interact with several images of each other).
+        Gives ``energy``, ``free_energy``, ``forces``, ``stress`` (exact, the
+        strain derivative of the energy) and ``energies`` (per atom).  A
+        periodic direction needs a cutoff (:func:`~simdiff.pes.smooth_cutoff`).
+    skin : float, optional
+        With ``pair=`` and a cutoff: the neighbour list holds the image pairs
+        closer than ``r_cut + skin`` and is rebuilt when an atom has moved more
+        than ``skin / 2``, or when a change of the cell could bring a pair
+        outside it within ``r_cut`` (default ``0.1 * r_cut``).
     backend : {"jax", "torch"}
     components : array_like of int, optional
         Indices into ``positions.ravel()`` that are the problem's coordinates
@@ -115,6 +157,20 @@ class SimdiffCalculator(Calculator):
         forces and Hessian entries of the other components are zero.
     **kwargs
         Passed to :class:`ase.calculators.calculator.Calculator`.
+
+    Notes
+    -----
+    With ``pair=``, the energy of the image pairs ``(i, j, S)`` of the list
+    (displacements :math:`d_t = R_j - R_i + S_t C`) under a symmetric strain
+    :math:`\\varepsilon` of positions and cell, :math:`E(\\varepsilon) = \\sum_t
+    \\phi(\\lvert (I + \\varepsilon) d_t \\rvert)`, is differentiated in one reverse
+    pass at :math:`\\varepsilon = 0`: the forces, ASE's stress
+    :math:`\\sigma = V^{-1} \\partial E / \\partial \\varepsilon` (Voigt order
+    ``xx, yy, zz, yz, xz, xy``, energy per length cubed) and the per-pair
+    energies (half to each atom) come out together.  The compiled derivative
+    serves every list length within a bucket of sizes, so a rebuilt list rarely
+    recompiles.  ``get_hessian`` assembles the exact Hessian from one
+    ``3 x 3`` block per image pair, on any cell.
 
     Examples
     --------
@@ -126,7 +182,7 @@ class SimdiffCalculator(Calculator):
     (0.0, array([24.,  0.,  0.]))
     """
 
-    implemented_properties = ["energy", "free_energy", "forces"]  # noqa: RUF012 (ASE's API)
+    implemented_properties = ["energy", "free_energy", "forces", "stress", "energies"]  # noqa: RUF012
     nolabel = True
 
     def __init__(
@@ -134,6 +190,7 @@ class SimdiffCalculator(Calculator):
         problem: Problem | None = None,
         *,
         pair: PairPotential | None = None,
+        skin: float | None = None,
         backend: str = "jax",
         components: Any = None,
         **kwargs: Any,
@@ -148,6 +205,12 @@ class SimdiffCalculator(Calculator):
         self.backend = backend
         self.components = None if components is None else np.asarray(components, dtype=np.int64)
         self._key: tuple | None = None
+        self.pairs: CellPairs | None = None
+        if pair is not None:
+            r_cut = getattr(pair, "r_cut", None)
+            default = 0.0 if r_cut is None else 0.1 * float(r_cut)
+            self.pairs = CellPairs(pair, skin=default if skin is None else float(skin),
+                                   backend=backend)  # fmt: skip
         self.counts = {"energy_and_forces": 0, "hessian": 0}
 
     # ------------------------------------------------------------------ problem and point
@@ -164,7 +227,8 @@ class SimdiffCalculator(Calculator):
         stale = (isinstance(fn, TermEnergy) and not fn.follow
                  and fn.stale(atoms.get_positions()) is not None)  # fmt: skip
         if key != self._key or stale:
-            self.problem = problem_from_atoms(atoms, self.pair)
+            skin = None if self.pairs is None else self.pairs.skin
+            self.problem = problem_from_atoms(atoms, self.pair, skin=skin)
             self._key = key
         assert self.problem is not None
         return self.problem
@@ -190,12 +254,21 @@ class SimdiffCalculator(Calculator):
     def calculate(
         self, atoms: Atoms | None = None, properties: Any = None, system_changes: Any = all_changes
     ) -> None:
-        """Energy and forces from one reverse pass (``simdiff.value_and_grad``)."""
+        """Energy, forces (and with ``pair=`` stress and per-atom energies) in one reverse pass."""
         super().calculate(atoms, properties, system_changes)
-        p = self.problem_for(self.atoms)
-        e, g = _value_and_grad(p, self._x(self.atoms, p), backend=self.backend)
+        atoms = self.atoms
         self.counts["energy_and_forces"] += 1
-        forces = -self._embed(np.asarray(g), len(self.atoms)).reshape(-1, 3)
+        if self.pairs is not None:
+            cell = np.asarray(atoms.cell[:], dtype=np.float64)
+            out = self.pairs.evaluate(atoms.get_positions(), cell, np.asarray(atoms.pbc))
+            self.results = {"energy": out["energy"], "free_energy": out["energy"],
+                            "forces": out["forces"], "energies": out["energies"]}  # fmt: skip
+            if atoms.cell.rank == 3:  # no lattice, no stress (as ASE's own calculators)
+                self.results["stress"] = voigt_stress(out["strain_derivative"], cell)
+            return
+        p = self.problem_for(atoms)
+        e, g = _value_and_grad(p, self._x(atoms, p), backend=self.backend)
+        forces = -self._embed(np.asarray(g), len(atoms)).reshape(-1, 3)
         self.results = {"energy": float(e), "free_energy": float(e), "forces": forces + 0.0}
 
     def get_hessian(self, atoms: Atoms | None = None) -> np.ndarray:
@@ -203,8 +276,11 @@ class SimdiffCalculator(Calculator):
         atoms = self.atoms if atoms is None else atoms
         if atoms is None:
             raise InputError("get_hessian needs Atoms (none given and none calculated yet)")
-        p = self.problem_for(atoms)
         self.counts["hessian"] += 1
+        if self.pairs is not None:  # any cell: one block per image pair
+            cell = np.asarray(atoms.cell[:], dtype=np.float64)
+            return self.pairs.hessian(atoms.get_positions(), cell, np.asarray(atoms.pbc))
+        p = self.problem_for(atoms)
         h = np.asarray(_hessian(p, self._x(atoms, p), backend=self.backend))
         return self._embed(h, len(atoms))
 

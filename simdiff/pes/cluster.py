@@ -17,11 +17,12 @@ import numpy as np
 from .._problem import Problem
 from ..errors import InputError, ShapeError
 from .geometry import (
+    Cell,
     ClusterInfo,
     check_box,
     check_masses,
     check_positions,
-    minimum_image,
+    image_displacement,
     pair_index,
 )
 from .potentials import PairPotential
@@ -44,7 +45,7 @@ class PairTerm:
     -1.0
     """
 
-    def __init__(self, pair: PairPotential, box: np.ndarray | None = None) -> None:
+    def __init__(self, pair: PairPotential, box: np.ndarray | Cell | None = None) -> None:
         self.pair = pair
         self.box = box
         self.__name__ = getattr(pair, "__name__", "pair")
@@ -61,7 +62,7 @@ class PairTerm:
         :math:`\\partial^2 \\varepsilon / \\partial d^2`.
         """
         if self.box is not None:
-            d = minimum_image(d, ops.asarray(self.box), ops)
+            d = image_displacement(d, self.box, ops)
         r2 = ops.sum(d * d, axis=-1)
         apart = r2 > 0.0
         # double where: coincident particles never reach the potential; they get an explicit
@@ -69,8 +70,9 @@ class PairTerm:
         e = self.pair(ops.sqrt(ops.where(apart, r2, 1.0)), ops)
         return ops.where(apart, e, ops.inf + ops.sqrt(ops.where(apart, 1.0, r2)))
 
-    def _key(self) -> tuple[Any, tuple[float, ...] | None]:
-        return (self.pair, None if self.box is None else tuple(self.box.tolist()))
+    def _key(self) -> tuple[Any, Any]:
+        box = self.box
+        return (self.pair, box if box is None or isinstance(box, Cell) else tuple(box.tolist()))
 
     def __eq__(self, other: object) -> bool:
         # equal terms (same pair potential and box) share their compiled term Hessians
@@ -90,7 +92,7 @@ def cluster_energy(
     pair: PairPotential,
     n_particles: int,
     dim: int = 3,
-    box: np.ndarray | None = None,
+    box: np.ndarray | Cell | None = None,
 ) -> Any:
     r"""Total pair energy :math:`\sum_{i<j} \phi(r_{ij})` of flat coordinates ``x``.
 
@@ -101,8 +103,9 @@ def cluster_energy(
     pair : callable
         ``pair(r, ops)``, elementwise.
     n_particles, dim : int
-    box : ndarray of shape (dim,), optional
-        Periodic box lengths (minimum image); ``None`` for free space.
+    box : ndarray of shape (dim,) or Cell, optional
+        Periodic box lengths or a :class:`~simdiff.pes.Cell` (minimum image);
+        ``None`` for free space.
 
     Returns
     -------
@@ -136,7 +139,7 @@ def cluster_energy(
     pos = ops.reshape(x, (n_particles, dim))
     d = pos[:, None, :] - pos[None, :, :]
     if box is not None:
-        d = minimum_image(d, ops.asarray(box), ops)
+        d = image_displacement(d, box, ops)
     r2 = ops.sum(d * d, axis=-1)
     offdiag = ops.asarray(~np.eye(n_particles, dtype=bool))
     safe = offdiag & (r2 > 0.0)
@@ -173,14 +176,21 @@ def cluster_problem(
         closer than ``r_cut + skin`` at ``positions`` (a Verlet neighbour list).
     positions : array_like, shape (N, 3) or (3N,)
         Start geometry; becomes ``problem.x0`` (flat, shape ``(3N,)``).
-    box : float or array_like of shape (3,), optional
-        Orthorhombic periodic box (minimum image).  Needs a potential with a
-        cutoff ``r_cut <= min(box) / 2`` (:func:`~simdiff.pes.smooth_cutoff`).
+    box : float, array_like of shape (3,) or (3, 3), or Cell, optional
+        Periodic box: the lengths of an orthorhombic one, a ``(3, 3)`` matrix
+        of cell vectors (rows; periodic in all directions), or a
+        :class:`~simdiff.pes.Cell` (triclinic, or periodic in some directions
+        only: slabs, wires).  Minimum image by fractional coordinates.  Needs a
+        potential with a cutoff at most half the shortest periodic height
+        (``min(box) / 2`` for a box; :func:`~simdiff.pes.smooth_cutoff`).
     masses : float or array_like of shape (N,), optional
         Positive particle masses (default 1), used by normal-mode analysis.
     skin : float, optional
         Neighbour-list margin for a potential with a cutoff (default
-        ``0.1 * r_cut``); ignored without a cutoff.
+        ``0.1 * r_cut``); ignored without a cutoff.  In a periodic box it is
+        used as given, also where ``r_cut + skin`` exceeds half the box: the
+        list holds the pairs by their minimum-image distance, and only
+        ``r_cut <= min(box) / 2`` is needed for one image of a pair to interact.
     rebuild : bool
         With a cutoff: the neighbour list follows the atoms (default): at a
         point where an atom has moved more than ``skin / 2`` from where the
@@ -262,8 +272,6 @@ def cluster_problem(
         skin = 0.1 * float(r_cut) if skin is None else float(skin)
         if not skin >= 0.0:
             raise InputError(f"skin must be a non-negative length; got {skin}")
-        if b is not None and r_cut + skin > 0.5 * b.min():
-            skin = max(0.0, 0.5 * float(b.min()) - r_cut)  # the minimum image bounds the list
         index = pair_index(pos, r_cut + skin, b)
         fn = TermEnergy(term, index, n_particles, dim, reference=pos.copy(),
                         max_shift=skin / 2, box=b, list_radius=r_cut + skin,

@@ -36,7 +36,14 @@ from ..errors import (
     NonFiniteError,
     ShapeError,
 )
-from .geometry import ClusterInfo, check_masses, minimum_image, pair_index
+from .geometry import (
+    Cell,
+    ClusterInfo,
+    check_masses,
+    image_displacement,
+    image_displacement_np,
+    pair_index,
+)
 
 __all__ = ["TermEnergy", "check_index", "structured_hessian", "term_energy"]
 
@@ -450,8 +457,8 @@ class TermEnergy:
         With a neighbour list, the largest displacement of any atom from a
         reference for which the list still holds every interacting term
         (half the skin).
-    box : ndarray of shape (dim,) or None
-        Periodic box: displacements from ``reference`` are minimum-image ones.
+    box : ndarray of shape (dim,), Cell or None
+        Periodic box (lengths) or cell: displacements from ``reference`` are minimum-image ones.
     list_radius : float or None
         ``r_cut + skin``: the list holds the pairs closer than this at its
         references (:func:`~simdiff.pes.pair_index`).
@@ -482,7 +489,7 @@ class TermEnergy:
         *,
         reference: np.ndarray | None = None,
         max_shift: float | None = None,
-        box: np.ndarray | None = None,
+        box: np.ndarray | Cell | None = None,
         list_radius: float | None = None,
         follow: bool = False,
     ) -> None:
@@ -542,11 +549,13 @@ class TermEnergy:
         refs = self.references
         moved = pos[None] - ops.asarray(refs)  # (R, N, dim)
         if self.box is not None:
-            moved = minimum_image(moved, ops.asarray(self.box), ops)
-        shift = ops.min(ops.max(ops.reshape(ops.abs(moved), (refs.shape[0], -1)), axis=-1))
+            moved = image_displacement(moved, self.box, ops)
+        # squared Euclidean displacement of the farthest atom from the nearest reference
+        shift2 = ops.min(ops.max(ops.sum(moved * moved, axis=-1), axis=-1))
         # a stale neighbour list gives NaN, never a silently wrong energy (see class docstring):
         # a factor (1 or NaN) on the energy, so every derivative order is NaN there too
-        return energy * ops.where(shift > self.max_shift, float("nan"), 1.0)
+        assert self.max_shift is not None  # a list with references has a skin
+        return energy * ops.where(shift2 > self.max_shift**2, float("nan"), 1.0)
 
     def __fingerprint__(self) -> dict[str, Any]:
         """What defines the energy: the term, the list it was built with and the list's rules.
@@ -571,17 +580,18 @@ class TermEnergy:
         """``(atom, displacement)`` of the first atom beyond ``max_shift``, else ``None``.
 
         ``x`` of shape ``(n,)`` or ``(B, n)``; the displacement of an atom is
-        its (minimum-image) distance along the worst axis from the nearest
-        reference geometry of the list.
+        its (minimum-image) Euclidean distance from the nearest reference
+        geometry of the list: two atoms that each moved less than ``skin / 2``
+        came closer by less than ``skin``, whatever the directions.
         """
         if self.references is None:
             return None
         pos = np.asarray(x, dtype=np.float64).reshape(-1, 1, self.n_particles, self.dim)
         moved = pos - self.references  # (B, R, N, dim)
         if self.box is not None:
-            moved = moved - self.box * np.round(moved / self.box)
+            moved = image_displacement_np(moved, self.box)
         # a point is covered by the reference nearest to it (the list is their union)
-        far = np.abs(moved).max(axis=-1)  # (B, R, N)
+        far = np.sqrt(np.einsum("brnd,brnd->brn", moved, moved))  # (B, R, N)
         best = far.max(axis=-1).argmin(axis=-1)  # (B,)
         far = far[np.arange(far.shape[0]), best].max(axis=0)  # (N,): worst over the points
         bad = np.flatnonzero(far > self.max_shift)

@@ -72,7 +72,7 @@ def run(name: str, fmax: float = 1e-6) -> list[dict]:
                      "converged": bool(ok), "steps": opt.nsteps,
                      "energy_grad": calc.counts["energy_and_forces"],
                      "hessians": calc.counts["hessian"], "energy": atoms.get_potential_energy(),
-                     "index": index(calc.problem, x)[0],
+                     "index": index(calc.problem_for(atoms), x)[0],
                      "seconds": time.perf_counter() - t0})  # fmt: skip
     return rows
 
