@@ -222,7 +222,8 @@ def test_claims_figure_shows_every_claim_in_full_with_its_band() -> None:
             assert band.max() == pytest.approx(min(hi, xmax), rel=1e-9)
             line = gids[f"interval {cid}"].get_xdata()
             assert xmin <= min(line) <= max(line) <= xmax
-            assert gids[f"outcome {cid}"].get_text().startswith(c["outcome"])
+            words = gids[f"outcome {cid}"].get_text().split("\n")
+            assert words[:2] == [c["outcome"], f"article {c['figure']:.3g}; band {c['band_text']}"]
         assert "interval reaches infinity" in gids["outcome C3"].get_text()
         assert max(gids["interval C3"].get_xdata()) == xmax
         assert "interval reaches <= 0" in gids["outcome C6"].get_text()

@@ -135,8 +135,9 @@ def claims_figure(claims: list[dict[str, Any]]) -> Any:
     Row ``i`` is claim ``claims[i]``; its artists carry gids naming the claim:
     ``band C1`` (the shaded band), ``interval C1`` (the 95% interval),
     ``statistic C1`` (the point estimate), ``neutral C1`` (the neutral point)
-    and ``outcome C1`` (the outcome in words, right of the axis, or the text of
-    a row without an interval).  See :func:`fig_claims`.
+    and ``outcome C1`` (right of the axis: the outcome, the article's figure and
+    the band in words, and where the interval runs off the axis; or the text
+    of a row without an interval).  See :func:`fig_claims`.
     """
     if not claims:
         return None
@@ -200,8 +201,9 @@ def claims_figure(claims: list[dict[str, Any]]) -> Any:
         if math.isinf(s_hi):
             ax.annotate("", (xmax, i), (xmax / 3, i), arrowprops={"arrowstyle": "->", "color": col})
             notes.append("interval reaches infinity")
-        ax.text(xmax * 1.3, i, outcome + ("; " + ", ".join(notes) if notes else ""),
-                va="center", fontsize=7, color=col, gid=f"outcome {cid}")  # fmt: skip
+        words = [outcome, f"article {fig_v:.3g}; band {c.get('band_text') or '-'}", *notes]
+        ax.text(xmax * 1.3, i, "\n".join(words), va="center", fontsize=7, color=col,
+                gid=f"outcome {cid}")  # fmt: skip
     ax.axvline(1.0, color="k", lw=0.6)
     ax.set_xscale("log")
     ax.set_xlim(xmin, xmax)
@@ -224,7 +226,8 @@ def fig_claims(claims: list[dict[str, Any]], path: Path) -> bool:
     decades when a value lies outside; the shaded span is the band that
     counts as reproduced, the dotted line the neutral point.  An interval end
     at or below zero (a per-op cost within noise of 0) or at infinity
-    ("never") is drawn at the axis edge with an arrow and said in words; a
+    ("never") is drawn at the axis edge with an arrow and said in words, beside
+    the outcome, the article's figure and the band in the record's words; a
     fact (C9) or an unmeasured claim is a text row.  Labels are the claims'
     questions in full, wrapped, never truncated (:func:`claim_label`).
     Returns whether a figure was written (False without claims).
