@@ -74,7 +74,9 @@ def test_report_from_a_store_run(tmp_path: Path) -> None:
     assert text.index("## Summary") < text.index("## Claims")
     summary = text[text.index("## Summary") : text.index("## Claims")]
     assert "JAX-vs-PyTorch comparison article restated in shared/claims.md" in summary
-    assert "gives no title, author, date or URL" in text
+    assert (
+        "shared/claims.md gives only its claims and figures: no title, author, date or URL" in text
+    )
     assert re.search(r"torch.func eager takes \d+(\.\d)?x \(", summary)
     assert "torch.compile takes 0.05" in summary
     assert "confirmed: C1" in summary and "not measurable: C6" in summary

@@ -224,8 +224,8 @@ ARTICLE_FALLBACK = (
 #: What is known of the article beyond its claims: shared/claims.md restates
 #: the claims and figures only.  Name title, author, date and URL here when it gives them.
 ARTICLE_SOURCE = (
-    "shared/claims.md restates the article's claims and figures but gives no title, author, "
-    "date or URL for it, so the report cannot name it more precisely"
+    "The article is not named more precisely because shared/claims.md gives only its claims "
+    "and figures: no title, author, date or URL."
 )
 
 
@@ -307,7 +307,7 @@ def _claims_section(claims: list[dict[str, Any]], out: Path) -> list[str]:
     if not claims:
         return [*lines, "No claims experiments in this run.", ""]
     article = next((c.get("article_name") for c in claims if c.get("article_name")), "")
-    lines += [f"The claims of {article or ARTICLE_FALLBACK}; {ARTICLE_SOURCE}.", ""]
+    lines += [f"The claims are those of {article or ARTICLE_FALLBACK}. {ARTICLE_SOURCE}", ""]
     rows = []
     for c in claims:
         rows.append(
