@@ -377,7 +377,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.claims is not None:
         cmd += f" --claims '{args.claims}'"
     path = write_report(store, run, out, command=cmd)
-    log(f"wrote {path} and {store.path}; checks {'passed' if ok else 'FAILED'}")
+    html = path.with_suffix(".html")
+    log(f"wrote {path}, {html} and {store.path}; checks {'passed' if ok else 'FAILED'}")
     return 0 if ok else 1
 
 

@@ -104,6 +104,27 @@ def _tmp_name(directory: Path, suffix: str = ".h5") -> Path:
     return directory / f".tmp-{host}-{os.getpid()}-{uuid.uuid4().hex[:12]}{suffix}"
 
 
+def _write_text_atomic(final: Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``final`` so that no reader ever sees a half-written file.
+
+    The text goes to a temporary file in the same directory, is flushed to
+    disk and renamed over ``final``, as :func:`_write_segment` does (the
+    report's ``report.md`` and ``report.html`` are written this way).
+    """
+    tmp = _tmp_name(final.parent, final.suffix)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _fsync_dir(final.parent)
+    return final
+
+
 def _write_segment(final: Path, segment: str, attrs: Mapping[str, Any], arrays=None) -> None:
     """Write an HDF5 segment beside ``final`` and rename it into place (atomically)."""
     import h5py

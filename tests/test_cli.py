@@ -175,6 +175,7 @@ def test_report_runs_end_to_end_on_a_small_selection(tmp_path: Path) -> None:
     assert code == 0
     text = (out / "report.md").read_text()
     assert "| C6 |" in text and "spherical" in text and "seed" in text
+    assert "<h2>Claims</h2>" in (out / "report.html").read_text()
     store = Store(out / "store")
     (run,) = store.runs()
     assert run["status"] == "complete"

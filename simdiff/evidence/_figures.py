@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fig_claims", "fig_first_call", "fig_ratio_to_jax"]
+__all__ = ["claim_label", "claims_figure", "fig_claims", "fig_first_call", "fig_ratio_to_jax"]
 
 _MARKERS = "osD^v<>ph*"
 
@@ -87,9 +87,10 @@ def fig_ratio_to_jax(compares: dict[str, dict], path: Path, base: str = "jax-jit
 
 
 def _wrap(text: str, width: int = 46) -> str:
+    """``text`` broken into lines of at most ``width`` characters; no word is cut or dropped."""
     import textwrap
 
-    return "\n".join(textwrap.wrap(text, width)) or text
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
 
 
 #: Outcome colours of the claims figure.
@@ -108,57 +109,101 @@ def _scaled(v: Any, figure: float) -> float:
     return v / figure if isinstance(v, (int, float)) and not math.isnan(v) else math.nan
 
 
-def fig_claims(claims: list[dict[str, Any]], path: Path) -> bool:
-    """Every claim on its own row: the interval over the article's figure, against its band.
+def claim_label(c: dict[str, Any]) -> str:
+    """A claim's row label in :func:`fig_claims`, unwrapped: ``"C1: <its question>"``."""
+    return " ".join(f"{c['id']}: {c.get('question') or c.get('claim', '')}".split())
 
-    Log axis of statistic / article's figure; the shaded span is the band
-    that counts as reproduced, the dotted line the neutral point.  An
-    interval end at or below zero (a per-op cost within noise of 0) or at
-    infinity ("never") is drawn at the axis edge with an arrow and said in
-    words; a fact (C9) or an unmeasured claim is a text row.  Labels are the
-    claims' questions, wrapped, never truncated.
+
+def _decade_limits(values: list[float]) -> tuple[float, float]:
+    """Log-axis limits: 1e-3..1e3, widened by whole decades to hold every finite value."""
+    finite = [v for v in values if _finite(v) and not math.isinf(v)]
+    lo = min([1e-3, *(v / 3 for v in finite)])
+    hi = max([1e3, *(v * 3 for v in finite)])
+    return 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
+
+
+def _on_axis(v: float, xmin: float, xmax: float) -> float:
+    """``v`` on the log axis ``[xmin, xmax]``: <= 0 at the left edge, infinity at the right."""
+    if math.isnan(v) or v <= 0:
+        return xmin
+    return min(max(v, xmin), xmax)
+
+
+def claims_figure(claims: list[dict[str, Any]]) -> Any:
+    """The claims figure (a matplotlib Figure, not saved), or None without claims.
+
+    Row ``i`` is claim ``claims[i]``; its artists carry gids naming the claim:
+    ``band C1`` (the shaded band), ``interval C1`` (the 95% interval),
+    ``statistic C1`` (the point estimate), ``neutral C1`` (the neutral point)
+    and ``outcome C1`` (right of the axis: the outcome, the article's figure and
+    the band in words, and where the interval runs off the axis; or the text
+    of a row without an interval).  See :func:`fig_claims`.
     """
     if not claims:
-        return False
+        return None
     plt = _plt()
     rows = list(claims)
-    labels = [_wrap(f"{c['id']}: {c.get('question') or c.get('claim', '')}") for c in rows]
+    labels = [_wrap(claim_label(c)) for c in rows]
     height = 0.9 + sum(0.22 * (1 + lab.count("\n")) + 0.25 for lab in labels)
     fig, ax = plt.subplots(figsize=(9.0, height))
-    xmin, xmax = 1e-3, 1e3
+    drawn = []  # (row, claim, figure) of the rows with an interval
     for i, c in enumerate(rows):
+        fig_v: Any = c.get("figure", c.get("threshold"))
+        r = c.get("ratio", math.nan)
+        if _finite(fig_v) and isinstance(r, (int, float)) and not math.isnan(r):
+            drawn.append((i, c, float(fig_v)))
+    scaled_all = [
+        _scaled(v, f)
+        for _, c, f in drawn
+        for v in [
+            *(c.get("interval") or [])[:2],
+            c.get("ratio"),
+            c.get("neutral"),
+            *(c.get("band") or []),
+        ]
+    ]
+    xmin, xmax = _decade_limits(scaled_all)
+    for i, c in enumerate(rows):
+        cid = c["id"]
         outcome = str(c.get("outcome") or str(c.get("verdict", "")).split(":")[0])
         col = OUTCOME_COLOURS.get(outcome.split(" (")[0], "tab:orange")
-        fig_v: float = c.get("figure", c.get("threshold"))  # type: ignore[assignment]
-        band = c.get("band") or [math.nan, math.nan]
-        lo, hi = (c.get("interval") or [math.nan, math.nan])[:2]
-        r = c.get("ratio", math.nan)
-        if not _finite(fig_v) or not isinstance(r, (int, float)) or math.isnan(r):
+        row = next((d for d in drawn if d[0] == i), None)
+        if row is None:
             why = "a check" if c.get("kind") == "fact" else "not measured"
             ax.text(1.0, i, f"{outcome} (no interval: {why})", ha="center", va="center",
-                    fontsize=7, color=col)  # fmt: skip
+                    fontsize=7, color=col, gid=f"outcome {cid}")  # fmt: skip
             continue
+        fig_v = row[2]
+        band = [*(c.get("band") or []), math.nan, math.nan][:2]
         b_lo, b_hi = (_scaled(v, fig_v) for v in band)
-        if not math.isnan(b_lo):
-            ax.fill_betweenx([i - 0.3, i + 0.3], max(b_lo, xmin), min(b_hi, xmax), color="0.88")
+        if not (math.isnan(b_lo) and math.isnan(b_hi)):
+            ax.fill_betweenx(
+                [i - 0.3, i + 0.3],
+                _on_axis(b_lo, xmin, xmax),
+                xmax if math.isnan(b_hi) else _on_axis(b_hi, xmin, xmax),
+                color="0.88",
+                gid=f"band {cid}",
+            )
         neutral = _scaled(c.get("neutral", math.nan), fig_v)
         if _finite(neutral):
-            ax.plot([neutral, neutral], [i - 0.35, i + 0.35], color="k", lw=0.8, ls=":")
-        s_lo, s_r, s_hi = (_scaled(v, fig_v) for v in (lo, r, hi))
-        d_lo = s_lo if _finite(s_lo) else xmin
-        d_hi = min(s_hi, xmax) if not math.isnan(s_hi) else xmax
-        d_r = min(max(s_r, xmin), xmax) if not math.isnan(s_r) else xmin
-        ax.plot([max(d_lo, xmin), d_hi], [i, i], color=col, lw=2)
-        ax.plot([d_r], [i], "o", color=col)
+            ax.plot([neutral, neutral], [i - 0.35, i + 0.35], color="k", lw=0.8, ls=":",
+                    gid=f"neutral {cid}")  # fmt: skip
+        lo, hi = [*(c.get("interval") or []), math.nan, math.nan][:2]
+        s_lo, s_r, s_hi = (_scaled(v, fig_v) for v in (lo, c.get("ratio"), hi))
+        d_r = _on_axis(s_r, xmin, xmax)
+        d_lo, d_hi = (d_r if math.isnan(v) else _on_axis(v, xmin, xmax) for v in (s_lo, s_hi))
+        ax.plot([d_lo, d_hi], [i, i], color=col, lw=2, gid=f"interval {cid}")
+        ax.plot([d_r], [i], "o", color=col, gid=f"statistic {cid}")
         notes = []
-        if not _finite(s_lo):
+        if s_lo <= 0:
             ax.annotate("", (xmin, i), (xmin * 3, i), arrowprops={"arrowstyle": "->", "color": col})
             notes.append("interval reaches <= 0")
         if math.isinf(s_hi):
             ax.annotate("", (xmax, i), (xmax / 3, i), arrowprops={"arrowstyle": "->", "color": col})
-            notes.append("interval reaches 'never'")
-        ax.text(xmax * 1.3, i, outcome + ("; " + ", ".join(notes) if notes else ""),
-                va="center", fontsize=7, color=col)  # fmt: skip
+            notes.append("interval reaches infinity")
+        words = [outcome, f"article {fig_v:.3g}; band {c.get('band_text') or '-'}", *notes]
+        ax.text(xmax * 1.3, i, "\n".join(words), va="center", fontsize=7, color=col,
+                gid=f"outcome {cid}")  # fmt: skip
     ax.axvline(1.0, color="k", lw=0.6)
     ax.set_xscale("log")
     ax.set_xlim(xmin, xmax)
@@ -171,8 +216,27 @@ def fig_claims(claims: list[dict[str, Any]], path: Path) -> bool:
     )
     ax.set_title("Claims: each interval against the article's figure and band", fontsize=9)
     fig.tight_layout()
+    return fig
+
+
+def fig_claims(claims: list[dict[str, Any]], path: Path) -> bool:
+    """Every claim on its own row: the interval over the article's figure, against its band.
+
+    Log axis of statistic / article's figure, 1e-3 to 1e3 and wider by whole
+    decades when a value lies outside; the shaded span is the band that
+    counts as reproduced, the dotted line the neutral point.  An interval end
+    at or below zero (a per-op cost within noise of 0) or at infinity
+    ("never") is drawn at the axis edge with an arrow and said in words, beside
+    the outcome, the article's figure and the band in the record's words; a
+    fact (C9) or an unmeasured claim is a text row.  Labels are the claims'
+    questions in full, wrapped, never truncated (:func:`claim_label`).
+    Returns whether a figure was written (False without claims).
+    """
+    fig = claims_figure(claims)
+    if fig is None:
+        return False
     fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    _plt().close(fig)
     return True
 
 

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..store import Store
+from ..store import Store, _write_text_atomic
 from ._figures import fig_claims, fig_first_call, fig_ratio_to_jax
+from ._html import render_html
 
 __all__ = ["write_report"]
 
@@ -70,7 +71,12 @@ def write_report(
     *,
     command: str = "",
 ) -> Path:
-    """Write ``report.md`` and its figures for one run of a results store.
+    """Write ``report.md``, ``report.html`` and the figures for one run of a results store.
+
+    ``report.html`` is the same text rendered (:func:`._html.render_html`)
+    with the figures inline, one file that needs nothing beside it.  Both
+    files are written atomically: a reader sees the old report or the new
+    one, never half of one.
 
     Parameters
     ----------
@@ -78,14 +84,14 @@ def write_report(
     run : str, optional
         Run id (default: the latest run).
     out_dir : path
-        Directory for ``report.md`` and ``fig_*.png``.
+        Directory for ``report.md``, ``report.html`` and ``fig_*.png``.
     command : str
         The command that produced the run, quoted in the report.
 
     Returns
     -------
     Path
-        The markdown file.
+        The markdown file (``report.html`` lies beside it).
 
     Examples
     --------
@@ -98,6 +104,8 @@ def write_report(
     >>> s.put(run, "seed", "skipped", "-", {"reason": "example"})
     >>> write_report(s, run, d).name
     'report.md'
+    >>> sorted(p.name for p in Path(d).glob("report.*"))
+    ['report.html', 'report.md']
     """
     store = store if isinstance(store, Store) else Store(store)
     run = run or store.latest_run()
@@ -160,8 +168,10 @@ def write_report(
         "increase during the first call (sampled; a lower bound). See docs/evidence.md.",
         "",
     ]
-    path = out / "report.md"
-    path.write_text("\n".join(lines))
+    text = "\n".join(lines)
+    page = render_html(text, out, title=f"simdiff report, run {run}")
+    path = _write_text_atomic(out / "report.md", text)
+    _write_text_atomic(out / "report.html", page)
     return path
 
 
@@ -206,8 +216,17 @@ def _plain(c: dict[str, Any]) -> str:
     return str(c.get("plain") or c.get("verdict", ""))
 
 
-#: The article the claims come from, as the claims records name it.
-ARTICLE_FALLBACK = "the JAX-vs-PyTorch comparison article (shared/claims.md)"
+#: The article the claims come from, for claim records that do not name it
+#: (``validation.claims.ARTICLE`` is the same text).
+ARTICLE_FALLBACK = (
+    "the widely shared JAX-vs-PyTorch comparison article restated in shared/claims.md"
+)
+#: What is known of the article beyond its claims: shared/claims.md restates
+#: the claims and figures only.  Name title, author, date and URL here when it gives them.
+ARTICLE_SOURCE = (
+    "The article is not named more precisely because shared/claims.md gives only its claims "
+    "and figures: no title, author, date or URL."
+)
 
 
 def summary_lines(
@@ -287,6 +306,8 @@ def _claims_section(claims: list[dict[str, Any]], out: Path) -> list[str]:
     lines = ["## Claims", ""]
     if not claims:
         return [*lines, "No claims experiments in this run.", ""]
+    article = next((c.get("article_name") for c in claims if c.get("article_name")), "")
+    lines += [f"The claims are those of {article or ARTICLE_FALLBACK}. {ARTICLE_SOURCE}", ""]
     rows = []
     for c in claims:
         rows.append(
