@@ -21,6 +21,7 @@ from validation.claims._records import (
     bootstrap_processes,
     decide_claim,
     decide_fact,
+    says,
 )
 
 RNG = np.random.default_rng(3)
@@ -139,3 +140,11 @@ def test_process_bootstrap_covers_the_spread_between_processes() -> None:
     assert one.hi < 1.1 and pooled.lo < 1.05 and pooled.hi > 1.25
     assert pooled.rounds == 20
     assert bootstrap_processes([a, b]) == bootstrap_processes([a, b])  # seeded
+
+
+def test_a_never_verdict_reads_as_a_sentence() -> None:
+    """C3 at infinity: 'does not get ahead ... never', not 'ahead after never calls'."""
+    got = decide_claim(RECORDS["C3"], [[math.inf] * 6, [math.inf] * 6])
+    assert got.outcome == "never"
+    plain = says(RECORDS["C3"], got)
+    assert "after never" not in plain and "does not get ahead" in plain, plain
