@@ -1,0 +1,532 @@
+"""Structured parameters: a tree of float arrays, flattened once with its names and shapes.
+
+A :class:`ParamSpec` is made once, where a problem receives its parameters
+(``Problem(fn, x0={...})``, ``ODEProblem(..., params={...})``).  It records the
+tree's structure (dicts, lists, tuples, named tuples, dataclasses, ``None``
+and, once jax is imported, any registered JAX pytree node), the path, shape
+and offset of every leaf, and one name per scalar (``"alpha"``, ``"k[0]"``,
+``"w.b[1,2]"``).  The problem works on the flat float64 vector; the spec turns
+a flat vector back into the tree (:meth:`ParamSpec.unflatten`, also inside a
+traced function, by slicing) and a tree into the flat vector
+(:meth:`ParamSpec.flatten`, in the leaves' own framework, so traced leaves
+stay traced).  :class:`Labelled` is an array whose last axes are indexed by
+those names (a Hessian: ``H["alpha", "beta"]``).
+
+Leaves are flattened in the order of ``jax.tree_util``: dict keys sorted,
+sequences and dataclass fields in order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .backends import backend_of
+from .errors import DTypeError, InputTypeError, NotFoundError, StructureError
+
+__all__ = ["Labelled", "ParamSpec", "is_tree"]
+
+_NUMBER = (int, float, np.integer, np.floating)
+
+
+def _jax_node(node: Any) -> tuple[list[tuple[str, Any]], Any] | None:
+    """``node``'s children ``(path, child)`` and one-level treedef if JAX registers it as a
+    pytree node (jax already imported: simdiff never imports it for this), else None."""
+    jtu = getattr(sys.modules.get("jax"), "tree_util", None)
+    if jtu is None:
+        return None
+    kids, treedef = jtu.tree_flatten_with_path(node, is_leaf=lambda c: c is not node)
+    if jtu.treedef_is_leaf(treedef):
+        return None
+    return [(jtu.keystr(path), child) for path, child in kids], treedef
+
+
+def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
+    """The structure of ``node`` (hashable), appending ``(path, leaf)`` to ``leaves``."""
+    if node is None:
+        return ("none",)
+    if isinstance(node, tuple) and hasattr(node, "_fields"):  # a named tuple
+        kids = tuple(_walk(c, _join(path, f), leaves) for f, c in zip(node._fields, node, strict=True))
+        return ("namedtuple", type(node), kids)
+    if isinstance(node, (tuple, list)) and not _numbers(node):
+        kids = tuple(_walk(c, f"{path}[{i}]", leaves) for i, c in enumerate(node))
+        return (type(node).__name__, kids)
+    if isinstance(node, (_NUMBER, bool, str, list, tuple)) or _is_array(node):
+        leaves.append((path, node))  # a number, an array, an array literal (or a bad leaf)
+        return ("leaf",)
+    if isinstance(node, Mapping):
+        keys = tuple(sorted(node))
+        kids = tuple(_walk(node[k], _join(path, str(k)), leaves) for k in keys)
+        return ("dict", keys, kids)
+    jax = _jax_node(node)
+    if jax is not None:
+        pairs, treedef = jax
+        kids = tuple(_walk(c, path + p, leaves) for p, c in pairs)
+        return ("jax", treedef, kids)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        names = tuple(f.name for f in dataclasses.fields(node))
+        kids = tuple(_walk(getattr(node, f), _join(path, f), leaves) for f in names)
+        return ("dataclass", type(node), names, kids)
+    leaves.append((path, node))
+    return ("leaf",)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _numbers(seq: Any) -> bool:
+    """Whether a list/tuple holds only numbers or such lists: an array literal, one leaf."""
+    return len(seq) > 0 and all(
+        (isinstance(c, _NUMBER) and not isinstance(c, bool))
+        or (isinstance(c, (list, tuple)) and not hasattr(c, "_fields") and _numbers(c))
+        for c in seq
+    )
+
+
+def _is_array(a: Any) -> bool:
+    return isinstance(a, (np.ndarray, np.generic)) or (
+        backend_of(a).name != "numpy" and backend_of(a).is_native(a)
+    )
+
+
+def _build(d: Any, leaves: Any) -> Any:
+    tag = d[0]
+    if tag == "none":
+        return None
+    if tag == "leaf":
+        return next(leaves)
+    if tag == "namedtuple":
+        return d[1](*[_build(c, leaves) for c in d[2]])
+    if tag in ("tuple", "list"):
+        kids = [_build(c, leaves) for c in d[1]]
+        return kids if tag == "list" else tuple(kids)
+    if tag == "dict":
+        return {k: _build(c, leaves) for k, c in zip(d[1], d[2], strict=True)}
+    if tag == "jax":
+        return sys.modules["jax"].tree_util.tree_unflatten(d[1], [_build(c, leaves) for c in d[2]])
+    obj = object.__new__(d[1])  # a dataclass: its fields set, its __init__ not rerun
+    for name, c in zip(d[2], d[3], strict=True):
+        object.__setattr__(obj, name, _build(c, leaves))
+    return obj
+
+
+def _describe(d: Any) -> str:
+    """A text form of a structure: what fingerprints and compares it (no live objects)."""
+    tag = d[0]
+    if tag in ("none", "leaf"):
+        return tag
+    if tag == "namedtuple":
+        kids = ",".join(_describe(c) for c in d[2])
+        return f"{d[1].__module__}.{d[1].__qualname__}({kids})"
+    if tag in ("tuple", "list"):
+        return f"{tag}({','.join(_describe(c) for c in d[1])})"
+    if tag == "dict":
+        return "dict(" + ",".join(f"{k!r}:{_describe(c)}" for k, c in zip(d[1], d[2], strict=True)) + ")"
+    if tag == "jax":
+        return f"jax[{d[1]}](" + ",".join(_describe(c) for c in d[2]) + ")"
+    fields = ",".join(f"{n}={_describe(c)}" for n, c in zip(d[2], d[3], strict=True))
+    return f"{d[1].__module__}.{d[1].__qualname__}({fields})"
+
+
+def _kind(tree: Any) -> str:
+    if isinstance(tree, Mapping):
+        return "dict"
+    if hasattr(tree, "_fields"):
+        return f"named tuple {type(tree).__name__}"
+    if dataclasses.is_dataclass(tree):
+        return f"dataclass {type(tree).__name__}"
+    return type(tree).__name__
+
+
+def is_tree(a: Any) -> bool:
+    """Whether ``a`` is structured parameters rather than a flat array.
+
+    Arrays of every framework, numbers and (nested) lists or plain tuples of
+    numbers are flat; dicts, named tuples, dataclasses, lists/tuples holding
+    arrays or containers, and registered JAX pytree nodes are trees.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_tree({"a": 1.0}), is_tree([1.0, 2.0]), is_tree(np.zeros(2)), is_tree([np.zeros(2)])
+    (True, False, False, True)
+    """
+    if a is None or isinstance(a, (_NUMBER, bool)) or _is_array(a):
+        return False
+    if isinstance(a, (list, tuple)) and not hasattr(a, "_fields"):
+        return len(a) > 0 and not _numbers(a)
+    if isinstance(a, Mapping) or hasattr(a, "_fields"):
+        return True
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return True
+    return _jax_node(a) is not None
+
+
+def _leaf_values(path: str, leaf: Any, what: str) -> np.ndarray:
+    """A leaf of the parameters at construction, as float64 numpy (refused: non-real leaves)."""
+    name = f"{what}[{path!r}]" if path else what
+    if isinstance(leaf, bool) or isinstance(leaf, np.bool_):
+        raise DTypeError(f"{name} must be a real float array or number; got a bool ({leaf!r})")
+    src = backend_of(leaf)
+    if src.name != "numpy" and src.is_native(leaf):
+        if src.is_traced(leaf):
+            raise InputTypeError(f"{name} is traced (inside a framework transform): parameters "
+                                 "given at construction need values")  # fmt: skip
+        leaf = src.to_numpy(leaf)
+    try:
+        a = np.asarray(leaf)
+    except Exception:  # noqa: BLE001 -- an object numpy cannot read: named below
+        a = np.asarray(None)
+    if a.dtype.kind not in "fiu":
+        got = f"dtype {a.dtype}" if a.dtype.kind != "O" else type(leaf).__name__
+        raise DTypeError(f"{name} must be a real float array or number; got {got}")
+    return a.astype(np.float64)
+
+
+class ParamSpec:
+    """The structure of a tree of parameters: its leaves' paths, shapes and scalar names.
+
+    Made by :meth:`from_tree`; a :class:`simdiff.Problem` built from
+    structured ``x0`` keeps one as ``problem.param_spec``.
+
+    Attributes
+    ----------
+    n : int
+        Number of scalars (the length of the flat vector).
+    paths : tuple of str
+        One per leaf, e.g. ``("alpha", "k", "w.b")``.
+    shapes : tuple of tuple of int
+        The leaves' shapes (``()`` for a scalar).
+    names : tuple of str
+        One per scalar, in flat order: ``"alpha"``, ``"k[0]"``, ``"w.b[1,2]"``.
+
+    Examples
+    --------
+    >>> import numpy as np, simdiff
+    >>> spec, flat = simdiff.ParamSpec.from_tree({"b": np.ones((1, 2)), "a": 3.0})
+    >>> spec.names, flat
+    (('a', 'b[0,0]', 'b[0,1]'), array([3., 1., 1.]))
+    >>> spec.unflatten(np.arange(3.0))["b"]
+    array([[1., 2.]])
+    """
+
+    def __init__(self, treedef: Any, paths: tuple[str, ...], shapes: tuple[tuple[int, ...], ...]):
+        self.treedef = treedef
+        self.paths = paths
+        self.shapes = shapes
+        sizes = [math.prod(s) for s in shapes]
+        self.offsets = tuple(int(o) for o in np.cumsum([0, *sizes]))
+        self.n = self.offsets[-1]
+        names: list[str] = []
+        for path, shape in zip(paths, shapes, strict=True):
+            if shape == ():
+                names.append(path or "x")
+            else:
+                names += [f"{path}[{','.join(map(str, i))}]" for i in np.ndindex(*shape)]
+        self.names = tuple(names)
+        self._index = {name: i for i, name in enumerate(self.names)}
+        self._leaf = {path: k for k, path in enumerate(paths)}
+        self.key = _describe(treedef) + repr(tuple(zip(paths, shapes, strict=True)))
+
+    @classmethod
+    def from_tree(cls, tree: Any, what: str = "x0") -> tuple[ParamSpec, np.ndarray]:
+        """The spec of ``tree`` and its leaves as one flat float64 vector.
+
+        Raises :class:`~simdiff.errors.DTypeError` for a leaf that is not a
+        real number or array (a string, a bool, a complex array), naming it,
+        and :class:`~simdiff.errors.StructureError` for a tree without any
+        scalar (an empty dict).
+        """
+        leaves: list[tuple[str, Any]] = []
+        treedef = _walk(tree, "", leaves)
+        values = [_leaf_values(p, leaf, what) for p, leaf in leaves]
+        spec = cls(treedef, tuple(p for p, _ in leaves), tuple(v.shape for v in values))
+        if spec.n == 0:
+            raise StructureError(
+                f"{what} must hold at least one parameter; got an empty {_kind(tree)} "
+                f"({str(tree)[:40]})"
+            )
+        flat = np.concatenate([v.reshape(-1) for v in values])
+        return spec, flat
+
+    # ------------------------------------------------------------------ in and out
+    def flatten(self, tree: Any, what: str = "x") -> Any:
+        """``tree`` (this structure; each leaf of its shape, or all with one leading batch
+        axis) as a flat vector ``(n,)`` or ``(batch, n)`` in the leaves' framework.
+
+        Leaves of jax or torch stay in their framework (traced leaves stay
+        traced); numpy leaves and numbers give numpy.  A tree of another
+        structure raises :class:`~simdiff.errors.StructureError` naming the
+        difference.
+        """
+        leaves: list[tuple[str, Any]] = []
+        treedef = _walk(tree, "", leaves)
+        got_paths = tuple(p for p, _ in leaves)
+        if _describe(treedef) != _describe(self.treedef) or got_paths != self.paths:
+            raise StructureError(
+                f"{what} must have the structure of the problem's parameters: leaves "
+                f"{list(self.paths)}; got a {_kind(tree)} with leaves {list(got_paths)}"
+            )
+        src = next((backend_of(v) for _, v in leaves if _is_array(v) and
+                    backend_of(v).name != "numpy"), None)  # fmt: skip
+        batch: int | None = None
+        parts = []
+        for (path, leaf), shape in zip(leaves, self.shapes, strict=True):
+            if src is None or not src.is_native(leaf):
+                leaf = np.asarray(leaf) if src is None else src.from_numpy(np.asarray(leaf), None)
+            lshape = tuple(int(s) for s in leaf.shape)
+            if lshape == shape:
+                b = None
+            elif len(lshape) == len(shape) + 1 and lshape[1:] == shape:
+                b = lshape[0]
+            else:
+                raise StructureError(
+                    f"{what}[{path!r}] must have shape {shape} (or (batch, *{shape})); "
+                    f"got {lshape}"
+                )
+            if parts and b != batch:
+                raise StructureError(
+                    f"{what}: every leaf needs the same leading batch axis, or none; "
+                    f"{path!r} has shape {lshape}"
+                )
+            batch = b
+            parts.append(leaf)
+        lead = () if batch is None else (batch,)
+        if src is None:
+            return np.concatenate([np.reshape(p, (*lead, -1)) for p in parts], axis=-1)
+        ops = src.ops()
+        return ops.concat([ops.reshape(p, (*lead, -1)) for p in parts], axis=-1)
+
+    def unflatten(self, flat: Any, ops: Any = None) -> Any:
+        """The tree of ``flat`` (shape ``(..., n)``: the last axis is split into the leaves).
+
+        With ``ops`` (inside a problem's function, one point ``(n,)``), by
+        slicing in that context: scalars ``x[i]``, arrays
+        ``ops.reshape(x[i:j], shape)``, differentiable on every backend.
+        """
+        leaves = []
+        for (a, b), shape in zip(zip(self.offsets, self.offsets[1:]), self.shapes, strict=False):
+            if ops is not None:
+                if shape == ():
+                    leaves.append(flat[a])
+                elif len(shape) == 1:
+                    leaves.append(flat[a:b])
+                else:
+                    leaves.append(ops.reshape(flat[a:b], shape))
+            else:
+                lead = tuple(flat.shape[:-1])
+                leaves.append(flat[..., a:b].reshape((*lead, *shape)))
+        return _build(self.treedef, iter(leaves))
+
+    def unflatten_tree(self, out: Any, kind: str, order: int = 0) -> Any:
+        """A derivative result in the parameters' structure, by what it is (``kind``).
+
+        ``grad``, ``hvp``, ``vjp``, ``jacobian``: the last axis (``n``) is split
+        into the tree (leaves ``(..., *shape)``); ``value_and_grad``: its
+        gradient; ``hessian``: a :class:`Labelled` with two named axes;
+        ``derivative_tensor`` of order ``d >= 2``: ``d`` named axes.  Other
+        kinds (values, JVPs, directional derivatives) are not indexed by the
+        parameters and are returned as they are.
+        """
+        if kind in ("grad", "hvp", "vjp", "jacobian"):
+            return self.unflatten(out)
+        if kind == "value_and_grad":
+            return out[0], self.unflatten(out[1])
+        if kind == "hessian":
+            return Labelled(out, self, 2)
+        if kind == "derivative_tensor" and order == 1:
+            return self.unflatten(out)
+        if kind == "derivative_tensor" and order >= 2:
+            return Labelled(out, self, order)
+        return out
+
+    # ------------------------------------------------------------------ lookup
+    def index(self, name: str) -> int:
+        """Flat position of the scalar ``name``; :class:`~simdiff.errors.NotFoundError` if none."""
+        try:
+            return self._index[name]
+        except KeyError:
+            raise NotFoundError(
+                f"no parameter named {name!r}; the names are {list(self.names)[:12]}"
+                + (" ..." if self.n > 12 else "")
+            ) from None
+
+    def block(self, name: str) -> tuple[slice | int, tuple[int, ...]]:
+        """``(position, shape)`` of ``name``: a leaf path (a slice and the leaf's shape) or a
+        scalar name (its index and ``()``)."""
+        k = self._leaf.get(name)
+        if k is not None and self.shapes[k] != ():
+            return slice(self.offsets[k], self.offsets[k + 1]), self.shapes[k]
+        return self.index(name), ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ParamSpec) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __fingerprint__(self) -> dict[str, Any]:
+        """What defines the structure: a text of its kinds, keys, paths and shapes."""
+        return {"structure": self.key}
+
+    def __repr__(self) -> str:
+        leaves = ", ".join(f"{p or 'x'}{list(s) if s else ''}" for p, s in zip(self.paths, self.shapes, strict=True))
+        return f"ParamSpec(n={self.n}: {leaves})"
+
+
+class TreeFunction:
+    """``fn(tree, ops)`` as a function of the flat vector: the tree rebuilt by slicing.
+
+    What :class:`simdiff.Problem` keeps as ``problem.fn`` for structured
+    ``x0``; ``fn`` is the user's function, ``spec`` the structure.
+    """
+
+    def __init__(self, fn: Any, spec: ParamSpec) -> None:
+        self.fn = fn
+        self.spec = spec
+        self.__name__ = str(getattr(fn, "__name__", "fn"))
+
+    def __call__(self, x: Any, ops: Any) -> Any:
+        return self.fn(self.spec.unflatten(x, ops), ops)
+
+    def __fingerprint__(self) -> dict[str, Any]:
+        return {"fn": self.fn, "spec": self.spec.key}
+
+
+class TreeRhs:
+    """An ODE right-hand side ``rhs(t, y, p, ops)`` of structured ``p``, called with flat ``p``."""
+
+    def __init__(self, rhs: Any, spec: ParamSpec) -> None:
+        self.rhs = rhs
+        self.spec = spec
+        self.__name__ = str(getattr(rhs, "__name__", "rhs"))
+
+    def __call__(self, t: Any, y: Any, p: Any, ops: Any) -> Any:
+        return self.rhs(t, y, self.spec.unflatten(p, ops), ops)
+
+    def __fingerprint__(self) -> dict[str, Any]:
+        return {"rhs": self.rhs, "spec": self.spec.key}
+
+
+_JAX_REGISTERED = False
+
+
+def _register_with_jax() -> None:
+    """Make :class:`Labelled` a JAX pytree (its array a child) once jax is imported, so a
+    labelled Hessian can leave ``jax.jit`` and cross ``jax.vmap``."""
+    global _JAX_REGISTERED
+    jax = sys.modules.get("jax")
+    if _JAX_REGISTERED or jax is None:
+        return
+    jax.tree_util.register_pytree_node(
+        Labelled,
+        lambda m: ((m.data,), (m.spec, m.axes)),
+        lambda aux, kids: Labelled(kids[0], aux[0], aux[1]),
+    )
+    _JAX_REGISTERED = True
+
+
+class Labelled:
+    """An array whose last ``axes`` axes are indexed by parameter names (a labelled Hessian).
+
+    ``H["alpha", "beta"]`` is one entry (``data[..., i, j]``); a leaf path of
+    an array-valued leaf gives its block, reshaped to the leaves' shapes
+    (``H["k", "alpha"]`` has shape ``(3,)`` for ``k`` of shape ``(3,)``);
+    integer and slice keys index ``data`` as an array.  ``np.asarray(H)``,
+    ``H.to_numpy()`` and ``H.data`` give the plain array in the flat order of
+    ``H.names``.
+
+    Examples
+    --------
+    >>> import numpy as np, simdiff
+    >>> p = simdiff.Problem(lambda q, ops: q["a"] ** 2 * q["b"], x0={"a": 1.0, "b": 2.0})
+    >>> H = simdiff.hessian(p)
+    >>> float(H["a", "b"]), H.names
+    (2.0, ('a', 'b'))
+    >>> print(H)
+         a    b
+    a  4.0  2.0
+    b  2.0  0.0
+    """
+
+    def __init__(self, data: Any, spec: ParamSpec, axes: int = 2) -> None:
+        self.data = data
+        self.spec = spec
+        self.axes = int(axes)
+        _register_with_jax()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The scalar names of each labelled axis, in flat order."""
+        return self.spec.names
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(s) for s in self.data.shape)
+
+    def to_numpy(self) -> np.ndarray:
+        """The plain array (numpy; a torch or jax result is converted)."""
+        return np.asarray(backend_of(self.data).to_numpy(self.data))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.to_numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __getitem__(self, key: Any) -> Any:
+        keys = key if isinstance(key, tuple) else (key,)
+        if not keys or not all(isinstance(k, str) for k in keys):
+            return self.data[key]
+        if len(keys) != self.axes:
+            raise StructureError(
+                f"a labelled array with {self.axes} named axes takes {self.axes} names; "
+                f"got {len(keys)} ({keys})"
+            )
+        blocks = [self.spec.block(k) for k in keys]
+        lead = tuple(self.data.shape[: self.data.ndim - self.axes])
+        index = (Ellipsis, *(b for b, _ in blocks))
+        out = self.data[index]
+        shape = (*lead, *(d for _, s in blocks for d in s))
+        return out.reshape(shape) if tuple(out.shape) != shape else out
+
+    def table(self, digits: int = 6) -> str:
+        """The matrix as a text table with the names on both sides (two named axes, no batch)."""
+        a = self.to_numpy()
+        if a.ndim != 2 or self.axes != 2:
+            return repr(a)
+        return labelled_table(a, self.names, self.names, digits)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        return f"Labelled(shape={self.shape}, names={list(self.names)})\n{self.table()}"
+
+
+def _cell(v: float, digits: int) -> str:
+    s = f"{v:.{digits}g}"
+    return s + ".0" if s.lstrip("-").isdigit() else s
+
+
+def labelled_table(a: np.ndarray, rows: Any, columns: Any, digits: int = 6) -> str:
+    """A 2-D array as an aligned text table with row and column labels."""
+    cells = [[_cell(float(v), digits) for v in row] for row in np.asarray(a)]
+    rows = [str(r) for r in rows]
+    columns = [str(c) for c in columns]
+    w0 = max(len(r) for r in rows)
+    widths = [max(len(c), *(len(r[j]) for r in cells)) for j, c in enumerate(columns)]
+    head = " " * w0 + "".join("  " + c.rjust(w) for c, w in zip(columns, widths, strict=True))
+    body = [r.ljust(w0) + "".join("  " + v.rjust(w) for v, w in zip(cells[i], widths, strict=True))
+            for i, r in enumerate(rows)]  # fmt: skip
+    return "\n".join([head, *body])
+
+
+def columns_table(columns: Mapping[str, Any], rows: Any, digits: int = 6) -> str:
+    """Named 1-D columns (each of length ``len(rows)``) as a table with one row per name."""
+    a = np.stack([np.asarray(v, dtype=np.float64) for v in columns.values()], axis=1)
+    return labelled_table(a, rows, list(columns), digits)
