@@ -235,6 +235,13 @@ class ParamSpec:
         self.key = _describe(treedef) + repr(tuple(zip(paths, shapes, strict=True)))
 
     @classmethod
+    def named(cls, names: Any) -> ParamSpec:
+        """A flat spec whose scalars are called ``names`` (a tuple of scalar leaves): what
+        labels the results of a problem with a flat ``x0`` (``problem.param_names``)."""
+        names = tuple(str(v) for v in names)
+        return cls(("tuple", (("leaf",),) * len(names)), names, ((),) * len(names))
+
+    @classmethod
     def from_tree(cls, tree: Any, what: str = "x0") -> tuple[ParamSpec, np.ndarray]:
         """The spec of ``tree`` and its leaves as one flat float64 vector.
 
