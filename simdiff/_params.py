@@ -53,11 +53,11 @@ def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
     if isinstance(node, tuple) and hasattr(node, "_fields"):  # a named tuple
         kids = tuple(_walk(c, _join(path, f), leaves) for f, c in zip(node._fields, node, strict=True))
         return ("namedtuple", type(node), kids)
-    if isinstance(node, (tuple, list)) and not _numbers(node):
+    if isinstance(node, (tuple, list)):  # inside a tree, as in JAX: a container
         kids = tuple(_walk(c, f"{path}[{i}]", leaves) for i, c in enumerate(node))
         return (type(node).__name__, kids)
-    if isinstance(node, (_NUMBER, bool, str, list, tuple)) or _is_array(node):
-        leaves.append((path, node))  # a number, an array, an array literal (or a bad leaf)
+    if isinstance(node, (_NUMBER, bool, str)) or _is_array(node):
+        leaves.append((path, node))  # a number or an array (or a bad leaf, refused later)
         return ("leaf",)
     if isinstance(node, Mapping):
         keys = tuple(sorted(node))
@@ -148,8 +148,11 @@ def is_tree(a: Any) -> bool:
     """Whether ``a`` is structured parameters rather than a flat array.
 
     Arrays of every framework, numbers and (nested) lists or plain tuples of
-    numbers are flat; dicts, named tuples, dataclasses, lists/tuples holding
-    arrays or containers, and registered JAX pytree nodes are trees.
+    numbers (an array literal, as ``x0`` has always been) are flat; dicts,
+    named tuples, dataclasses, lists/tuples holding arrays or containers, and
+    registered JAX pytree nodes are trees.  Inside a tree, lists and tuples
+    are containers, as in JAX (``{"s": (1.0, 2.0)}`` has leaves ``s[0]``,
+    ``s[1]``).
 
     Examples
     --------
