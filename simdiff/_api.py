@@ -703,7 +703,7 @@ class Derivatives(OperatorMethods):
         return spec.unflatten_tree(out, kind, order)
 
     def _prepare(self, a: Any, what: str, point_shape: tuple[int, ...], check: bool):
-        if point_shape == (self.problem.n,) and is_tree(a):  # structured parameters
+        if self.problem.param_spec is not None and point_shape == (self.problem.n,) and is_tree(a):
             a = self.problem.flatten(a, what)
         src = A.backend_of(a)
         a = src.from_numpy(a, None) if not src.is_native(a) else a  # lists, scalars

@@ -32,6 +32,8 @@ from .errors import DTypeError, InputTypeError, NotFoundError, StructureError
 __all__ = ["Labelled", "ParamSpec", "is_tree"]
 
 _NUMBER = (int, float, np.integer, np.floating)
+#: Leaf types read as one float without a check (a bool is refused elsewhere: not here).
+_HOST_SCALARS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
 
 
 def _jax_node(node: Any) -> tuple[list[tuple[str, Any]], Any] | None:
@@ -48,21 +50,24 @@ def _jax_node(node: Any) -> tuple[list[tuple[str, Any]], Any] | None:
 
 def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
     """The structure of ``node`` (hashable), appending ``(path, leaf)`` to ``leaves``."""
-    if node is None:
-        return ("none",)
+    if isinstance(node, _NUMBER) or isinstance(node, (str, bool)):
+        leaves.append((path, node))  # a number (or a bad leaf, refused later)
+        return _LEAF
+    if isinstance(node, Mapping):
+        keys = tuple(sorted(node))
+        kids = tuple(_walk(node[k], _join(path, str(k)), leaves) for k in keys)
+        return ("dict", keys, kids)
     if isinstance(node, tuple) and hasattr(node, "_fields"):  # a named tuple
         kids = tuple(_walk(c, _join(path, f), leaves) for f, c in zip(node._fields, node, strict=True))
         return ("namedtuple", type(node), kids)
     if isinstance(node, (tuple, list)):  # inside a tree, as in JAX: a container
         kids = tuple(_walk(c, f"{path}[{i}]", leaves) for i, c in enumerate(node))
         return (type(node).__name__, kids)
-    if isinstance(node, (_NUMBER, bool, str)) or _is_array(node):
-        leaves.append((path, node))  # a number or an array (or a bad leaf, refused later)
-        return ("leaf",)
-    if isinstance(node, Mapping):
-        keys = tuple(sorted(node))
-        kids = tuple(_walk(node[k], _join(path, str(k)), leaves) for k in keys)
-        return ("dict", keys, kids)
+    if node is None:
+        return ("none",)
+    if _is_array(node):
+        leaves.append((path, node))
+        return _LEAF
     jax = _jax_node(node)
     if jax is not None:
         pairs, treedef = jax
@@ -73,7 +78,49 @@ def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
         kids = tuple(_walk(getattr(node, f), _join(path, f), leaves) for f in names)
         return ("dataclass", type(node), names, kids)
     leaves.append((path, node))
-    return ("leaf",)
+    return _LEAF
+
+
+_LEAF = ("leaf",)
+
+
+def _fast_leaves(node: Any, d: Any, out: list[Any]) -> bool:
+    """Append ``node``'s leaves following the known structure ``d``; False where ``node``
+    does not have it (then :func:`_walk` finds and names the difference)."""
+    tag = d[0]
+    if tag == "leaf":
+        if type(node) not in _HOST_SCALARS and (
+            node is None or isinstance(node, (dict, list, tuple, Mapping))
+        ):
+            return False
+        out.append(node)
+        return True
+    if tag == "dict":
+        if not (type(node) is dict or isinstance(node, Mapping)) or len(node) != len(d[1]):
+            return False
+        for k, c in zip(d[1], d[2], strict=True):
+            if k not in node or not _fast_leaves(node[k], c, out):
+                return False
+        return True
+    if tag == "namedtuple" or tag == "tuple" or tag == "list":
+        kids = d[2] if tag == "namedtuple" else d[1]
+        ok = type(node) is d[1] if tag == "namedtuple" else type(node).__name__ == tag
+        if not ok or len(node) != len(kids):
+            return False
+        for v, c in zip(node, kids, strict=True):
+            if not _fast_leaves(v, c, out):
+                return False
+        return True
+    if tag == "dataclass":
+        if type(node) is not d[1]:
+            return False
+        for f, c in zip(d[2], d[3], strict=True):
+            if not _fast_leaves(getattr(node, f), c, out):
+                return False
+        return True
+    if tag == "none":
+        return node is None
+    return False  # a JAX pytree node: the full walk
 
 
 def _join(path: str, key: str) -> str:
@@ -90,9 +137,10 @@ def _numbers(seq: Any) -> bool:
 
 
 def _is_array(a: Any) -> bool:
-    return isinstance(a, (np.ndarray, np.generic)) or (
-        backend_of(a).name != "numpy" and backend_of(a).is_native(a)
-    )
+    if isinstance(a, (np.ndarray, np.generic)):
+        return True
+    src = backend_of(a)
+    return src.name != "numpy" and src.is_native(a)
 
 
 def _build(d: Any, leaves: Any) -> Any:
@@ -235,6 +283,8 @@ class ParamSpec:
         self.names = tuple(names)
         self._index = {name: i for i, name in enumerate(self.names)}
         self._leaf = {path: k for k, path in enumerate(paths)}
+        self._scalars = all(shape == () for shape in shapes)
+        self._bounds = tuple(zip(self.offsets[:-1], self.offsets[1:], strict=True))
         self.key = _describe(treedef) + repr(tuple(zip(paths, shapes, strict=True)))
 
     @classmethod
@@ -275,16 +325,22 @@ class ParamSpec:
         structure raises :class:`~simdiff.errors.StructureError` naming the
         difference.
         """
-        leaves: list[tuple[str, Any]] = []
-        treedef = _walk(tree, "", leaves)
-        got_paths = tuple(p for p, _ in leaves)
-        if _describe(treedef) != _describe(self.treedef) or got_paths != self.paths:
-            raise StructureError(
-                f"{what} must have the structure of the problem's parameters: leaves "
-                f"{list(self.paths)}; got a {_kind(tree)} with leaves {list(got_paths)}"
-            )
-        src = next((backend_of(v) for _, v in leaves if _is_array(v) and
-                    backend_of(v).name != "numpy"), None)  # fmt: skip
+        fast: list[Any] = []
+        if _fast_leaves(tree, self.treedef, fast):
+            if self._scalars and all(type(v) in _HOST_SCALARS for v in fast):
+                return np.array(fast, dtype=np.float64)  # numbers only: one array, no checks
+            leaves = list(zip(self.paths, fast, strict=True))
+        else:
+            leaves = []
+            treedef = _walk(tree, "", leaves)
+            got_paths = tuple(p for p, _ in leaves)
+            if got_paths != self.paths or _describe(treedef) != _describe(self.treedef):
+                raise StructureError(
+                    f"{what} must have the structure of the problem's parameters: leaves "
+                    f"{list(self.paths)}; got a {_kind(tree)} with leaves {list(got_paths)}"
+                )
+        src = next((backend_of(v) for _, v in leaves if not isinstance(v, (_NUMBER, np.ndarray))
+                    and _is_array(v) and backend_of(v).name != "numpy"), None)  # fmt: skip
         batch: int | None = None
         parts = []
         for (path, leaf), shape in zip(leaves, self.shapes, strict=True):
@@ -321,17 +377,23 @@ class ParamSpec:
         ``ops.reshape(x[i:j], shape)``, differentiable on every backend.
         """
         leaves = []
-        for (a, b), shape in zip(zip(self.offsets, self.offsets[1:]), self.shapes, strict=False):
-            if ops is not None:
+        if ops is not None:
+            for (a, b), shape in zip(self._bounds, self.shapes, strict=True):
                 if shape == ():
                     leaves.append(flat[a])
                 elif len(shape) == 1:
                     leaves.append(flat[a:b])
                 else:
                     leaves.append(ops.reshape(flat[a:b], shape))
-            else:
-                lead = tuple(flat.shape[:-1])
-                leaves.append(flat[..., a:b].reshape((*lead, *shape)))
+        else:
+            lead = tuple(flat.shape[:-1])
+            for (a, b), shape in zip(self._bounds, self.shapes, strict=True):
+                if shape == ():
+                    leaves.append(flat[..., a])  # a 0-d array (with ..., not a scalar)
+                elif len(shape) == 1:
+                    leaves.append(flat[..., a:b])
+                else:
+                    leaves.append(flat[..., a:b].reshape((*lead, *shape)))
         return _build(self.treedef, iter(leaves))
 
     def unflatten_tree(self, out: Any, kind: str, order: int = 0) -> Any:
