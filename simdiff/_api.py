@@ -1053,7 +1053,11 @@ def cached_derivatives(
     return problem.cache.get(
         key,
         lambda: Derivatives(
-            problem, backend, dtype=dtype, check_finite=check_finite, compile=compile,
+            problem,
+            backend,
+            dtype=dtype,
+            check_finite=check_finite,
+            compile=compile,
             structured=False,
         ),
         refresh=False,  # each call of a Derivatives checks the problem's fingerprint

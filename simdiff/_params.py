@@ -58,7 +58,9 @@ def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
         kids = tuple(_walk(node[k], _join(path, str(k)), leaves) for k in keys)
         return ("dict", keys, kids)
     if isinstance(node, tuple) and hasattr(node, "_fields"):  # a named tuple
-        kids = tuple(_walk(c, _join(path, f), leaves) for f, c in zip(node._fields, node, strict=True))
+        kids = tuple(
+            _walk(c, _join(path, f), leaves) for f, c in zip(node._fields, node, strict=True)
+        )
         return ("namedtuple", type(node), kids)
     if isinstance(node, (tuple, list)):  # inside a tree, as in JAX: a container
         kids = tuple(_walk(c, f"{path}[{i}]", leaves) for i, c in enumerate(node))
@@ -175,7 +177,11 @@ def _describe(d: Any) -> str:
     if tag in ("tuple", "list"):
         return f"{tag}({','.join(_describe(c) for c in d[1])})"
     if tag == "dict":
-        return "dict(" + ",".join(f"{k!r}:{_describe(c)}" for k, c in zip(d[1], d[2], strict=True)) + ")"
+        return (
+            "dict("
+            + ",".join(f"{k!r}:{_describe(c)}" for k, c in zip(d[1], d[2], strict=True))
+            + ")"
+        )
     if tag == "jax":
         return f"jax[{d[1]}](" + ",".join(_describe(c) for c in d[2]) + ")"
     fields = ",".join(f"{n}={_describe(c)}" for n, c in zip(d[2], d[3], strict=True))
@@ -232,7 +238,7 @@ def _leaf_values(path: str, leaf: Any, what: str) -> np.ndarray:
         leaf = src.to_numpy(leaf)
     try:
         a = np.asarray(leaf)
-    except Exception:  # noqa: BLE001 -- an object numpy cannot read: named below
+    except Exception:  # an object numpy cannot read: named below
         a = np.asarray(None)
     if a.dtype.kind not in "fiu":
         got = f"dtype {a.dtype}" if a.dtype.kind != "O" else type(leaf).__name__
@@ -329,6 +335,11 @@ class ParamSpec:
         if _fast_leaves(tree, self.treedef, fast):
             if self._scalars and all(type(v) in _HOST_SCALARS for v in fast):
                 return np.array(fast, dtype=np.float64)  # numbers only: one array, no checks
+            if all(
+                type(v) is np.ndarray and v.shape == s
+                for v, s in zip(fast, self.shapes, strict=True)
+            ):
+                return np.concatenate([v.reshape(-1) for v in fast])  # numpy, unbatched
             leaves = list(zip(self.paths, fast, strict=True))
         else:
             leaves = []
@@ -342,7 +353,7 @@ class ParamSpec:
         src = next((backend_of(v) for _, v in leaves if not isinstance(v, (_NUMBER, np.ndarray))
                     and _is_array(v) and backend_of(v).name != "numpy"), None)  # fmt: skip
         batch: int | None = None
-        parts = []
+        parts: list[Any] = []
         for (path, leaf), shape in zip(leaves, self.shapes, strict=True):
             if src is None or not src.is_native(leaf):
                 leaf = np.asarray(leaf) if src is None else src.from_numpy(np.asarray(leaf), None)
@@ -353,8 +364,7 @@ class ParamSpec:
                 b = lshape[0]
             else:
                 raise StructureError(
-                    f"{what}[{path!r}] must have shape {shape} (or (batch, *{shape})); "
-                    f"got {lshape}"
+                    f"{what}[{path!r}] must have shape {shape} (or (batch, *{shape})); got {lshape}"
                 )
             if parts and b != batch:
                 raise StructureError(
@@ -448,7 +458,10 @@ class ParamSpec:
         return {"structure": self.key}
 
     def __repr__(self) -> str:
-        leaves = ", ".join(f"{p or 'x'}{list(s) if s else ''}" for p, s in zip(self.paths, self.shapes, strict=True))
+        leaves = ", ".join(
+            f"{p or 'x'}{list(s) if s else ''}"
+            for p, s in zip(self.paths, self.shapes, strict=True)
+        )
         return f"ParamSpec(n={self.n}: {leaves})"
 
 

@@ -163,7 +163,7 @@ def test_flat_problems_return_plain_arrays():
 
 
 def test_derivatives_object_structured_and_flat_views_share_compilations():
-    tree, flat, tree_of = pair("dict")
+    tree, _, tree_of = pair("dict")
     d = simdiff.Derivatives(tree, backend="jax")
     g1 = d.grad()
     g2 = d.grad(tree_of(tree.x0))  # the same point as a tree: no new compilation
@@ -174,7 +174,7 @@ def test_derivatives_object_structured_and_flat_views_share_compilations():
 
 
 def test_batched_tree_points():
-    tree, flat, tree_of = pair("dict")
+    tree, flat, _ = pair("dict")
     xs = flat.x0 + np.linspace(0.0, 1.0, 4)[:, None]
     batch = {"a": xs[:, 0], "b": xs[:, 1], "k": xs[:, 2:5]}
     g = simdiff.grad(tree, batch)

@@ -29,11 +29,11 @@ from ._common import check_problem, derivatives, point
 
 __all__ = [
     "FED",
-    "FitResult",
     "GTOL_OPTION",
     "HESSIAN_METHODS",
     "HVP_METHODS",
     "MAXITER_OPTION",
+    "FitResult",
     "least_squares",
     "minimize",
 ]
@@ -274,7 +274,8 @@ def minimize(
     -------
     FitResult
         SciPy's ``OptimizeResult`` plus ``names``, ``params`` (``x`` in the
-        structure of the problem's parameters), ``table()``, ``nfun``, ``ngrad``, ``nhess``, ``nhvp`` (calls
+        structure of the problem's parameters), ``table()``, ``nfun``,
+        ``ngrad``, ``nhess``, ``nhvp`` (calls
         of the exact derivatives), ``method``, ``backend``,
         ``compilations`` (derivative compilations during this call),
         ``problem`` and ``bounds`` (an ``(n, 2)`` array or ``None``), which
@@ -365,7 +366,8 @@ def least_squares(
     -------
     FitResult
         SciPy's ``OptimizeResult`` plus ``names``, ``params`` (``x`` in the
-        structure of the problem's parameters), ``table()``, ``nfun`` and ``njac`` (exact Jacobians computed),
+        structure of the problem's parameters), ``table()``, ``nfun`` and
+        ``njac`` (exact Jacobians computed),
         ``backend``, ``compilations``, ``problem`` and ``bounds`` (an
         ``(n, 2)`` array or ``None``), which :func:`profile_likelihood` reads.
 
