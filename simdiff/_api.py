@@ -21,7 +21,6 @@ from . import _arrays as A
 from ._compile import CompiledCall, check_compile
 from ._log import get_logger
 from ._operators_core import OPERATOR_KINDS, OperatorMethods, build_operator
-from ._params import is_tree
 from ._probe import probe
 from ._problem import Problem
 from ._structure import StructuredHessian, memory_budget
@@ -703,7 +702,8 @@ class Derivatives(OperatorMethods):
         return spec.unflatten_tree(out, kind, order)
 
     def _prepare(self, a: Any, what: str, point_shape: tuple[int, ...], check: bool):
-        if self.problem.param_spec is not None and point_shape == (self.problem.n,) and is_tree(a):
+        spec = self.problem.param_spec
+        if spec is not None and point_shape == (self.problem.n,) and spec.is_input(a):
             a = self.problem.flatten(a, what)
         src = A.backend_of(a)
         a = src.from_numpy(a, None) if not src.is_native(a) else a  # lists, scalars

@@ -201,23 +201,28 @@ def _kind(tree: Any) -> str:
 def is_tree(a: Any) -> bool:
     """Whether ``a`` is structured parameters rather than a flat array.
 
-    Arrays of every framework, numbers and (nested) lists or plain tuples of
-    numbers (an array literal, as ``x0`` has always been) are flat; dicts,
-    named tuples, dataclasses, lists/tuples holding arrays or containers, and
-    registered JAX pytree nodes are trees.  Inside a tree, lists and tuples
-    are containers, as in JAX (``{"s": (1.0, 2.0)}`` has leaves ``s[0]``,
-    ``s[1]``).
+    Arrays of every framework, numbers, and lists or plain tuples that NumPy
+    reads as a numeric array (``[1.0, 2.0]``, as ``x0`` has always been) are
+    flat; dicts, named tuples, dataclasses, lists/tuples NumPy cannot read as
+    one array (``[np.zeros(2), 1.0]``, a list of dicts), and registered JAX
+    pytree nodes are trees.  Inside a tree, lists and tuples are containers,
+    as in JAX (``{"s": (1.0, 2.0)}`` has leaves ``s[0]``, ``s[1]``).
 
     Examples
     --------
     >>> import numpy as np
-    >>> is_tree({"a": 1.0}), is_tree([1.0, 2.0]), is_tree(np.zeros(2)), is_tree([np.zeros(2)])
+    >>> is_tree({"a": 1.0}), is_tree([1.0, 2.0]), is_tree(np.zeros(2)), is_tree([np.zeros(2), 1.0])
     (True, False, False, True)
     """
     if a is None or isinstance(a, (_NUMBER, bool)) or _is_array(a):
         return False
     if isinstance(a, (list, tuple)) and not hasattr(a, "_fields"):
-        return len(a) > 0 and not _numbers(a)
+        if len(a) == 0 or _numbers(a):
+            return False
+        try:
+            return np.asarray(a).dtype.kind not in "fiub"
+        except (ValueError, TypeError):  # ragged: not one array
+            return True
     if isinstance(a, Mapping) or hasattr(a, "_fields"):
         return True
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
@@ -322,6 +327,13 @@ class ParamSpec:
         return spec, flat
 
     # ------------------------------------------------------------------ in and out
+    def is_input(self, a: Any) -> bool:
+        """Whether ``a``, given for a point or direction, is a tree of this structure's kind
+        (:func:`is_tree`; for a structure whose root is a list or tuple, any such list)."""
+        if self.treedef[0] in ("list", "tuple") and type(a) in (list, tuple):
+            return True
+        return is_tree(a)
+
     def flatten(self, tree: Any, what: str = "x") -> Any:
         """``tree`` (this structure; each leaf of its shape, or all with one leading batch
         axis) as a flat vector ``(n,)`` or ``(batch, n)`` in the leaves' framework.

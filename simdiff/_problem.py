@@ -288,7 +288,7 @@ class Problem:
         """Parameters in the problem's structure as the flat vector it computes on
         (:class:`~simdiff.errors.StructureError` for another structure); a flat
         array is returned as it is."""
-        if self.param_spec is None or not is_tree(tree):
+        if self.param_spec is None or not self.param_spec.is_input(tree):
             return tree
         return self.param_spec.flatten(tree, what)
 

@@ -154,6 +154,17 @@ def test_labelled_hessian_lookup_by_names_and_blocks():
         h["a"]
 
 
+def test_top_level_lists_numpy_reads_stay_flat():
+    flat = simdiff.Problem(lambda x, ops: ops.sum(x**2), x0=[np.array(1.0), np.array(2.0)])
+    assert flat.param_spec is None and flat.n == 2
+    ragged = simdiff.Problem(lambda q, ops: ops.sum(q[0] ** 2) * q[1], x0=[np.ones(2), 3.0])
+    assert ragged.param_names == ["[0][0]", "[0][1]", "[1]"]
+    g = simdiff.grad(ragged, [np.ones(2), 2.0])
+    assert isinstance(g, list)
+    np.testing.assert_allclose(g[0], [4.0, 4.0], rtol=RTOL)
+    np.testing.assert_allclose(g[1], 2.0, rtol=RTOL)
+
+
 def test_flat_problems_return_plain_arrays():
     _, flat, _ = pair("dict")
     assert flat.param_spec is None

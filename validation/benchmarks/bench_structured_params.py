@@ -45,7 +45,7 @@ def _chain(xs: list[Any], ops: Any) -> Any:
 def cases() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any]]:
     rng = np.random.default_rng(0)
     out = {}
-    keys = [f"p{i}" for i in range(10)]  # sorted order p0 < p1 < ... < p9
+    keys = tuple(f"p{i}" for i in range(10))  # sorted order p0 < ... < p9; a tuple: not watched
     x0 = rng.uniform(0.5, 1.5, 10)
     tree = simdiff.Problem(lambda q, ops: _chain([q[k] for k in keys], ops),
                            x0=dict(zip(keys, x0, strict=True)), name="dict10")  # fmt: skip
