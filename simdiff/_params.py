@@ -45,7 +45,18 @@ def _jax_node(node: Any) -> tuple[list[tuple[str, Any]], Any] | None:
     kids, treedef = jtu.tree_flatten_with_path(node, is_leaf=lambda c: c is not node)
     if jtu.treedef_is_leaf(treedef):
         return None
-    return [(jtu.keystr(path), child) for path, child in kids], treedef
+    return [(_key_text(path[0]) if len(path) == 1 else jtu.keystr(path), child)
+            for path, child in kids], treedef  # fmt: skip
+
+
+def _key_text(key: Any) -> str:
+    """A JAX key path entry as simdiff names it: ``.name`` for attributes and string keys,
+    ``[i]`` for positions (sequence indices, flattened indices, integer keys)."""
+    for attr in ("name", "key", "idx"):
+        if hasattr(key, attr):
+            value = getattr(key, attr)
+            return f".{value}" if isinstance(value, str) else f"[{value}]"
+    return str(key)
 
 
 def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
@@ -73,7 +84,7 @@ def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
     jax = _jax_node(node)
     if jax is not None:
         pairs, treedef = jax
-        kids = tuple(_walk(c, path + p, leaves) for p, c in pairs)
+        kids = tuple(_walk(c, (path + p).removeprefix("."), leaves) for p, c in pairs)
         return ("jax", treedef, kids)
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         names = tuple(f.name for f in dataclasses.fields(node))

@@ -325,3 +325,38 @@ def test_mismatched_structures_are_refused():
     with pytest.raises(simdiff.StructureError):
         simdiff.ode.ODEProblem(_lv_named, [1.0, 1.0], (0.0, 1.0), {})
     assert issubclass(simdiff.StructureError, simdiff.ShapeError)
+
+
+def test_torch_leaves_in_torch_tensors_out():
+    torch = pytest.importorskip("torch")
+    tree, flat, _ = pair("dict")
+    q = {key: torch.tensor(v, dtype=torch.float64) for key, v in (("a", A), ("b", B), ("k", K))}
+    g = simdiff.grad(tree, q, backend="torch")
+    assert isinstance(g["k"], torch.Tensor) and g["k"].shape == (3,)
+    np.testing.assert_allclose(g["k"].numpy(), simdiff.grad(flat)[2:5], rtol=RTOL)
+    with pytest.warns(simdiff.PrecisionWarning, match="float32"):  # as for a flat float32 x
+        simdiff.grad(tree, {key: v.float() for key, v in q.items()}, backend="torch")
+
+
+class Pair:
+    """A class JAX knows as a pytree node (not a dict, tuple or dataclass)."""
+
+    def __init__(self, left, right):
+        self.left, self.right = left, right
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_registered_jax_pytree_node(backend):
+    jax = pytest.importorskip("jax")
+    try:
+        jax.tree_util.register_pytree_node(
+            Pair, lambda p: ((p.left, p.right), None), lambda _, kids: Pair(*kids)
+        )
+    except ValueError:  # registered by the other parametrisation
+        pass
+    p = simdiff.Problem(lambda q, ops: q.left**2 * ops.sum(q.right), x0=Pair(A, K))
+    assert p.param_names == ["[0]", "[1][0]", "[1][1]", "[1][2]"]
+    g = simdiff.grad(p, backend=backend)
+    assert isinstance(g, Pair)
+    np.testing.assert_allclose(g.left, 2 * A * K.sum(), rtol=RTOL)
+    np.testing.assert_allclose(g.right, A**2 * np.ones(3), rtol=RTOL)
