@@ -360,3 +360,21 @@ def test_registered_jax_pytree_node(backend):
     assert isinstance(g, Pair)
     np.testing.assert_allclose(g.left, 2 * A * K.sum(), rtol=RTOL)
     np.testing.assert_allclose(g.right, A**2 * np.ones(3), rtol=RTOL)
+
+
+def _pickled_model(q, ops):
+    return q["a"] ** 2 * ops.sum(q["k"])
+
+
+def test_structured_problems_pickle_and_fingerprint():
+    import pickle
+
+    from simdiff.store import fingerprint
+
+    p = simdiff.Problem(_pickled_model, x0={"a": A, "k": K})
+    q = pickle.loads(pickle.dumps(p))
+    assert q.param_names == p.param_names
+    assert fingerprint(p) is not None and fingerprint(q) == fingerprint(p)
+    other = simdiff.Problem(_pickled_model, x0={"a": A, "k": K[:2]})  # another structure
+    assert fingerprint(other) != fingerprint(p)
+    assert_tree_close(simdiff.grad(q), simdiff.grad(p))
