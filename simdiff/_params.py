@@ -495,7 +495,7 @@ class TreeFunction:
     ``x0``; ``fn`` is the user's function, ``spec`` the structure.
     """
 
-    __slots__ = ("fn", "spec", "__name__")  # no __dict__: the fingerprint's watch stays small
+    __slots__ = ("__name__", "fn", "spec")  # no __dict__: the fingerprint's watch stays small
 
     def __init__(self, fn: Any, spec: ParamSpec) -> None:
         self.fn = fn
@@ -512,7 +512,7 @@ class TreeFunction:
 class TreeRhs:
     """An ODE right-hand side ``rhs(t, y, p, ops)`` of structured ``p``, called with flat ``p``."""
 
-    __slots__ = ("rhs", "spec", "__name__")  # no __dict__: the fingerprint's watch stays small
+    __slots__ = ("__name__", "rhs", "spec")  # no __dict__: the fingerprint's watch stays small
 
     def __init__(self, rhs: Any, spec: ParamSpec) -> None:
         self.rhs = rhs

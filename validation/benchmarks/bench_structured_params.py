@@ -56,8 +56,8 @@ def cases() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any]]:
     def one(x: Any, ops: Any) -> Any:
         return ops.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
 
-    out["leaf10"] = (simdiff.Problem(lambda q, ops: one(q["w"], ops), x0={"w": w}, name="leaf10"),
-                     simdiff.Problem(lambda x, ops: one(x, ops), x0=w), {"w": w + 0.01})  # fmt: skip
+    leaf = simdiff.Problem(lambda q, ops: one(q["w"], ops), x0={"w": w}, name="leaf10")
+    out["leaf10"] = (leaf, simdiff.Problem(lambda x, ops: one(x, ops), x0=w), {"w": w + 0.01})
     big = rng.uniform(0.5, 1.5, (10, 10))
     tree100 = simdiff.Problem(lambda q, ops: _chain([q[k] for k in keys], ops),
                               x0=dict(zip(keys, big, strict=True)), name="leaves100")  # fmt: skip
