@@ -11,8 +11,8 @@ Three ways of writing one problem, each with a hand-written flat twin:
 For each, on jax and torch, the public functions ``simdiff.grad`` and
 ``simdiff.hessian`` at a point given as a tree (structured: the point is
 flattened and the result split into leaves / a ``simdiff.Labelled``) and as a
-flat array (flat twin), interleaved in 7 rounds of the median of 31 calls
-after a warm-up; the median over rounds, the ratio structured / flat and the
+flat array (flat twin), interleaved in 7 rounds (the order alternating) of
+the median of 31 calls after a warm-up; the median over rounds, the ratio structured / flat and the
 difference in microseconds (what the structure adds per call: flattening
 the point, splitting the result, one slice per leaf inside the function).
 
@@ -99,9 +99,9 @@ def main() -> None:
                     "flat": lambda fn=fn, p=flat, x=flat_point, b=backend: fn(p, x, backend=b),
                     "structured": lambda fn=fn, p=tree, x=point, b=backend: fn(p, x, backend=b),
                 }
-                for _ in range(ROUNDS):
-                    for side, call in calls.items():
-                        runs[side].append(_median_ms(call))
+                for r in range(ROUNDS):  # the order alternates between rounds
+                    for side in ("flat", "structured")[:: 1 if r % 2 == 0 else -1]:
+                        runs[side].append(_median_ms(calls[side]))
                 f, s = (statistics.median(runs[k]) for k in ("flat", "structured"))
                 print(f"| {name} | {tree.n} | {backend} | {kind} | {f:.3g} | {s:.3g} | "
                       f"{s / f:.3f} | {1e3 * (s - f):.0f} |", flush=True)  # fmt: skip
