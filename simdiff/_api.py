@@ -704,7 +704,7 @@ class Derivatives(OperatorMethods):
     def _prepare(self, a: Any, what: str, point_shape: tuple[int, ...], check: bool):
         spec = self.problem.param_spec
         if spec is not None and point_shape == (self.problem.n,) and spec.is_input(a):
-            a = self.problem.flatten(a, what)
+            a = spec.flatten(a, what)
         src = A.backend_of(a)
         a = src.from_numpy(a, None) if not src.is_native(a) else a  # lists, scalars
         A.check_input_dtype(a, src, what)

@@ -307,6 +307,10 @@ class ParamSpec:
         self._leaf = {path: k for k, path in enumerate(paths)}
         self._scalars = all(shape == () for shape in shapes)
         self._bounds = tuple(zip(self.offsets[:-1], self.offsets[1:], strict=True))
+        #: The keys of a flat dict of scalars (the common case of named parameters): its
+        #: points are read in one step.
+        flat_dict = treedef[0] == "dict" and all(c == _LEAF for c in treedef[2])
+        self._scalar_keys = treedef[1] if flat_dict and self._scalars else None
         self.key = _describe(treedef) + repr(tuple(zip(paths, shapes, strict=True)))
 
     @classmethod
@@ -341,6 +345,8 @@ class ParamSpec:
     def is_input(self, a: Any) -> bool:
         """Whether ``a``, given for a point or direction, is a tree of this structure's kind
         (:func:`is_tree`; for a structure whose root is a list or tuple, any such list)."""
+        if type(a) is dict:
+            return True
         if self.treedef[0] in ("list", "tuple") and type(a) in (list, tuple):
             return True
         return is_tree(a)
@@ -354,9 +360,17 @@ class ParamSpec:
         structure raises :class:`~simdiff.errors.StructureError` naming the
         difference.
         """
+        keys = self._scalar_keys
+        if keys is not None and type(tree) is dict and len(tree) == len(keys):
+            try:
+                values = [tree[k] for k in keys]
+            except KeyError:
+                values = []
+            if values and _HOST_SCALARS.issuperset(map(type, values)):
+                return np.array(values, dtype=np.float64)
         fast: list[Any] = []
         if _fast_leaves(tree, self.treedef, fast):
-            if self._scalars and all(type(v) in _HOST_SCALARS for v in fast):
+            if self._scalars and _HOST_SCALARS.issuperset(map(type, fast)):
                 return np.array(fast, dtype=np.float64)  # numbers only: one array, no checks
             if all(
                 type(v) is np.ndarray and v.shape == s
@@ -409,6 +423,11 @@ class ParamSpec:
         slicing in that context: scalars ``x[i]``, arrays
         ``ops.reshape(x[i:j], shape)``, differentiable on every backend.
         """
+        keys = self._scalar_keys
+        if keys is not None:  # a flat dict of scalars: one comprehension
+            if ops is not None:
+                return {k: flat[i] for i, k in enumerate(keys)}
+            return {k: flat[..., i] for i, k in enumerate(keys)}  # 0-d (with ...), or batched
         leaves = []
         if ops is not None:
             for (a, b), shape in zip(self._bounds, self.shapes, strict=True):
