@@ -311,6 +311,7 @@ class ParamSpec:
         #: points are read in one step.
         flat_dict = treedef[0] == "dict" and all(c == _LEAF for c in treedef[2])
         self._scalar_keys = treedef[1] if flat_dict and self._scalars else None
+        self._whole = 0 if len(shapes) == 1 and len(shapes[0]) == 1 else None
         self.key = _describe(treedef) + repr(tuple(zip(paths, shapes, strict=True)))
 
     @classmethod
@@ -428,6 +429,8 @@ class ParamSpec:
             if ops is not None:
                 return {k: flat[i] for i, k in enumerate(keys)}
             return {k: flat[..., i] for i, k in enumerate(keys)}  # 0-d (with ...), or batched
+        if self._whole is not None:  # one leaf of shape (n,): the vector itself, no slice
+            return _build(self.treedef, iter([flat]))
         leaves = []
         if ops is not None:
             for (a, b), shape in zip(self._bounds, self.shapes, strict=True):

@@ -378,3 +378,14 @@ def test_structured_problems_pickle_and_fingerprint():
     other = simdiff.Problem(_pickled_model, x0={"a": A, "k": K[:2]})  # another structure
     assert fingerprint(other) != fingerprint(p)
     assert_tree_close(simdiff.grad(q), simdiff.grad(p))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_vector_leaf(backend):
+    tree = simdiff.Problem(lambda q, ops: core(q["w"][0], q["w"][1], q["w"][2:], ops),
+                           x0={"w": np.array([A, B, *K])})  # fmt: skip
+    flat = simdiff.Problem(lambda x, ops: core(x[0], x[1], x[2:], ops), x0=tree.x0)
+    g = simdiff.grad(tree, {"w": tree.x0 + 0.1}, backend=backend)
+    np.testing.assert_allclose(g["w"], simdiff.grad(flat, tree.x0 + 0.1), rtol=RTOL)
+    h = simdiff.hessian(tree, backend=backend)
+    np.testing.assert_allclose(h["w", "w"], simdiff.hessian(flat), rtol=RTOL, atol=1e-15)
