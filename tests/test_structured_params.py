@@ -389,3 +389,14 @@ def test_one_vector_leaf(backend):
     np.testing.assert_allclose(g["w"], simdiff.grad(flat, tree.x0 + 0.1), rtol=RTOL)
     h = simdiff.hessian(tree, backend=backend)
     np.testing.assert_allclose(h["w", "w"], simdiff.hessian(flat), rtol=RTOL, atol=1e-15)
+
+
+def test_pde_parameters_label_the_results():
+    from simdiff.pde import Grid, diffusion_equation, pde_problem
+
+    g = Grid((16,), (2 * np.pi,))
+    p = pde_problem(diffusion_equation(), g, np.sin(g.coords()[0]), t_final=1.0, n_steps=4,
+                    stepper="etdrk4", wrt="params")  # fmt: skip
+    assert p.param_names == ["diffusivity"]
+    assert type(simdiff.grad(p)) is np.ndarray  # a flat problem: its results unchanged
+    assert simdiff.sensitivity.local_sensitivity(p).names == ["diffusivity"]
