@@ -241,17 +241,21 @@ def _lv(rhs, params, **kw):
                       n_steps=60, adjoint="direct", **kw)  # fmt: skip
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_ode_dict_params_gradient_equals_flat(backend):
+def test_ode_dict_params_gradient_equals_flat():
     named = _lv(_lv_named, LV)
     flat = _lv(_lv_flat, [LV["alpha"], LV["beta"], LV["delta"], LV["gamma"]])
     assert named.param_names == ["alpha", "beta", "delta", "gamma"]
     np.testing.assert_array_equal(named.params, flat.params)
-    g, gf = simdiff.grad(named, backend=backend), simdiff.grad(flat, backend=backend)
+    g, gf = simdiff.grad(named, backend="torch"), simdiff.grad(flat, backend="torch")
     assert sorted(g) == sorted(LV)
     scale = np.abs(gf).max()
     for i, name in enumerate(named.param_names):
         assert float(g[name]) == pytest.approx(gf[i], rel=RTOL, abs=RTOL * scale)
+    # on jax, the named problem against torch's: the same discrete solver on both, so
+    # they differ by rounding accumulated over the 60 steps (1e-10 of the largest entry)
+    gj = simdiff.grad(named, backend="jax")
+    for name in named.param_names:
+        assert float(gj[name]) == pytest.approx(float(g[name]), abs=1e-10 * scale)
 
 
 def test_ode_both_and_y0_structures():
