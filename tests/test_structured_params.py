@@ -404,3 +404,31 @@ def test_pde_parameters_label_the_results():
     assert p.param_names == ["diffusivity"]
     assert type(simdiff.grad(p)) is np.ndarray  # a flat problem: its results unchanged
     assert simdiff.sensitivity.local_sensitivity(p).names == ["diffusivity"]
+
+
+def test_vector_output_jacobian_and_hessian_keep_the_output_axes():
+    f = lambda q, ops: ops.stack([q["a"] * ops.sum(q["k"]), q["a"] ** 2])  # noqa: E731
+    p = simdiff.Problem(f, x0={"a": A, "k": K})
+    jac = simdiff.jacobian(p)
+    assert jac["k"].shape == (2, 3) and jac["a"].shape == (2,)
+    np.testing.assert_allclose(jac["a"], [K.sum(), 2 * A], rtol=RTOL)
+    h = simdiff.hessian(p)
+    assert h.shape == (2, 4, 4)
+    np.testing.assert_allclose(h["a", "a"], [0.0, 2.0], atol=RTOL)
+    np.testing.assert_allclose(h["k", "a"], [np.ones(3), np.zeros(3)], atol=RTOL)
+
+
+def test_minimize_and_dgsm_by_name():
+    q = simdiff.Problem(lambda x, ops: (x["u"] - 1.0) ** 2 + 3.0 * (x["v"] + 2.0) ** 2,
+                        x0={"u": 0.0, "v": 0.0})  # fmt: skip
+    res = simdiff.minimize(q)
+    assert res.names == ["u", "v"]
+    assert res.params["u"] == pytest.approx(1.0, abs=1e-8)
+    assert res.params["v"] == pytest.approx(-2.0, abs=1e-8)
+    dists = {"v": ("uniform", 0.0, 1.0), "u": ("uniform", 0.0, 1.0)}  # any order of names
+    r = simdiff.sensitivity.dgsm(q, dists, n_samples=64, n_bootstrap=0)
+    assert r.names == ["u", "v"]
+    assert r.tree("nu")["v"] > r.tree("nu")["u"]
+    assert str(r).splitlines()[1].split()[0] == "u"
+    with pytest.raises(simdiff.InputError, match="one per input"):
+        simdiff.sensitivity.dgsm(q, {"u": ("uniform", 0.0, 1.0)}, n_samples=64)
