@@ -432,3 +432,20 @@ def test_minimize_and_dgsm_by_name():
     assert str(r).splitlines()[1].split()[0] == "u"
     with pytest.raises(simdiff.InputError, match="one per input"):
         simdiff.sensitivity.dgsm(q, {"u": ("uniform", 0.0, 1.0)}, n_samples=64)
+
+
+def test_function_face_of_a_structured_problem_composes_with_jax():
+    jax = pytest.importorskip("jax")
+    import simdiff.jax as sj
+
+    tree, flat, tree_of = pair("dict")
+    q = {"a": jax.numpy.asarray(A), "b": jax.numpy.asarray(B), "k": jax.numpy.asarray(K)}
+    g = jax.jit(sj.grad(tree))(q)
+    assert_tree_close(g, tree_of(simdiff.grad(flat)))
+    batch = {key: jax.numpy.stack([v, v + 0.1]) for key, v in q.items()}
+    h = jax.vmap(sj.hessian(tree))(batch)  # a Labelled crosses vmap: data (2, 5, 5)
+    assert isinstance(h, simdiff.Labelled) and h.shape == (2, 5, 5)
+    hf = simdiff.hessian(flat, np.stack([flat.x0, flat.x0 + 0.1]))
+    np.testing.assert_allclose(h["a", "b"], hf[:, 0, 1], rtol=RTOL)
+    v = tree_of(np.arange(5.0))
+    assert_tree_close(sj.hvp(tree)(v, q), tree_of(simdiff.hessian(flat) @ np.arange(5.0)))
