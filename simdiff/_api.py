@@ -1012,15 +1012,18 @@ def _refused(reason: str) -> Callable[[Callable], Callable]:
 
 def resolve_backend(problem: Problem, backend: Any, *arrays: Any) -> Any:
     """``backend``, or for ``None`` the backend of a traced argument (inside a framework
-    transform, where only that framework can compute) the problem runs on, else
-    ``problem.default_backend``."""
+    transform, where only that framework can compute; a leaf of structured parameters
+    counts) the problem runs on, else ``problem.default_backend``."""
     if backend is not None:
         return backend
-    for a in arrays:
-        if _is_traced(a):
-            name = A.backend_of(a).name
-            if problem.supports(name):
-                return name
+    spec = problem.param_spec
+    for arg in arrays:
+        tree = spec is not None and spec.is_input(arg)
+        for a in spec.leaves(arg) if tree else (arg,):  # type: ignore[union-attr]
+            if _is_traced(a):
+                name = A.backend_of(a).name
+                if problem.supports(name):
+                    return name
     return problem.default_backend
 
 

@@ -352,6 +352,15 @@ class ParamSpec:
             return True
         return is_tree(a)
 
+    def leaves(self, tree: Any) -> list[Any]:
+        """The leaves of ``tree`` in flat order (any structure; nothing is checked)."""
+        fast: list[Any] = []
+        if _fast_leaves(tree, self.treedef, fast):
+            return fast
+        found: list[tuple[str, Any]] = []
+        _walk(tree, "", found)
+        return [leaf for _, leaf in found]
+
     def flatten(self, tree: Any, what: str = "x") -> Any:
         """``tree`` (this structure; each leaf of its shape, or all with one leading batch
         axis) as a flat vector ``(n,)`` or ``(batch, n)`` in the leaves' framework.

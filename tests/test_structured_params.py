@@ -450,3 +450,17 @@ def test_function_face_of_a_structured_problem_composes_with_jax():
     v = tree_of(np.arange(5.0))
     hv = jax.jit(sj.hvp(tree))(v, q)
     assert_tree_close(hv, tree_of(simdiff.hessian(flat) @ np.arange(5.0)))
+
+
+def test_inside_torch_func_a_traced_leaf_picks_torch():
+    torch = pytest.importorskip("torch")
+    tree, flat, _ = pair("dict")
+    rest = {"b": torch.tensor(B, dtype=torch.float64), "k": torch.tensor(K)}
+
+    def grad_a(a):  # backend=None: the traced leaf says torch
+        return simdiff.grad(tree, {"a": a, **rest})["a"]
+
+    a = torch.tensor([A, A + 0.1], dtype=torch.float64)
+    got = torch.func.vmap(grad_a)(a)
+    want = simdiff.grad(flat, np.stack([flat.x0, flat.x0 + np.array([0.1, 0, 0, 0, 0])]))
+    np.testing.assert_allclose(got.numpy(), want[:, 0], rtol=RTOL)
