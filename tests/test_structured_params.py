@@ -464,3 +464,14 @@ def test_inside_torch_func_a_traced_leaf_picks_torch():
     got = torch.func.vmap(grad_a)(a)
     want = simdiff.grad(flat, np.stack([flat.x0, flat.x0 + np.array([0.1, 0, 0, 0, 0])]))
     np.testing.assert_allclose(got.numpy(), want[:, 0], rtol=RTOL)
+
+
+@pytest.mark.parametrize("method", ["taylor", "nested"])
+def test_directional_derivatives_take_tree_directions(method):
+    tree, flat, tree_of = pair("dict")
+    v = np.array([0.3, -1.0, 0.5, 2.0, -0.7])
+    got = simdiff.derivative(tree, 3, tree_of(v), method=method)
+    want = simdiff.derivative(flat, 3, v, method=method)
+    np.testing.assert_allclose(got, want, rtol=1e-10)  # third derivatives: a few ulps more
+    c = simdiff.taylor(tree, 2, tree_of(v))
+    np.testing.assert_allclose(c, simdiff.taylor(flat, 2, v), rtol=RTOL)
