@@ -23,13 +23,13 @@ from ._api import jvp as jvp
 from ._api import taylor as taylor
 from ._api import value_and_grad as value_and_grad
 from ._api import vjp as vjp
+from ._labelled import Labelled as Labelled
 from ._operators import StochasticEstimate as StochasticEstimate
 from ._operators import biharmonic as biharmonic
 from ._operators import derivative_sum as derivative_sum
 from ._operators import laplacian as laplacian
 from ._operators import stochastic_biharmonic as stochastic_biharmonic
 from ._operators import stochastic_laplacian as stochastic_laplacian
-from ._params import Labelled as Labelled
 from ._params import ParamSpec as ParamSpec
 from ._problem import CheckOptions as CheckOptions
 from ._problem import Problem as Problem

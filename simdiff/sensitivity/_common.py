@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from .._api import Derivatives, cached_derivatives
-from .._params import Labelled, ParamSpec, columns_table
+from .._labelled import Labelled, columns_table
+from .._params import ParamSpec
 from .._problem import Problem
 from ..errors import InputTypeError, ShapeError
 

@@ -21,8 +21,8 @@ import numpy as np
 import scipy.optimize
 
 from .._api import Derivatives
+from .._labelled import columns_table
 from .._log import ProgressCounter, get_logger
-from .._params import columns_table
 from .._problem import Problem
 from ..errors import InputError, ShapeError
 from ._common import check_problem, derivatives, point
