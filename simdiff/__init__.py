@@ -23,12 +23,14 @@ from ._api import jvp as jvp
 from ._api import taylor as taylor
 from ._api import value_and_grad as value_and_grad
 from ._api import vjp as vjp
+from ._labelled import Labelled as Labelled
 from ._operators import StochasticEstimate as StochasticEstimate
 from ._operators import biharmonic as biharmonic
 from ._operators import derivative_sum as derivative_sum
 from ._operators import laplacian as laplacian
 from ._operators import stochastic_biharmonic as stochastic_biharmonic
 from ._operators import stochastic_laplacian as stochastic_laplacian
+from ._params import ParamSpec as ParamSpec
 from ._problem import CheckOptions as CheckOptions
 from ._problem import Problem as Problem
 from .backends import get_backend as get_backend
@@ -57,6 +59,7 @@ from .errors import SolverError as SolverError
 from .errors import StabilityError as StabilityError
 from .errors import StationarityWarning as StationarityWarning
 from .errors import StoreError as StoreError
+from .errors import StructureError as StructureError
 from .errors import UnsupportedError as UnsupportedError
 from .errors import UsageError as UsageError
 
@@ -72,6 +75,7 @@ __all__ = [
     "InputError",
     "InputTypeError",
     "InvalidIndexError",
+    "Labelled",
     "LeakError",
     "MemoryBudgetError",
     "MomentWarning",
@@ -80,6 +84,7 @@ __all__ = [
     "NotFoundError",
     "OptionError",
     "OutOfRangeError",
+    "ParamSpec",
     "PrecisionWarning",
     "Problem",
     "ProblemNotFound",
@@ -91,6 +96,7 @@ __all__ = [
     "StationarityWarning",
     "StochasticEstimate",
     "StoreError",
+    "StructureError",
     "UnsupportedError",
     "UsageError",
     "backends",

@@ -287,6 +287,13 @@ class Derivatives(OperatorMethods):
         raise ``LeakError`` at that op, about 10 us a call), so a leak that
         appears only at other points (behind a branch) is caught there.
 
+    structured : bool
+        For a problem with structured parameters (``problem.param_spec``):
+        results in the parameters' structure (default; gradients, HVPs and
+        VJPs as trees, Hessians as :class:`~simdiff.Labelled`), or, with
+        ``False``, the flat arrays.  Points and directions are accepted in
+        either form.
+
     Notes
     -----
     Every method accepts traced inputs (JAX tracers inside ``jax.jit``,
@@ -319,6 +326,7 @@ class Derivatives(OperatorMethods):
         compile: bool | str = False,
         check_finite: bool = True,
         probe: bool | None = None,
+        structured: bool = True,
     ) -> None:
         if not isinstance(problem, Problem):
             raise InputTypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
@@ -329,6 +337,9 @@ class Derivatives(OperatorMethods):
         self.compile = check_compile(compile, self.backend)
         self.check_finite = bool(check_finite)
         self.probe = self.check_finite if probe is None else bool(probe)
+        #: Whether results of a problem with structured parameters come back in their
+        #: structure (False: flat arrays, what simdiff's own analyses compute on).
+        self.structured = bool(structured)
         #: The leak probe's findings (None until it ran; see simdiff._probe).
         self.probe_result: dict[str, Any] | None = None
         self._fns: dict[tuple, Callable] = {}
@@ -416,11 +427,11 @@ class Derivatives(OperatorMethods):
 
     def grad(self, x: Any = None) -> Any:
         """Gradient of a scalar problem, shape ``(n,)``."""
-        return self._call("grad", {}, x, [])
+        return self._out("grad", self._call("grad", {}, x, []))
 
     def value_and_grad(self, x: Any = None) -> tuple[Any, Any]:
         """``(f(x), grad f(x))`` in one reverse pass."""
-        return self._call("value_and_grad", {}, x, [])
+        return self._out("value_and_grad", self._call("value_and_grad", {}, x, []))
 
     def hessian(self, x: Any = None, *, method: str = "auto", sparse: bool = False) -> Any:
         """Hessian, shape ``(out..., n, n)``; ``method`` is fwd-rev, rev-rev, fwd-fwd or structured.
@@ -441,6 +452,10 @@ class Derivatives(OperatorMethods):
         it raises :class:`~simdiff.errors.UnsupportedError` (no structure) or
         :class:`~simdiff.errors.OptionError` (a dense AD method).
         """
+        out = self._hessian(x, method=method, sparse=sparse)
+        return out if sparse else self._out("hessian", out)
+
+    def _hessian(self, x: Any = None, *, method: str = "auto", sparse: bool = False) -> Any:
         method = _choice(method, (*HESSIAN_METHODS, "structured"), "Hessian method")
         if not isinstance(sparse, (bool, np.bool_)):
             raise OptionError(f"sparse must be True or False; got {sparse!r}")
@@ -504,7 +519,7 @@ class Derivatives(OperatorMethods):
         backend's ``hvp_method``; ``cache_info()`` names it).
         """
         params = {"method": self.backend.hvp_method}
-        return self._call("hvp", params, x, [("v", v, (self.problem.n,))])
+        return self._out("hvp", self._call("hvp", params, x, [("v", v, (self.problem.n,))]))
 
     def jvp(self, v: Any, x: Any = None) -> Any:
         """Jacobian-vector product ``J(x) v``, shape ``out``."""
@@ -512,7 +527,7 @@ class Derivatives(OperatorMethods):
 
     def vjp(self, u: Any, x: Any = None) -> Any:
         """Vector-Jacobian product ``u^T J(x)``, shape ``(n,)``; ``u`` has shape ``out``."""
-        return self._call("vjp", {}, x, [("u", u, self.problem.output_shape)])
+        return self._out("vjp", self._call("vjp", {}, x, [("u", u, self.problem.output_shape)]))
 
     def jacobian(self, x: Any = None, *, mode: str = "auto") -> Any:
         """Jacobian, shape ``(out..., n)``; ``mode="auto"`` is fwd when ``n <= m``."""
@@ -520,7 +535,7 @@ class Derivatives(OperatorMethods):
         if mode == "auto":
             m = math.prod(self.problem.output_shape)
             mode = "fwd" if self.problem.n <= m else "rev"
-        return self._call("jacobian", {"mode": mode}, x, [])
+        return self._out("jacobian", self._call("jacobian", {"mode": mode}, x, []))
 
     def derivative(self, order: int, direction: Any, x: Any = None, *, method: str = "auto") -> Any:
         """``order``-th directional derivative of ``t -> f(x + t v)`` at 0, shape ``out``.
@@ -588,6 +603,10 @@ class Derivatives(OperatorMethods):
         coefficients along ``binom(n+order-1, order)`` directions
         (:func:`simdiff.taylor_tensor.assemble_tensor`; one point at a time).
         """
+        out = self._derivative_tensor(order, x, method=method)
+        return self._out("derivative_tensor", out, _check_order(order))
+
+    def _derivative_tensor(self, order: int, x: Any = None, *, method: str = "nested") -> Any:
         order = _check_order(order)
         method = _choice(method, DERIVATIVE_METHODS, "derivative-tensor method")
         if method == "nested":
@@ -598,7 +617,7 @@ class Derivatives(OperatorMethods):
                 "derivative_tensor(method='taylor') interpolates Taylor coefficients on the "
                 "host, and x is traced (inside a framework transform): use method='nested'"
             )
-        x = self.problem.x0 if x is None else x
+        x = self.problem.x0 if x is None else self.problem.flatten(x)
         src = A.backend_of(x)
         xs = np.asarray(src.to_numpy(x) if src.is_native(x) else x, dtype=np.float64)
         if xs.ndim not in (1, 2) or xs.shape[-1] != self.problem.n:
@@ -670,11 +689,22 @@ class Derivatives(OperatorMethods):
             e = np.zeros((chunk, n), dtype=self.dtype)  # a fixed chunk shape: one compilation
             m = min(chunk, n - s)
             e[np.arange(m), s + np.arange(m)] = 1.0
-            rows.append(np.asarray(self.hvp(e, xs))[:m])
+            rows.append(np.asarray(self._call("hvp", {"method": self.backend.hvp_method}, xs,
+                                              [("v", e, (n,))]))[:m])  # fmt: skip
         return A.convert_out(np.concatenate(rows, axis=0), src, get_backend("numpy"))
 
     # ------------------------------------------------------------------ machinery
+    def _out(self, kind: str, out: Any, order: int = 0) -> Any:
+        """``out`` in the structure of the problem's parameters where it has one."""
+        spec = self.problem.param_spec
+        if spec is None or not self.structured:
+            return out
+        return spec.unflatten_tree(out, kind, order)
+
     def _prepare(self, a: Any, what: str, point_shape: tuple[int, ...], check: bool):
+        spec = self.problem.param_spec
+        if spec is not None and point_shape == (self.problem.n,) and spec.is_input(a):
+            a = spec.flatten(a, what)
         src = A.backend_of(a)
         a = src.from_numpy(a, None) if not src.is_native(a) else a  # lists, scalars
         A.check_input_dtype(a, src, what)
@@ -982,15 +1012,18 @@ def _refused(reason: str) -> Callable[[Callable], Callable]:
 
 def resolve_backend(problem: Problem, backend: Any, *arrays: Any) -> Any:
     """``backend``, or for ``None`` the backend of a traced argument (inside a framework
-    transform, where only that framework can compute) the problem runs on, else
-    ``problem.default_backend``."""
+    transform, where only that framework can compute; a leaf of structured parameters
+    counts) the problem runs on, else ``problem.default_backend``."""
     if backend is not None:
         return backend
-    for a in arrays:
-        if _is_traced(a):
-            name = A.backend_of(a).name
-            if problem.supports(name):
-                return name
+    spec = problem.param_spec
+    for arg in arrays:
+        tree = spec is not None and spec.is_input(arg)
+        for a in spec.leaves(arg) if tree else (arg,):  # type: ignore[union-attr]
+            if _is_traced(a):
+                name = A.backend_of(a).name
+                if problem.supports(name):
+                    return name
     return problem.default_backend
 
 
@@ -1007,6 +1040,10 @@ def cached_derivatives(
     ``backend=None`` is resolved by :func:`resolve_backend` from ``arrays``
     (the call's arguments) and the problem.
 
+    Its results are flat arrays whatever the problem's parameters (what
+    simdiff's analyses compute on); the functions of the API put them in the
+    parameters' structure (:func:`_structured`).
+
     Kept in the problem's :class:`~simdiff._cache.DerivativeCache`
     (``problem.cache``), so every function of the API and every analysis built
     on it (sensitivity, optimisation, sweeps) compile each derivative once, and
@@ -1019,10 +1056,21 @@ def cached_derivatives(
     return problem.cache.get(
         key,
         lambda: Derivatives(
-            problem, backend, dtype=dtype, check_finite=check_finite, compile=compile
+            problem,
+            backend,
+            dtype=dtype,
+            check_finite=check_finite,
+            compile=compile,
+            structured=False,
         ),
         refresh=False,  # each call of a Derivatives checks the problem's fingerprint
     )
+
+
+def _structured(problem: Problem, kind: str, out: Any, order: int = 0) -> Any:
+    """``out`` in the structure of ``problem``'s parameters where it has one."""
+    spec = problem.param_spec
+    return out if spec is None else spec.unflatten_tree(out, kind, order)
 
 
 def grad(
@@ -1066,7 +1114,8 @@ def grad(
     >>> simdiff.grad(p, np.ones((3, 2)), backend="torch").shape
     (3, 2)
     """
-    return cached_derivatives(problem, backend, x, dtype=dtype, compile=compile).grad(x)
+    d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
+    return _structured(problem, "grad", d.grad(x))
 
 
 def value_and_grad(
@@ -1086,7 +1135,8 @@ def value_and_grad(
     >>> simdiff.value_and_grad(p)
     (array(5.), array([2., 4.]))
     """
-    return cached_derivatives(problem, backend, x, dtype=dtype, compile=compile).value_and_grad(x)
+    d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
+    return _structured(problem, "value_and_grad", d.value_and_grad(x))
 
 
 def hessian(
@@ -1122,9 +1172,9 @@ def hessian(
     array([[4., 2.],
            [2., 0.]])
     """
-    return cached_derivatives(problem, backend, x, dtype=dtype, compile=compile).hessian(
-        x, method=method, sparse=sparse
-    )
+    d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
+    out = d.hessian(x, method=method, sparse=sparse)
+    return out if sparse else _structured(problem, "hessian", out)
 
 
 def hvp(
@@ -1145,7 +1195,8 @@ def hvp(
     >>> simdiff.hvp(p, np.array([1.0, 0.0]))
     array([4., 2.])
     """
-    return cached_derivatives(problem, backend, v, x, dtype=dtype, compile=compile).hvp(v, x)
+    d = cached_derivatives(problem, backend, v, x, dtype=dtype, compile=compile)
+    return _structured(problem, "hvp", d.hvp(v, x))
 
 
 def jvp(
@@ -1189,7 +1240,8 @@ def vjp(
     >>> simdiff.vjp(p, np.array([1.0, 1.0]))
     array([3., 0.])
     """
-    return cached_derivatives(problem, backend, u, x, dtype=dtype, compile=compile).vjp(u, x)
+    d = cached_derivatives(problem, backend, u, x, dtype=dtype, compile=compile)
+    return _structured(problem, "vjp", d.vjp(u, x))
 
 
 def jacobian(
@@ -1213,7 +1265,7 @@ def jacobian(
            [1., 0.]])
     """
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
-    return d.jacobian(x, mode=mode)
+    return _structured(problem, "jacobian", d.jacobian(x, mode=mode))
 
 
 def derivative(
@@ -1322,4 +1374,5 @@ def derivative_tensor(
            [2., 0.]])
     """
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
-    return d.derivative_tensor(order, x, method=method)
+    out = d.derivative_tensor(order, x, method=method)
+    return _structured(problem, "derivative_tensor", out, _check_order(order))

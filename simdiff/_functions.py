@@ -93,7 +93,7 @@ class _Transform:
         T = self.T
         if not T.is_native(a):
             src = A.backend_of(a)
-            if src.is_native(a):  # another framework's array
+            if src.is_native(a) and src.name != "numpy":  # another framework's array
                 raise InputTypeError(
                     f"simdiff.{T.name}.{self.what}: {name} must be a {T.name} array (or numpy); "
                     f"got a {src.name} array: use simdiff.{src.name}.{self.what}"
@@ -113,6 +113,18 @@ class _Transform:
         return a
 
     def __call__(self, *args: Any) -> Any:
+        spec = self.target.param_spec if isinstance(self.target, Problem) else None
+        if spec is None:
+            return self._call(*args)
+        # structured parameters: trees in (flattened in their framework, traced or not),
+        # the result in the structure (a Labelled Hessian is a JAX pytree)
+        names = ["v"] * (len(args) - 1) + ["x"]
+        flat = [
+            spec.flatten(a, w) if spec.is_input(a) else a for a, w in zip(args, names, strict=True)
+        ]
+        return spec.unflatten_tree(self._call(*flat), self.kind)
+
+    def _call(self, *args: Any) -> Any:
         *directions, x = args
         x = self._array(x, "x")
         shape = tuple(int(s) for s in x.shape)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ._cache import DerivativeCache
+from ._params import ParamSpec, TreeFunction, is_tree
 from .backends import BACKENDS, Ops, get_backend
 from .errors import (
     DTypeError,
@@ -119,8 +120,14 @@ class Problem:
         active context and ``ops`` is that context's operations namespace
         (:doc:`ops`).  It returns a scalar (shape ``()``) or a 1-D array of
         shape ``(m,)``, and must be pure: no in-place updates, no state.
-    x0 : array_like, shape (n,)
+    x0 : array_like, shape (n,), or a tree of arrays
         The default point; ``x=None`` in every derivative function means ``x0``.
+        Structured parameters (a dict, a named tuple, a dataclass, nested
+        lists/tuples of arrays, or any registered JAX pytree) are flattened
+        once (:class:`~simdiff.ParamSpec`, ``problem.param_spec``): ``fn`` is
+        then called with the same structure, the problem works on the flat
+        vector, and every derivative comes back in the structure (a gradient
+        of a dict is a dict, a Hessian a :class:`~simdiff.Labelled` matrix).
     name : str, optional
         Used in messages, reports and the result store (default ``fn.__name__``).
     exact : mapping, optional
@@ -171,6 +178,9 @@ class Problem:
     ) -> None:
         if not callable(fn):
             raise InputTypeError(f"Problem needs a callable fn(x, ops); got {type(fn).__name__}")
+        spec = None
+        if is_tree(x0):
+            spec, x0 = ParamSpec.from_tree(x0, "x0")
         x0 = np.asarray(x0)
         if x0.dtype.kind not in "fiu":
             raise DTypeError(f"Problem x0 must be a real float array; got dtype {x0.dtype}")
@@ -179,9 +189,14 @@ class Problem:
             raise ShapeError(f"Problem x0 must have shape (n,) with n >= 1; got shape {x0.shape}")
         if not np.all(np.isfinite(x0)):
             bad = int(np.flatnonzero(~np.isfinite(x0))[0])
-            raise InputError(f"Problem x0 must be finite; x0[{bad}] = {x0[bad]}")
+            at = f"[{bad}]" if spec is None else f"[{spec.names[bad]!r}]"
+            raise InputError(f"Problem x0 must be finite; x0{at} = {x0[bad]}")
         _check_signature(fn)
-        self.fn = fn
+        #: The function of the flat vector (for structured ``x0`` a :class:`TreeFunction`
+        #: that rebuilds the tree and calls the user's function with it).
+        self.fn: Callable[[Any, Any], Any] = fn if spec is None else TreeFunction(fn, spec)
+        #: The structure of ``x0`` (None for a flat vector): names, shapes, treedef.
+        self.param_spec: ParamSpec | None = spec
         self.x0 = x0
         self.name: str = name or str(getattr(fn, "__name__", "problem"))
         self.exact = validate_exact(exact or {})
@@ -239,6 +254,43 @@ class Problem:
     def n(self) -> int:
         """Number of inputs."""
         return int(self.x0.shape[0])
+
+    @property
+    def param_names(self) -> list[str]:
+        """One name per input, in flat order.
+
+        From :attr:`param_spec` for structured parameters (``"alpha"``,
+        ``"k[0]"``, ``"w.b[1,2]"``), else ``meta["parameters"]`` where it
+        names each input, else ``"x[0]"``, ``"x[1]"``, ...
+
+        Examples
+        --------
+        >>> import numpy as np, simdiff
+        >>> f = lambda p, ops: p["a"] * ops.sum(p["k"])
+        >>> simdiff.Problem(f, x0={"a": 1.0, "k": np.ones(2)}).param_names
+        ['a', 'k[0]', 'k[1]']
+        """
+        if self.param_spec is not None:
+            return list(self.param_spec.names)
+        meta = self.meta.get("parameters")
+        if isinstance(meta, (list, tuple)) and len(meta) == self.n:
+            return [str(v) for v in meta]
+        return [f"x[{k}]" for k in range(self.n)]
+
+    def unflatten(self, x: Any) -> Any:
+        """The flat vector ``x`` (shape ``(..., n)``) in the structure of the parameters
+        (``x`` itself for a problem with flat ``x0``)."""
+        if self.param_spec is None:
+            return x
+        return self.param_spec.unflatten(x)
+
+    def flatten(self, tree: Any, what: str = "x") -> Any:
+        """Parameters in the problem's structure as the flat vector it computes on
+        (:class:`~simdiff.errors.StructureError` for another structure); a flat
+        array is returned as it is."""
+        if self.param_spec is None or not self.param_spec.is_input(tree):
+            return tree
+        return self.param_spec.flatten(tree, what)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
@@ -384,6 +436,7 @@ class Problem:
         """Evaluate ``fn`` at ``x`` (default ``x0``) in ``backend``; returns a numpy array."""
         self.require(backend)
         be = get_backend(backend)
+        x = self.flatten(x)
         x = self.x0 if x is None else np.asarray(x, dtype=np.float64)
         if x.shape != (self.n,):
             raise ShapeError(f"problem {self.name!r} expects x of shape ({self.n},); got {x.shape}")

@@ -35,6 +35,7 @@ __all__ = [
     "StabilityError",
     "StationarityWarning",
     "StoreError",
+    "StructureError",
     "UnsupportedError",
     "UsageError",
 ]
@@ -86,6 +87,15 @@ class ShapeError(SimdiffError, ValueError):
 
 class DTypeError(SimdiffError, TypeError):
     """An array has the wrong dtype; the message names the expected and the actual dtype."""
+
+
+class StructureError(ShapeError):
+    """Structured parameters do not match: other keys, fields, leaf shapes or an empty tree.
+
+    Raised where a dict, dataclass, named tuple or pytree of parameters
+    (:class:`simdiff.ParamSpec`) meets one of another structure; the message
+    names the leaf (``"k[1]"``, ``"w.b"``), the expected and the actual.
+    """
 
 
 class InvalidIndexError(OutOfRangeError):

@@ -25,7 +25,8 @@ FENCE = re.compile(
 )
 MAX_NO_RUN = 4
 #: Pages whose code takes more than a few seconds.
-SLOW = {"pes.md", "sensitivity.md", "ode.md", "pde.md", "taylor.md", "composability.md"}
+SLOW = {"pes.md", "sensitivity.md", "ode.md", "pde.md", "taylor.md", "composability.md",
+        "parameters.md"}  # fmt: skip
 
 
 def blocks(page: Path) -> list[tuple[str, str | None]]:

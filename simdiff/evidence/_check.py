@@ -390,8 +390,8 @@ def check(
     v = rng.standard_normal(n)
     u = rng.standard_normal(out_shape)
     dirs = rng.standard_normal((n_directions, n))
-    ds = {b: Derivatives(problem, b) for b in runnable}
-    ds_ref = ds if tight is None else {b: Derivatives(tight, b) for b in runnable}
+    ds = {b: Derivatives(problem, b, structured=False) for b in runnable}
+    ds_ref = ds if tight is None else {b: Derivatives(tight, b, structured=False) for b in runnable}
     fd = FiniteDifferences(default_fd_step(problem, x) if fd_step is None else fd_step)
 
     def plain(p: Problem, d: dict[str, Derivatives]) -> Callable[[np.ndarray], np.ndarray]:

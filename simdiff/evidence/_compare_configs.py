@@ -138,7 +138,7 @@ def make_task(problem: Problem, label: str, x: Any = None, seed: int = 0) -> Tas
 
 def _ad_builder(backend: str, compile: bool = False) -> Builder:
     def build(problem: Problem, task: Task) -> Callable[[], Any]:
-        d = Derivatives(problem, backend, compile=compile, check_finite=False)
+        d = Derivatives(problem, backend, compile=compile, check_finite=False, structured=False)
         be = d.backend
         x, v, u = (
             None if a is None else be.from_numpy(a, d.dtype) for a in (task.x, task.v, task.u)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .._params import ParamSpec, TreeRhs, is_tree
 from .._problem import CheckOptions, Problem
 from ..backends import get_backend
 from ..errors import InputError, InputTypeError, ShapeError, SolverError
@@ -127,12 +128,17 @@ class ODEProblem(Problem):
     rhs : callable
         ``rhs(t, y, p, ops) -> (dim,)`` written with ``ops`` (as a problem
         function is); ``t`` is a 0-d array, ``y`` shape ``(dim,)``, ``p`` the
-        parameter vector.
+        parameters, in the structure ``params`` was given in.
     y0 : array_like, shape (dim,)
     t_span : (float, float)
         ``t0 < t1``.
-    params : array_like, shape (p,)
-        May be empty when ``wrt="y0"``.
+    params : array_like, shape (p,), or a tree of arrays
+        May be empty when ``wrt="y0"``.  Structured parameters (a dict such
+        as ``{"alpha": 1.1, "beta": 0.4}``, a named tuple, a dataclass, a
+        pytree) reach ``rhs`` and the events in that structure; they are
+        flattened once (``problem.params`` is the flat vector) and, for
+        ``wrt="params"`` (``"both"``: ``{"params": ..., "y0": ...}``), every
+        derivative returns the structure (:class:`simdiff.ParamSpec`).
     save_at : array_like, shape (m,), optional
         Strictly increasing times in ``[t0, t1]`` (default ``[t1]``); the solve
         stops at ``save_at[-1]``.
@@ -216,6 +222,11 @@ class ODEProblem(Problem):
             raise InputTypeError(
                 f"observable must be callable observable(ys, ops); got {observable!r}"
             )
+        pspec = None
+        if is_tree(params):  # structured: rhs and the events get the tree, the solver the vector
+            pspec, params = ParamSpec.from_tree(params, "params")
+            rhs = TreeRhs(rhs, pspec)
+            events = _tree_events(events, pspec)
         y0, t0, t1, params, save = validate(y0, t_span, params, save_at, wrt)
         self.rhs = rhs
         self.y0 = y0
@@ -237,6 +248,11 @@ class ODEProblem(Problem):
             self._fn, x0, name=name or getattr(rhs, "__name__", "ode"), exact=exact,
             backends=backends, meta=meta, check_options=check_options,
         )  # fmt: skip
+        if pspec is not None and wrt != "y0":  # the input's names and structure
+            tree = pspec.unflatten(params)
+            self.param_spec = (
+                pspec if wrt == "params" else ParamSpec.from_tree({"params": tree, "y0": y0})[0]
+            )
 
     # ------------------------------------------------------------------ internals
     def _make_events(self, events: Any, max_events: int) -> EventSet | None:
@@ -439,7 +455,7 @@ class ODEProblem(Problem):
     def _run(self, x: Any, backend: str, check: bool = True) -> tuple[np.ndarray, SolveInfo]:
         self.require(backend)
         be = get_backend(backend)
-        x = self.x0 if x is None else np.asarray(x, dtype=np.float64)
+        x = self.x0 if x is None else np.asarray(self.flatten(x), dtype=np.float64)
         if x.shape != (self.n,):
             raise ShapeError(f"problem {self.name!r} expects x of shape ({self.n},); got {x.shape}")
         ys, info = self._solve(be.from_numpy(x, np.float64), be.ops())
@@ -448,6 +464,21 @@ class ODEProblem(Problem):
         if check:
             raise_on_failure(info, self.save_at[-1], self.solver, get_backend("numpy").ops())
         return np.asarray(be.to_numpy(ys) if be.is_native(ys) else ys), info
+
+
+def _tree_events(events: Any, spec: ParamSpec) -> Any:
+    """``events`` with conditions and updates called with structured parameters."""
+    if isinstance(events, Event):
+        events = [events]
+    if not isinstance(events, (list, tuple)):
+        return events  # refused, with its message, by ODEProblem._make_events
+    return [
+        dataclasses.replace(
+            e, condition=TreeRhs(e.condition, spec),
+            update=None if e.update is None else TreeRhs(e.update, spec),
+        ) if isinstance(e, Event) and callable(e.condition) else e
+        for e in events
+    ]  # fmt: skip
 
 
 def raise_on_failure(info: SolveInfo, t1: float, solver: Solver, ops: Any) -> None:

@@ -410,7 +410,9 @@ def pde_problem(
         Rematerialisation for long horizons (see :func:`simdiff.pde.marching.march`;
         bounds memory on JAX; the identity under torch.func).
     name, exact, meta, check_options
-        Passed to :class:`simdiff.Problem` (``meta`` gains the setup).
+        Passed to :class:`simdiff.Problem` (``meta`` gains the setup and, for
+        ``wrt`` parameters, ``"parameters"``: their names, which label the
+        sensitivity results).
 
     Returns
     -------
@@ -507,6 +509,7 @@ def pde_problem(
             )
             _check_march(equation, D, kind, p, float(t_final), int(n_steps))
 
+    labels = {"parameters": names} if names else {}  # they name the sensitivity results
     setup = {"equation": equation.name, "grid": grid, "params": values,
              "wrt": names or "field", "output": output, **opts}  # fmt: skip
     return PDEProblem(
@@ -515,6 +518,6 @@ def pde_problem(
         domain=domain,
         name=name or f"{equation.name}_{'field' if not names else '_'.join(names)}",
         exact=exact,
-        meta={"tags": ("pde",), "setup": setup, **(meta or {})},
+        meta={"tags": ("pde",), "setup": setup, **labels, **(meta or {})},
         check_options=check_options,
     )

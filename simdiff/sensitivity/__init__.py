@@ -26,6 +26,7 @@ from ._local import local_sensitivity as local_sensitivity
 from ._moments import Moments as Moments
 from ._moments import MomentWarning as MomentWarning
 from ._moments import moments as moments
+from ._optimize import FitResult as FitResult
 from ._optimize import least_squares as least_squares
 from ._optimize import minimize as minimize
 from ._profile import SIDE_STATUS as SIDE_STATUS

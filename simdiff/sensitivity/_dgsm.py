@@ -12,7 +12,7 @@ differences.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from .._api import Derivatives
 from .._log import progress as progress_bar
 from .._problem import Problem
 from ..errors import InputError, InputTypeError, NonFiniteError, ShapeError
-from ._common import check_problem
+from ._common import Named, check_problem, spec_of
 from ._common import derivatives as _derivatives
 from ._distributions import Distribution, LogUniform, as_distributions, sample
 
@@ -33,7 +33,7 @@ DEFAULT_CHUNK = {"jax": 256, "torch": 2048}
 
 
 @dataclass
-class DGSMResult:
+class DGSMResult(Named):
     """What :func:`dgsm` returns.
 
     Attributes
@@ -62,6 +62,10 @@ class DGSMResult:
         ``Derivatives.cache_info()`` of the gradient callable: the path that
         ran (``"jit"``, ``"eager"``, ``"compiled"``) and, under
         ``compile="auto"``, the numbers behind the choice and any compile error.
+    spec : ParamSpec
+        The inputs' names (``names``) and structure (``tree("bound")``);
+        ``print(result)`` is a table of ``nu`` and the bound with their
+        intervals, one row per input.
     """
 
     nu: np.ndarray
@@ -76,6 +80,12 @@ class DGSMResult:
     n_bootstrap: int = 0
     confidence: float = 0.95
     compile_info: list = field(default_factory=list, repr=False)
+    spec: Any = field(default=None, repr=False)
+
+    def _table_columns(self) -> dict[str, Any]:
+        return {"nu": self.nu, "nu_low": self.nu_ci[0], "nu_high": self.nu_ci[1],
+                "bound": self.bound, "bound_low": self.bound_ci[0],
+                "bound_high": self.bound_ci[1]}  # fmt: skip
 
     @property
     def ranking(self) -> np.ndarray:
@@ -179,7 +189,8 @@ def dgsm(
     distributions : sequence of n distributions
         :class:`Uniform`, :class:`Normal`, :class:`LogUniform` or tuples
         ``("uniform", a, b)``, ``("normal", mu, sigma)``, ``("log-uniform", a, b)``
-        (one item is used for every input).
+        (one item is used for every input), or a dict from every name of
+        ``problem.param_names`` to its distribution.
     n_samples : int
         Sample size ``N``.
     method : {"sobol", "random"}
@@ -243,6 +254,14 @@ def dgsm(
             f"dgsm needs a scalar-valued problem; {problem.name!r} returns shape "
             f"{problem.output_shape}"
         )
+    if isinstance(distributions, Mapping):  # by name: {"alpha": Uniform(...), ...}
+        names = problem.param_names
+        if set(distributions) != set(names):
+            raise InputError(
+                f"dgsm: distributions given by name need one per input {names}; got "
+                f"{sorted(map(str, distributions))}"
+            )
+        distributions = [distributions[k] for k in names]
     dists = as_distributions(distributions, problem.n)
     if not 0.0 < float(confidence) < 1.0:
         raise InputError(f"confidence must lie in (0, 1); got {confidence}")
@@ -299,4 +318,5 @@ def dgsm(
         n_bootstrap=int(n_bootstrap),
         confidence=float(confidence),
         compile_info=[i for i in d.cache_info() if i["kind"] == "value_and_grad"],
+        spec=spec_of(problem),
     )

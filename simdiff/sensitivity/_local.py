@@ -19,7 +19,7 @@ import scipy.stats
 
 from .._problem import Problem
 from ..errors import InputError, ShapeError
-from ._common import check_problem, derivatives, point
+from ._common import Named, check_problem, derivatives, point, spec_of
 
 __all__ = [
     "FisherInformation",
@@ -35,7 +35,7 @@ __all__ = [
 
 
 @dataclass
-class LocalSensitivity:
+class LocalSensitivity(Named):
     """What :func:`local_sensitivity` returns.
 
     Attributes
@@ -54,6 +54,9 @@ class LocalSensitivity:
         entries left out).
     ranking : ndarray of int, shape (n,)
         Parameters from the most to the least important.
+    spec : ParamSpec
+        The parameters' names (``names``) and structure (``tree("importance")``);
+        ``print(result)`` is a table of ``x`` and ``importance`` by name.
     """
 
     x: np.ndarray
@@ -62,6 +65,8 @@ class LocalSensitivity:
     relative: np.ndarray
     importance: np.ndarray
     ranking: np.ndarray
+    spec: Any = field(default=None, repr=False)
+    _columns = ("x", "importance")
 
 
 def local_sensitivity(
@@ -108,7 +113,7 @@ def local_sensitivity(
     sq = np.where(finite, relative, 0.0) ** 2
     importance = np.where(counts > 0, np.sqrt(sq.sum(axis=0) / np.maximum(counts, 1)), np.nan)
     ranking = np.argsort(-np.nan_to_num(importance, nan=-1.0), kind="stable")
-    return LocalSensitivity(x, y, jac, relative, importance, ranking)
+    return LocalSensitivity(x, y, jac, relative, importance, ranking, spec_of(problem))
 
 
 # --------------------------------------------------------------------------- spectra
@@ -142,7 +147,7 @@ def _spectrum_from_svd(jw: np.ndarray, rtol: float | None) -> _Spectrum:
 
 
 @dataclass
-class FisherInformation:
+class FisherInformation(Named):
     """What :func:`fisher_information` returns.
 
     Attributes
@@ -167,6 +172,11 @@ class FisherInformation:
     std_errors : ndarray, shape (n,) or None
     jacobian : ndarray, shape (m, n)
     message : str
+    spec : ParamSpec
+        The parameters' names (``names``) and structure: ``labelled("matrix")``
+        and ``labelled("covariance")`` are looked up by name pairs,
+        ``tree("std_errors")`` has the parameters' structure, and
+        ``print(result)`` is a table of ``F_ii`` and the standard errors by name.
     """
 
     matrix: np.ndarray
@@ -180,6 +190,13 @@ class FisherInformation:
     std_errors: np.ndarray | None
     jacobian: np.ndarray = field(repr=False)
     message: str = ""
+    spec: Any = field(default=None, repr=False)
+
+    def _table_columns(self) -> dict[str, Any]:
+        cols = {"F_ii": np.diag(self.matrix)}
+        if self.std_errors is not None:
+            cols["std_error"] = self.std_errors
+        return cols
 
 
 def _whitener(sigma: Any, m: int):
@@ -280,6 +297,7 @@ def fisher_information(
             np.sqrt(np.diag(cov)),
             jac,
             msg,
+            spec_of(problem),
         )
     msg = (
         f"not identifiable: rank {spec.rank} of {problem.n}; {problem.n - spec.rank} "
@@ -297,6 +315,7 @@ def fisher_information(
         None,
         jac,
         msg,
+        spec_of(problem),
     )
 
 
@@ -304,7 +323,7 @@ def fisher_information(
 
 
 @dataclass
-class LaplaceResult:
+class LaplaceResult(Named):
     """What :func:`laplace` returns.
 
     Attributes
@@ -328,6 +347,10 @@ class LaplaceResult:
         ``x -+ z sqrt(diag(cov))`` at the requested level.
     level : float
     message : str
+    spec : ParamSpec
+        The parameters' names (``names``) and structure (``tree("std_errors")``,
+        ``labelled("covariance")``); ``print(result)`` is a table of the
+        estimates, standard errors and intervals by name.
     """
 
     x: np.ndarray
@@ -343,6 +366,15 @@ class LaplaceResult:
     ci: np.ndarray | None
     level: float
     message: str
+    spec: Any = field(default=None, repr=False)
+
+    def _table_columns(self) -> dict[str, Any]:
+        cols: dict[str, Any] = {"estimate": self.x}
+        if self.std_errors is not None and self.ci is not None:
+            pct = f"{100 * self.level:g}%"
+            cols |= {"std_error": self.std_errors, f"{pct} low": self.ci[0],
+                     f"{pct} high": self.ci[1]}  # fmt: skip
+        return cols
 
 
 def laplace(
@@ -443,4 +475,5 @@ def laplace(
         ci,
         float(level),
         msg,
+        spec_of(problem),
     )

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.optimize
 
 from .._api import Derivatives
+from .._labelled import columns_table
 from .._log import ProgressCounter, get_logger
 from .._problem import Problem
 from ..errors import InputError, ShapeError
@@ -32,6 +33,7 @@ __all__ = [
     "HESSIAN_METHODS",
     "HVP_METHODS",
     "MAXITER_OPTION",
+    "FitResult",
     "least_squares",
     "minimize",
 ]
@@ -177,6 +179,19 @@ def _method_options(
     return {**out, **typed}
 
 
+class FitResult(scipy.optimize.OptimizeResult):
+    """SciPy's ``OptimizeResult`` with the parameters' names.
+
+    ``names`` (one per parameter), ``params`` (``x`` in the structure of the
+    problem's parameters: a dict for a dict ``x0``; ``x`` itself for a flat
+    one) and ``table()``, the estimates by name.
+    """
+
+    def table(self, digits: int = 8) -> str:
+        """The estimates ``x`` as a table, one row per parameter name."""
+        return columns_table({"estimate": self["x"]}, self["names"], digits)
+
+
 def _annotate(
     res: scipy.optimize.OptimizeResult,
     c: _Counted,
@@ -184,7 +199,10 @@ def _annotate(
     problem: Problem,
     bounds: np.ndarray | None,
 ):
+    res = FitResult(res)
     res.update(c.counts)
+    res["names"] = problem.param_names
+    res["params"] = problem.unflatten(np.asarray(res["x"]))
     res["problem"] = problem
     res["bounds"] = bounds
     res["method"] = method
@@ -213,7 +231,7 @@ def minimize(
     compile: bool | str = False,
     progress: bool = False,
     **options: Any,
-) -> scipy.optimize.OptimizeResult:
+) -> FitResult:
     """Minimise a scalar problem with ``scipy.optimize.minimize`` and exact derivatives.
 
     Parameters
@@ -254,8 +272,10 @@ def minimize(
 
     Returns
     -------
-    scipy.optimize.OptimizeResult
-        SciPy's result plus ``nfun``, ``ngrad``, ``nhess``, ``nhvp`` (calls
+    FitResult
+        SciPy's ``OptimizeResult`` plus ``names``, ``params`` (``x`` in the
+        structure of the problem's parameters), ``table()``, ``nfun``,
+        ``ngrad``, ``nhess``, ``nhvp`` (calls
         of the exact derivatives), ``method``, ``backend``,
         ``compilations`` (derivative compilations during this call),
         ``problem`` and ``bounds`` (an ``(n, 2)`` array or ``None``), which
@@ -318,7 +338,7 @@ def least_squares(
     compile: bool | str = False,
     progress: bool = False,
     **options: Any,
-) -> scipy.optimize.OptimizeResult:
+) -> FitResult:
     """Solve ``min 1/2 sum r_i(x)^2`` with ``scipy.optimize.least_squares`` and the exact Jacobian.
 
     Parameters
@@ -344,8 +364,10 @@ def least_squares(
 
     Returns
     -------
-    scipy.optimize.OptimizeResult
-        SciPy's result plus ``nfun`` and ``njac`` (exact Jacobians computed),
+    FitResult
+        SciPy's ``OptimizeResult`` plus ``names``, ``params`` (``x`` in the
+        structure of the problem's parameters), ``table()``, ``nfun`` and
+        ``njac`` (exact Jacobians computed),
         ``backend``, ``compilations``, ``problem`` and ``bounds`` (an
         ``(n, 2)`` array or ``None``), which :func:`profile_likelihood` reads.
 
@@ -377,5 +399,6 @@ def least_squares(
     if b is not None:
         kwargs["bounds"] = (b[:, 0], b[:, 1])
     res = scipy.optimize.least_squares(c.value, x0, jac=c.jacobian, method=method, **kwargs)
+    res = _annotate(res, c, method, problem, b)
     res["method"] = method
-    return _annotate(res, c, method, problem, b)
+    return res

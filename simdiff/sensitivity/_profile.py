@@ -557,8 +557,7 @@ def _fit_problem(fit: Any) -> tuple[Problem, Problem, np.ndarray]:
 def _names(problem: Problem, names: Any) -> list[str]:
     n = problem.n
     if names is None:
-        meta = problem.meta.get("parameters")
-        names = meta if meta is not None and len(meta) == n else [f"x[{k}]" for k in range(n)]
+        names = problem.param_names
     names = [str(v) for v in names]
     if len(names) != n or len(set(names)) != n:
         raise InputError(

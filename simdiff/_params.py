@@ -1,0 +1,558 @@
+"""Structured parameters: a tree of float arrays, flattened once with its names and shapes.
+
+A :class:`ParamSpec` is made once, where a problem receives its parameters
+(``Problem(fn, x0={...})``, ``ODEProblem(..., params={...})``).  It records the
+tree's structure (dicts, lists, tuples, named tuples, dataclasses, ``None``
+and, once jax is imported, any registered JAX pytree node), the path, shape
+and offset of every leaf, and one name per scalar (``"alpha"``, ``"k[0]"``,
+``"w.b[1,2]"``).  The problem works on the flat float64 vector; the spec turns
+a flat vector back into the tree (:meth:`ParamSpec.unflatten`, also inside a
+traced function, by slicing) and a tree into the flat vector
+(:meth:`ParamSpec.flatten`, in the leaves' own framework, so traced leaves
+stay traced).  :class:`~simdiff.Labelled` (simdiff/_labelled.py) is an array
+whose last axes are indexed by those names (a Hessian: ``H["alpha", "beta"]``).
+
+Leaves are flattened in the order of ``jax.tree_util``: dict keys sorted,
+sequences and dataclass fields in order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ._labelled import Labelled
+from .backends import backend_of
+from .errors import DTypeError, InputTypeError, NotFoundError, StructureError
+
+__all__ = ["ParamSpec", "TreeFunction", "TreeRhs", "is_tree"]
+
+_NUMBER = (int, float, np.integer, np.floating)
+#: Leaf types read as one float without a check (a bool is refused elsewhere: not here).
+_HOST_SCALARS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
+
+
+def _jax_node(node: Any) -> tuple[list[tuple[str, Any]], Any] | None:
+    """``node``'s children ``(path, child)`` and one-level treedef if JAX registers it as a
+    pytree node (jax already imported: simdiff never imports it for this), else None."""
+    jtu = getattr(sys.modules.get("jax"), "tree_util", None)
+    if jtu is None:
+        return None
+    kids, treedef = jtu.tree_flatten_with_path(node, is_leaf=lambda c: c is not node)
+    if jtu.treedef_is_leaf(treedef):
+        return None
+    return [(_key_text(path[0]) if len(path) == 1 else jtu.keystr(path), child)
+            for path, child in kids], treedef  # fmt: skip
+
+
+def _key_text(key: Any) -> str:
+    """A JAX key path entry as simdiff names it: ``.name`` for attributes and string keys,
+    ``[i]`` for positions (sequence indices, flattened indices, integer keys)."""
+    for attr in ("name", "key", "idx"):
+        if hasattr(key, attr):
+            value = getattr(key, attr)
+            return f".{value}" if isinstance(value, str) else f"[{value}]"
+    return str(key)
+
+
+def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
+    """The structure of ``node`` (hashable), appending ``(path, leaf)`` to ``leaves``."""
+    if isinstance(node, _NUMBER) or isinstance(node, (str, bool)):
+        leaves.append((path, node))  # a number (or a bad leaf, refused later)
+        return _LEAF
+    if isinstance(node, Mapping):
+        keys = tuple(sorted(node))
+        kids = tuple(_walk(node[k], _join(path, str(k)), leaves) for k in keys)
+        return ("dict", keys, kids)
+    if isinstance(node, tuple) and hasattr(node, "_fields"):  # a named tuple
+        kids = tuple(
+            _walk(c, _join(path, f), leaves) for f, c in zip(node._fields, node, strict=True)
+        )
+        return ("namedtuple", type(node), kids)
+    if isinstance(node, (tuple, list)):  # inside a tree, as in JAX: a container
+        kids = tuple(_walk(c, f"{path}[{i}]", leaves) for i, c in enumerate(node))
+        return (type(node).__name__, kids)
+    if node is None:
+        return ("none",)
+    if _is_array(node):
+        leaves.append((path, node))
+        return _LEAF
+    jax = _jax_node(node)
+    if jax is not None:
+        pairs, treedef = jax
+        kids = tuple(_walk(c, (path + p).removeprefix("."), leaves) for p, c in pairs)
+        return ("jax", treedef, kids)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        names = tuple(f.name for f in dataclasses.fields(node))
+        kids = tuple(_walk(getattr(node, f), _join(path, f), leaves) for f in names)
+        return ("dataclass", type(node), names, kids)
+    leaves.append((path, node))
+    return _LEAF
+
+
+_LEAF = ("leaf",)
+
+
+def _fast_leaves(node: Any, d: Any, out: list[Any]) -> bool:
+    """Append ``node``'s leaves following the known structure ``d``; False where ``node``
+    does not have it (then :func:`_walk` finds and names the difference)."""
+    tag = d[0]
+    if tag == "leaf":
+        if type(node) not in _HOST_SCALARS and (
+            node is None or isinstance(node, (dict, list, tuple, Mapping))
+        ):
+            return False
+        out.append(node)
+        return True
+    if tag == "dict":
+        if not (type(node) is dict or isinstance(node, Mapping)) or len(node) != len(d[1]):
+            return False
+        for k, c in zip(d[1], d[2], strict=True):
+            if k not in node or not _fast_leaves(node[k], c, out):
+                return False
+        return True
+    if tag == "namedtuple" or tag == "tuple" or tag == "list":
+        kids = d[2] if tag == "namedtuple" else d[1]
+        ok = type(node) is d[1] if tag == "namedtuple" else type(node).__name__ == tag
+        if not ok or len(node) != len(kids):
+            return False
+        for v, c in zip(node, kids, strict=True):
+            if not _fast_leaves(v, c, out):
+                return False
+        return True
+    if tag == "dataclass":
+        if type(node) is not d[1]:
+            return False
+        for f, c in zip(d[2], d[3], strict=True):
+            if not _fast_leaves(getattr(node, f), c, out):
+                return False
+        return True
+    if tag == "none":
+        return node is None
+    return False  # a JAX pytree node: the full walk
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _numbers(seq: Any) -> bool:
+    """Whether a list/tuple holds only numbers or such lists: an array literal, one leaf."""
+    return len(seq) > 0 and all(
+        (isinstance(c, _NUMBER) and not isinstance(c, bool))
+        or (isinstance(c, (list, tuple)) and not hasattr(c, "_fields") and _numbers(c))
+        for c in seq
+    )
+
+
+def _is_array(a: Any) -> bool:
+    if isinstance(a, (np.ndarray, np.generic)):
+        return True
+    src = backend_of(a)
+    return src.name != "numpy" and src.is_native(a)
+
+
+def _build(d: Any, leaves: Any) -> Any:
+    tag = d[0]
+    if tag == "none":
+        return None
+    if tag == "leaf":
+        return next(leaves)
+    if tag == "namedtuple":
+        return d[1](*[_build(c, leaves) for c in d[2]])
+    if tag in ("tuple", "list"):
+        kids = [_build(c, leaves) for c in d[1]]
+        return kids if tag == "list" else tuple(kids)
+    if tag == "dict":
+        return {k: _build(c, leaves) for k, c in zip(d[1], d[2], strict=True)}
+    if tag == "jax":
+        return sys.modules["jax"].tree_util.tree_unflatten(d[1], [_build(c, leaves) for c in d[2]])
+    obj = object.__new__(d[1])  # a dataclass: its fields set, its __init__ not rerun
+    for name, c in zip(d[2], d[3], strict=True):
+        object.__setattr__(obj, name, _build(c, leaves))
+    return obj
+
+
+def _describe(d: Any) -> str:
+    """A text form of a structure: what fingerprints and compares it (no live objects)."""
+    tag = d[0]
+    if tag in ("none", "leaf"):
+        return tag
+    if tag == "namedtuple":
+        kids = ",".join(_describe(c) for c in d[2])
+        return f"{d[1].__module__}.{d[1].__qualname__}({kids})"
+    if tag in ("tuple", "list"):
+        return f"{tag}({','.join(_describe(c) for c in d[1])})"
+    if tag == "dict":
+        return (
+            "dict("
+            + ",".join(f"{k!r}:{_describe(c)}" for k, c in zip(d[1], d[2], strict=True))
+            + ")"
+        )
+    if tag == "jax":
+        return f"jax[{d[1]}](" + ",".join(_describe(c) for c in d[2]) + ")"
+    fields = ",".join(f"{n}={_describe(c)}" for n, c in zip(d[2], d[3], strict=True))
+    return f"{d[1].__module__}.{d[1].__qualname__}({fields})"
+
+
+def _kind(tree: Any) -> str:
+    if isinstance(tree, Mapping):
+        return "dict"
+    if hasattr(tree, "_fields"):
+        return f"named tuple {type(tree).__name__}"
+    if dataclasses.is_dataclass(tree):
+        return f"dataclass {type(tree).__name__}"
+    return type(tree).__name__
+
+
+def is_tree(a: Any) -> bool:
+    """Whether ``a`` is structured parameters rather than a flat array.
+
+    Arrays of every framework, numbers, and lists or plain tuples that NumPy
+    reads as a numeric array (``[1.0, 2.0]``, as ``x0`` has always been) are
+    flat; dicts, named tuples, dataclasses, lists/tuples NumPy cannot read as
+    one array (``[np.zeros(2), 1.0]``, a list of dicts), and registered JAX
+    pytree nodes are trees.  Inside a tree, lists and tuples are containers,
+    as in JAX (``{"s": (1.0, 2.0)}`` has leaves ``s[0]``, ``s[1]``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_tree({"a": 1.0}), is_tree([1.0, 2.0]), is_tree(np.zeros(2)), is_tree([np.zeros(2), 1.0])
+    (True, False, False, True)
+    """
+    if a is None or isinstance(a, (_NUMBER, bool)) or _is_array(a):
+        return False
+    if isinstance(a, (list, tuple)) and not hasattr(a, "_fields"):
+        if len(a) == 0 or _numbers(a):
+            return False
+        try:
+            return np.asarray(a).dtype.kind not in "fiub"
+        except (ValueError, TypeError):  # ragged: not one array
+            return True
+    if isinstance(a, Mapping) or hasattr(a, "_fields"):
+        return True
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return True
+    return _jax_node(a) is not None
+
+
+def _leaf_values(path: str, leaf: Any, what: str) -> np.ndarray:
+    """A leaf of the parameters at construction, as float64 numpy (refused: non-real leaves)."""
+    name = f"{what}[{path!r}]" if path else what
+    if isinstance(leaf, bool) or isinstance(leaf, np.bool_):
+        raise DTypeError(f"{name} must be a real float array or number; got a bool ({leaf!r})")
+    src = backend_of(leaf)
+    if src.name != "numpy" and src.is_native(leaf):
+        if src.is_traced(leaf):
+            raise InputTypeError(f"{name} is traced (inside a framework transform): parameters "
+                                 "given at construction need values")  # fmt: skip
+        leaf = src.to_numpy(leaf)
+    try:
+        a = np.asarray(leaf)
+    except Exception:  # an object numpy cannot read: named below
+        a = np.asarray(None)
+    if a.dtype.kind not in "fiu":
+        got = f"dtype {a.dtype}" if a.dtype.kind != "O" else type(leaf).__name__
+        raise DTypeError(f"{name} must be a real float array or number; got {got}")
+    return a.astype(np.float64)
+
+
+class ParamSpec:
+    """The structure of a tree of parameters: its leaves' paths, shapes and scalar names.
+
+    Made by :meth:`from_tree`; a :class:`simdiff.Problem` built from
+    structured ``x0`` keeps one as ``problem.param_spec``.
+
+    Attributes
+    ----------
+    n : int
+        Number of scalars (the length of the flat vector).
+    paths : tuple of str
+        One per leaf, e.g. ``("alpha", "k", "w.b")``.
+    shapes : tuple of tuple of int
+        The leaves' shapes (``()`` for a scalar).
+    names : tuple of str
+        One per scalar, in flat order: ``"alpha"``, ``"k[0]"``, ``"w.b[1,2]"``.
+
+    Examples
+    --------
+    >>> import numpy as np, simdiff
+    >>> spec, flat = simdiff.ParamSpec.from_tree({"b": np.ones((1, 2)), "a": 3.0})
+    >>> spec.names, flat
+    (('a', 'b[0,0]', 'b[0,1]'), array([3., 1., 1.]))
+    >>> spec.unflatten(np.arange(3.0))["b"]
+    array([[1., 2.]])
+    """
+
+    def __init__(self, treedef: Any, paths: tuple[str, ...], shapes: tuple[tuple[int, ...], ...]):
+        self.treedef = treedef
+        self.paths = paths
+        self.shapes = shapes
+        sizes = [math.prod(s) for s in shapes]
+        self.offsets = tuple(int(o) for o in np.cumsum([0, *sizes]))
+        self.n = self.offsets[-1]
+        names: list[str] = []
+        for path, shape in zip(paths, shapes, strict=True):
+            if shape == ():
+                names.append(path or "x")
+            else:
+                names += [f"{path}[{','.join(map(str, i))}]" for i in np.ndindex(*shape)]
+        self.names = tuple(names)
+        self._index = {name: i for i, name in enumerate(self.names)}
+        self._leaf = {path: k for k, path in enumerate(paths)}
+        self._scalars = all(shape == () for shape in shapes)
+        self._bounds = tuple(zip(self.offsets[:-1], self.offsets[1:], strict=True))
+        #: The keys of a flat dict of scalars (the common case of named parameters): its
+        #: points are read in one step.
+        flat_dict = treedef[0] == "dict" and all(c == _LEAF for c in treedef[2])
+        self._scalar_keys = treedef[1] if flat_dict and self._scalars else None
+        self._whole = 0 if len(shapes) == 1 and len(shapes[0]) == 1 else None
+        self.key = _describe(treedef) + repr(tuple(zip(paths, shapes, strict=True)))
+
+    @classmethod
+    def named(cls, names: Any) -> ParamSpec:
+        """A flat spec whose scalars are called ``names`` (a tuple of scalar leaves): what
+        labels the results of a problem with a flat ``x0`` (``problem.param_names``)."""
+        names = tuple(str(v) for v in names)
+        return cls(("tuple", (("leaf",),) * len(names)), names, ((),) * len(names))
+
+    @classmethod
+    def from_tree(cls, tree: Any, what: str = "x0") -> tuple[ParamSpec, np.ndarray]:
+        """The spec of ``tree`` and its leaves as one flat float64 vector.
+
+        Raises :class:`~simdiff.errors.DTypeError` for a leaf that is not a
+        real number or array (a string, a bool, a complex array), naming it,
+        and :class:`~simdiff.errors.StructureError` for a tree without any
+        scalar (an empty dict).
+        """
+        leaves: list[tuple[str, Any]] = []
+        treedef = _walk(tree, "", leaves)
+        values = [_leaf_values(p, leaf, what) for p, leaf in leaves]
+        spec = cls(treedef, tuple(p for p, _ in leaves), tuple(v.shape for v in values))
+        if spec.n == 0:
+            raise StructureError(
+                f"{what} must hold at least one parameter; got an empty {_kind(tree)} "
+                f"({str(tree)[:40]})"
+            )
+        flat = np.concatenate([v.reshape(-1) for v in values])
+        return spec, flat
+
+    # ------------------------------------------------------------------ in and out
+    def is_input(self, a: Any) -> bool:
+        """Whether ``a``, given for a point or direction, is a tree of this structure's kind
+        (:func:`is_tree`; for a structure whose root is a list or tuple, any such list)."""
+        if type(a) is dict:
+            return True
+        if self.treedef[0] in ("list", "tuple") and type(a) in (list, tuple):
+            return True
+        return is_tree(a)
+
+    def leaves(self, tree: Any) -> list[Any]:
+        """The leaves of ``tree`` in flat order (any structure; nothing is checked)."""
+        fast: list[Any] = []
+        if _fast_leaves(tree, self.treedef, fast):
+            return fast
+        found: list[tuple[str, Any]] = []
+        _walk(tree, "", found)
+        return [leaf for _, leaf in found]
+
+    def flatten(self, tree: Any, what: str = "x") -> Any:
+        """``tree`` (this structure; each leaf of its shape, or all with one leading batch
+        axis) as a flat vector ``(n,)`` or ``(batch, n)`` in the leaves' framework.
+
+        Leaves of jax or torch stay in their framework (traced leaves stay
+        traced); numpy leaves and numbers give numpy.  A tree of another
+        structure raises :class:`~simdiff.errors.StructureError` naming the
+        difference.
+        """
+        keys = self._scalar_keys
+        if keys is not None and type(tree) is dict and len(tree) == len(keys):
+            try:
+                values = [tree[k] for k in keys]
+            except KeyError:
+                values = []
+            if values and _HOST_SCALARS.issuperset(map(type, values)):
+                return np.array(values, dtype=np.float64)
+        fast: list[Any] = []
+        if _fast_leaves(tree, self.treedef, fast):
+            if self._scalars and _HOST_SCALARS.issuperset(map(type, fast)):
+                return np.array(fast, dtype=np.float64)  # numbers only: one array, no checks
+            if all(
+                type(v) is np.ndarray and v.shape == s
+                for v, s in zip(fast, self.shapes, strict=True)
+            ):
+                return np.concatenate([v.reshape(-1) for v in fast])  # numpy, unbatched
+            leaves = list(zip(self.paths, fast, strict=True))
+        else:
+            leaves = []
+            treedef = _walk(tree, "", leaves)
+            got_paths = tuple(p for p, _ in leaves)
+            if got_paths != self.paths or _describe(treedef) != _describe(self.treedef):
+                raise StructureError(
+                    f"{what} must have the structure of the problem's parameters: leaves "
+                    f"{list(self.paths)}; got a {_kind(tree)} with leaves {list(got_paths)}"
+                )
+        src = next((backend_of(v) for _, v in leaves if not isinstance(v, (_NUMBER, np.ndarray))
+                    and _is_array(v) and backend_of(v).name != "numpy"), None)  # fmt: skip
+        batch: int | None = None
+        parts: list[Any] = []
+        for (path, leaf), shape in zip(leaves, self.shapes, strict=True):
+            if src is None or not src.is_native(leaf):
+                leaf = np.asarray(leaf) if src is None else src.from_numpy(np.asarray(leaf), None)
+            lshape = tuple(int(s) for s in leaf.shape)
+            if lshape == shape:
+                b = None
+            elif len(lshape) == len(shape) + 1 and lshape[1:] == shape:
+                b = lshape[0]
+            else:
+                raise StructureError(
+                    f"{what}[{path!r}] must have shape {shape} (or (batch, *{shape})); got {lshape}"
+                )
+            if parts and b != batch:
+                raise StructureError(
+                    f"{what}: every leaf needs the same leading batch axis, or none; "
+                    f"{path!r} has shape {lshape}"
+                )
+            batch = b
+            parts.append(leaf)
+        lead = () if batch is None else (batch,)
+        if src is None:
+            return np.concatenate([np.reshape(p, (*lead, -1)) for p in parts], axis=-1)
+        ops = src.ops()
+        return ops.concat([ops.reshape(p, (*lead, -1)) for p in parts], axis=-1)
+
+    def unflatten(self, flat: Any, ops: Any = None) -> Any:
+        """The tree of ``flat`` (shape ``(..., n)``: the last axis is split into the leaves).
+
+        With ``ops`` (inside a problem's function, one point ``(n,)``), by
+        slicing in that context: scalars ``x[i]``, arrays
+        ``ops.reshape(x[i:j], shape)``, differentiable on every backend.
+        """
+        keys = self._scalar_keys
+        if keys is not None:  # a flat dict of scalars: one comprehension
+            if ops is not None:
+                return {k: flat[i] for i, k in enumerate(keys)}
+            return {k: flat[..., i] for i, k in enumerate(keys)}  # 0-d (with ...), or batched
+        if self._whole is not None:  # one leaf of shape (n,): the vector itself, no slice
+            return _build(self.treedef, iter([flat]))
+        leaves = []
+        if ops is not None:
+            for (a, b), shape in zip(self._bounds, self.shapes, strict=True):
+                if shape == ():
+                    leaves.append(flat[a])
+                elif len(shape) == 1:
+                    leaves.append(flat[a:b])
+                else:
+                    leaves.append(ops.reshape(flat[a:b], shape))
+        else:
+            lead = tuple(flat.shape[:-1])
+            for (a, b), shape in zip(self._bounds, self.shapes, strict=True):
+                if shape == ():
+                    leaves.append(flat[..., a])  # a 0-d array (with ..., not a scalar)
+                elif len(shape) == 1:
+                    leaves.append(flat[..., a:b])
+                else:
+                    leaves.append(flat[..., a:b].reshape((*lead, *shape)))
+        return _build(self.treedef, iter(leaves))
+
+    def unflatten_tree(self, out: Any, kind: str, order: int = 0) -> Any:
+        """A derivative result in the parameters' structure, by what it is (``kind``).
+
+        ``grad``, ``hvp``, ``vjp``, ``jacobian``: the last axis (``n``) is split
+        into the tree (leaves ``(..., *shape)``); ``value_and_grad``: its
+        gradient; ``hessian``: a :class:`Labelled` with two named axes;
+        ``derivative_tensor`` of order ``d >= 2``: ``d`` named axes.  Other
+        kinds (values, JVPs, directional derivatives) are not indexed by the
+        parameters and are returned as they are.
+        """
+        if kind in ("grad", "hvp", "vjp", "jacobian"):
+            return self.unflatten(out)
+        if kind == "value_and_grad":
+            return out[0], self.unflatten(out[1])
+        if kind == "hessian":
+            return Labelled(out, self, 2)
+        if kind == "derivative_tensor" and order == 1:
+            return self.unflatten(out)
+        if kind == "derivative_tensor" and order >= 2:
+            return Labelled(out, self, order)
+        return out
+
+    # ------------------------------------------------------------------ lookup
+    def index(self, name: str) -> int:
+        """Flat position of the scalar ``name``; :class:`~simdiff.errors.NotFoundError` if none."""
+        try:
+            return self._index[name]
+        except KeyError:
+            raise NotFoundError(
+                f"no parameter named {name!r}; the names are {list(self.names)[:12]}"
+                + (" ..." if self.n > 12 else "")
+            ) from None
+
+    def block(self, name: str) -> tuple[slice | int, tuple[int, ...]]:
+        """``(position, shape)`` of ``name``: a leaf path (a slice and the leaf's shape) or a
+        scalar name (its index and ``()``)."""
+        k = self._leaf.get(name)
+        if k is not None and self.shapes[k] != ():
+            return slice(self.offsets[k], self.offsets[k + 1]), self.shapes[k]
+        return self.index(name), ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ParamSpec) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __fingerprint__(self) -> dict[str, Any]:
+        """What defines the structure: a text of its kinds, keys, paths and shapes."""
+        return {"structure": self.key}
+
+    def __repr__(self) -> str:
+        leaves = ", ".join(
+            f"{p or 'x'}{list(s) if s else ''}"
+            for p, s in zip(self.paths, self.shapes, strict=True)
+        )
+        return f"ParamSpec(n={self.n}: {leaves})"
+
+
+class TreeFunction:
+    """``fn(tree, ops)`` as a function of the flat vector: the tree rebuilt by slicing.
+
+    What :class:`simdiff.Problem` keeps as ``problem.fn`` for structured
+    ``x0``; ``fn`` is the user's function, ``spec`` the structure.
+    """
+
+    __slots__ = ("__name__", "fn", "spec")  # no __dict__: the fingerprint's watch stays small
+
+    def __init__(self, fn: Any, spec: ParamSpec) -> None:
+        self.fn = fn
+        self.spec = spec
+        self.__name__ = str(getattr(fn, "__name__", "fn"))
+
+    def __call__(self, x: Any, ops: Any) -> Any:
+        return self.fn(self.spec.unflatten(x, ops), ops)
+
+    def __fingerprint__(self) -> dict[str, Any]:
+        return {"fn": self.fn, "spec": self.spec.key}
+
+
+class TreeRhs:
+    """An ODE right-hand side ``rhs(t, y, p, ops)`` of structured ``p``, called with flat ``p``."""
+
+    __slots__ = ("__name__", "rhs", "spec")  # no __dict__: the fingerprint's watch stays small
+
+    def __init__(self, rhs: Any, spec: ParamSpec) -> None:
+        self.rhs = rhs
+        self.spec = spec
+        self.__name__ = str(getattr(rhs, "__name__", "rhs"))
+
+    def __call__(self, t: Any, y: Any, p: Any, ops: Any) -> Any:
+        return self.rhs(t, y, self.spec.unflatten(p, ops), ops)
+
+    def __fingerprint__(self) -> dict[str, Any]:
+        return {"rhs": self.rhs, "spec": self.spec.key}
