@@ -102,11 +102,12 @@ def test_near_zero_gradient_wrong_by_100_percent_is_caught(backend: str, referen
 
 # --------------------------------------------------------------------------- catalogue sweep
 #
-# The comparisons simdiff.check made on robertson (stiff, Rodas3), lotka_volterra (nonstiff,
-# Dopri5), morse-dimer (a potential-energy surface) and heat_modes (a PDE), both backends,
-# every derivative: recorded by `python -m validation.check_comparisons
-# tests/data/check_comparisons.json` (minutes) and replayed through compare_arrays here with
-# an error planted in one element of the AD result (a second).
+# The comparisons simdiff.check made on every catalogue problem with n <= 40 (stiff and
+# nonstiff ODEs, potential-energy surfaces, PDEs, closed forms), both backends, every
+# derivative kind that applies (validation.check_comparisons.plan): recorded by
+# `python -m validation.check_comparisons tests/data/check_comparisons.json` (an hour) and
+# replayed through compare_arrays here with an error planted in one element of the AD
+# result (seconds).
 
 DATA = Path(__file__).parent / "data" / "check_comparisons.json"
 PLANTS = (1.0, 0.1, 0.01)
@@ -130,10 +131,15 @@ def _label(c: dict) -> str:
 
 
 def test_the_recorded_sweep_covers_the_problem_kinds_and_both_backends() -> None:
+    from validation.check_comparisons import plan
+
     rows = _stored()
-    assert {c["problem"] for c in rows} == {"robertson", "lotka_volterra", "morse-dimer",
-                                           "heat_modes"}  # fmt: skip
+    want = plan()
+    assert {c["problem"] for c in rows} == set(want), "re-record: the catalogue changed"
     assert {c["backend"] for c in rows} == {"jax", "torch"}
+    for name, kinds in want.items():  # every derivative kind of every problem
+        got = {c["derivative"].split(".")[0] for c in rows if c["problem"] == name}
+        assert {k for k in kinds if k != "derivative"} <= got, (name, got)
     assert any(c["reference"].startswith("scipy-fd") and c["gap"] for c in rows)  # a tight solve
 
 

@@ -1,4 +1,4 @@
-"""Record the comparisons ``simdiff.check`` makes on a few catalogue problems.
+"""Record the comparisons ``simdiff.check`` makes on the catalogue's problems.
 
 ``tests/test_check_planted.py`` plants errors into these recorded arrays and
 feeds them back to :func:`simdiff.evidence._check_tol.compare_arrays`, so the sweep over
@@ -7,14 +7,16 @@ Each record holds what ``check`` passed to ``compare_arrays`` (the AD result,
 the reference, SciPy's error estimate and status, the measured solver gap,
 the function's scale, ``rtol``) and the verdict it got.
 
-Regenerate (a few minutes on 2 cores)::
+Regenerate (about an hour on 2 cores; written atomically)::
 
     python -m validation.check_comparisons tests/data/check_comparisons.json
+    python -m validation.check_comparisons tests/data/check_comparisons.json hires  # one more
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -26,17 +28,32 @@ import problems
 import simdiff.evidence._check as check_module
 from simdiff.evidence._check_tol import compare_arrays
 
-__all__ = ["PROBLEMS", "record"]
+__all__ = ["MAX_N", "plan", "record"]
 
-#: A stiff ODE (Rodas3), a nonstiff ODE (Dopri5), a potential-energy surface, a PDE, with
-#: the derivatives recorded (the ODEs' first-order ones: their nested derivatives take
-#: minutes under check's finite differences).
-PROBLEMS = {
-    "robertson": ("jvp", "jacobian"),
-    "lotka_volterra": ("jvp", "vjp"),
-    "morse-dimer": ("grad", "hessian", "hvp"),
-    "heat_modes": ("grad", "hessian"),
-}
+#: Largest input size recorded (the larger clusters and fields add only bigger arrays of the
+#: same comparisons, and megabytes to tests/data).
+MAX_N = 40
+
+
+def plan() -> dict[str, tuple[str, ...]]:
+    """Every catalogue problem with ``n <= MAX_N`` and the derivatives ``check`` makes of it.
+
+    All of :data:`simdiff.evidence.DERIVATIVES` that apply, except the nested
+    higher derivatives of simulators (ODE, PDE), whose finite-difference
+    references take minutes each under ``check``.
+    """
+    out: dict[str, tuple[str, ...]] = {}
+    for name in problems.names():
+        p = problems.get(name)
+        if p.n > MAX_N:
+            continue
+        tags = set(p.meta.get("tags", ()))
+        scalar = p.output_shape == ()
+        kinds = ("grad", "hessian", "hvp") if scalar else ("jvp", "vjp", "jacobian")
+        if not tags & {"ode", "pde"}:
+            kinds = (*kinds, "derivative")
+        out[name] = kinds
+    return out
 
 
 def _array(a: Any) -> Any:
@@ -85,15 +102,28 @@ def record(name: str, derivatives: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str]) -> int:
+    """``OUT [NAME ...]``: record every planned problem, or only the named ones (their rows
+    replace those already in ``OUT``)."""
     out = Path(argv[0] if argv else "tests/data/check_comparisons.json")
+    todo = plan()
+    names = argv[1:] or list(todo)
+    unknown = sorted(set(names) - set(todo))
+    if unknown:
+        print(f"not in the plan: {unknown} (n > {MAX_N} or not in the catalogue)")
+        return 2
     rows: list[dict[str, Any]] = []
-    for name, derivatives in PROBLEMS.items():
+    if argv[1:] and out.exists():
+        rows = [r for r in json.loads(out.read_text())["comparisons"] if r["problem"] not in names]
+    for name in names:
         t = time.perf_counter()
-        got = record(name, derivatives)
+        got = record(name, todo[name])
         print(f"{name}: {len(got)} comparisons in {time.perf_counter() - t:.0f} s", flush=True)
         rows.extend(got)
+    recorded = sorted({r["problem"] for r in rows})
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"problems": list(PROBLEMS), "comparisons": rows}) + "\n")
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"problems": recorded, "comparisons": rows}) + "\n")
+    os.replace(tmp, out)
     print(f"wrote {out}")
     return 0
 

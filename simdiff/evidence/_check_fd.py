@@ -21,6 +21,7 @@ import scipy.differentiate as sd
 from .._api import Derivatives
 from .._problem import Problem
 from ..backends import get_backend
+from ..errors import NonFiniteError
 
 __all__ = ["FD_CHUNK", "FiniteDifferences", "batched", "default_fd_step", "numpy_vectorized"]
 
@@ -122,8 +123,15 @@ class FiniteDifferences:
 
     def _retry(self, run: Callable[[float], Any]) -> FDReference:
         for k in range(3):
-            with np.errstate(all="ignore"):
-                df, err, status = run(self.step / 10.0**k)
+            try:
+                with np.errstate(all="ignore"):
+                    df, err, status = run(self.step / 10.0**k)
+            except NonFiniteError:
+                # an AD derivative differenced (FD of the AD gradient) refuses a point the
+                # largest step reached: the same as a non-finite value, a smaller step
+                if k == 2:
+                    raise
+                continue
             df, err = np.asarray(df), np.asarray(err)
             if np.all(np.isfinite(df)):
                 break
