@@ -814,6 +814,10 @@ class Derivatives(OperatorMethods):
                 self._info[key]["first_call_s"] = math.nan
                 out = self._guarded(lambda: _plain(fn)(*native), kind, fn, guard=False)
             else:
+                if self.probe and isinstance(fn, CompiledCall):
+                    # once, before the first trace: the same callable eagerly, under the leak
+                    # guard, so that a leak the compiled graph would carry raises at its op
+                    self._guarded(lambda: fn.eager(*native), kind)
                 start = time.perf_counter()
                 out = self._guarded(lambda: self.backend.block_until_ready(fn(*native)), kind, fn)
                 self._info[key]["first_call_s"] = time.perf_counter() - start  # honest first call
@@ -826,7 +830,7 @@ class Derivatives(OperatorMethods):
                     self._probe(kind, native[0], xb, out, device)
         else:
             info = self._info[key]
-            guarded = not traced and self.probe and not isinstance(fn, CompiledCall)
+            guarded = not traced and self.probe
             try:
                 if traced:
                     out = _plain(fn)(*native)
@@ -873,10 +877,13 @@ class Derivatives(OperatorMethods):
         """Run ``thunk``; the framework's leak errors and warnings become ``LeakError``.
 
         Under the backend's leak guard (``Backend.leak_guard``) unless the leak
-        checks are off (``probe=False``) or ``fn``, the callable it runs, is
-        compiled (Dynamo would trace the guard itself).
+        checks are off (``probe=False``) or ``guard`` is false.  Compiled
+        callables run under it too: the guard is entered outside the compiled
+        frame, its wrappers are torch's own while Dynamo traces, and the eager
+        calls of the ``"auto"`` policy and the Python between graph breaks are
+        watched.
         """
-        guarded = guard and self.probe and not isinstance(fn, CompiledCall)
+        guarded = guard and self.probe
         context = self.backend.leak_guard() if guarded else nullcontext()
         try:
             with warnings.catch_warnings(), context:
