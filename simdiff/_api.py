@@ -860,15 +860,28 @@ class Derivatives(OperatorMethods):
         return tree_map(lambda y: A.convert_out(y, xsrc, self.backend), out)
 
     def _leak(self, exc: Exception, kind: str) -> Exception:
-        """``LeakError`` naming the cause if ``exc`` means a leak; else ``exc`` itself."""
-        cause = self.backend.leak_cause(exc)
-        if cause is None:
+        """``LeakError`` naming the cause if ``exc`` means a leak; else ``exc`` itself.
+
+        The chain of causes is read too: a leak raised while ``torch.compile``
+        traced or ran the callable reaches here wrapped (``UnsupportedError``
+        "torch.compile failed", Dynamo's own errors).
+        """
+        source: BaseException | None = exc
+        for _ in range(8):
+            if source is None:
+                return exc
+            cause = self.backend.leak_cause(source)
+            if cause is not None:
+                break
+            source = source.__cause__ or source.__context__
+        else:
             return exc
         return LeakError(
             f"simdiff.{kind} of problem {self.problem.name!r} on {self.backend.name}: the "
             f"problem leaves the traced computation ({cause}), so the derivative cannot see "
             "part of it. Write it with ops: ops.where for branches, ops.stop_gradient for "
-            f"values meant to be constant. ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+            f"values meant to be constant. ({type(source).__name__}: "
+            f"{str(source).splitlines()[0]})"
         )
 
     def _guarded(
