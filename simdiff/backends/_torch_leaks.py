@@ -105,7 +105,8 @@ def _from_problem() -> bool:
 
 def _leak(where: str) -> RuntimeError:
     return RuntimeError(
-        f"{_PREFIX}{where}() on a tensor that requires grad: the value leaves the derivative's graph"
+        f"{_PREFIX}{where}() on a tensor that requires grad: the value leaves the "
+        "derivative's graph"
     )
 
 
@@ -137,7 +138,7 @@ def _holds_graph(data: Any) -> bool:
 
 
 def _watching_data() -> property:
-    descriptor = torch._C.TensorBase.data
+    descriptor: Any = torch._C.TensorBase.__dict__["data"]  # the getset descriptor
 
     def get(self: torch.Tensor) -> Any:
         if (
