@@ -281,11 +281,14 @@ class Derivatives(OperatorMethods):
         gradient or Jacobian; see docs/errors.md).  Default: as
         ``check_finite``, so benchmarks that switch the checks off do not pay
         for it.  On every backend, the framework's own leak errors and
-        warnings become ``LeakError``.  With the probe on, every later eager
-        call runs under the backend's leak guard too (torch: ``x.item()``,
-        ``x.tolist()``, ``float(x)``, ``int(x)`` on a value with a derivative
-        raise ``LeakError`` at that op, about 10 us a call), so a leak that
-        appears only at other points (behind a branch) is caught there.
+        warnings become ``LeakError``.  With the probe on, every later call
+        runs under the backend's leak guard too (torch: ``x.item()``,
+        ``x.tolist()``, ``float(x)``, ``int(x)``, ``x.detach()``, ``x.data``,
+        ``torch.tensor(x)`` on a value with a derivative raise ``LeakError``
+        at that op), so a leak that appears only at other points (behind a
+        branch) is caught there; a compiled callable's first call runs it
+        eagerly once under the guard before the trace (docs/errors.md says
+        what the guard cannot see).
 
     Notes
     -----
@@ -814,9 +817,10 @@ class Derivatives(OperatorMethods):
                 self._info[key]["first_call_s"] = math.nan
                 out = self._guarded(lambda: _plain(fn)(*native), kind, fn, guard=False)
             else:
-                if self.probe and isinstance(fn, CompiledCall):
+                if self.probe and isinstance(fn, CompiledCall) and fn.mode is True:
                     # once, before the first trace: the same callable eagerly, under the leak
                     # guard, so that a leak the compiled graph would carry raises at its op
+                    # ("auto" runs its first calls eagerly, under the guard, before it compiles)
                     self._guarded(lambda: fn.eager(*native), kind)
                 start = time.perf_counter()
                 out = self._guarded(lambda: self.backend.block_until_ready(fn(*native)), kind, fn)
