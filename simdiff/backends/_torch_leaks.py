@@ -192,13 +192,16 @@ _METHODS: dict[str, Any] = {
 }
 _METHODS["data"] = _watching_data()
 _METHODS["new_tensor"] = _watching_new_tensor(torch.Tensor.new_tensor)
-_TENSOR = _watching_tensor(torch.tensor)
+#: ``torch`` module functions replaced (in a dict: the wrapper carries torch's docstring,
+#: whose examples are not this module's doctests)
+_FUNCTIONS = {"tensor": _watching_tensor(torch.tensor)}
 
 
 def _install() -> None:
     for name, method in _METHODS.items():
         setattr(torch.Tensor, name, method)
-    torch.tensor = _TENSOR
+    for name, function in _FUNCTIONS.items():
+        setattr(torch, name, function)
 
 
 class LeakGuard:
