@@ -152,3 +152,32 @@ def test_what_the_guard_cannot_see_no_grad_block():
     d = simdiff.Derivatives(simdiff.Problem(fn, x0=X0, backends=("torch",)), backend="torch")
     d.grad(X0)
     np.testing.assert_allclose(d.grad(FAR), [3.0, 6.0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["rosenbrock4", "lj13", "ishigami", "ode_rk4_decay", "heat_modes"])
+def test_guard_is_silent_on_catalogue_problems_at_later_points(name):
+    """simdiff's own detaches (ODE step control, the autograd path's input, ops.stop_gradient)
+    are not the problem's: grad/VJP and an HVP at a second point pass the guard.
+    """
+    import problems
+
+    p = problems.get(name)
+    d = simdiff.Derivatives(p, backend="torch")
+    x1 = np.asarray(p.x0, dtype=float) * (1 + 1e-3)
+    for x in (p.x0, x1):
+        got = d.grad(x) if p.is_scalar else d.vjp(np.ones(p.output_shape), x)
+        assert np.all(np.isfinite(got))
+    if p.is_scalar:
+        assert np.all(np.isfinite(d.hvp(np.ones(p.n), x1)))
+
+
+@pytest.mark.parametrize("module", ["simdiff_examples", "torchdiffeq_like", "__main__"])
+def test_only_torch_and_simdiff_packages_are_exempt(module):
+    """The exemption is by package (``torch``, ``simdiff``), not by name prefix: a problem in
+    a module called ``simdiff_examples`` is watched like any other."""
+    scope = {"__name__": module}
+    exec("def cut(v):\n    return v.detach()\n", scope)  # a helper defined in that module
+    d = simdiff.Derivatives(_problem(scope["cut"], module), backend="torch")
+    d.grad(X0)
+    with pytest.raises(simdiff.LeakError, match=r"x\.detach\(\)"):
+        d.grad(FAR)

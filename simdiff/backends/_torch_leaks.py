@@ -80,7 +80,7 @@ GUARDED = {
 
 #: Watched everywhere; the others only when called from outside torch and simdiff.
 _ANYWHERE = frozenset(("item", "tolist", "__float__", "__int__"))
-_OWN_MODULES = ("torch.", "torch", "simdiff.", "simdiff", "functorch.", "functorch")
+_OWN_PACKAGES = frozenset(("torch", "simdiff", "functorch"))
 
 _PREFIX = "simdiff leak guard: "
 _lock = threading.Lock()
@@ -100,7 +100,7 @@ def guard_message(exc: BaseException) -> str | None:
 def _from_problem() -> bool:
     """Whether the caller of the watched operation (two frames up) is outside torch and simdiff."""
     module = sys._getframe(2).f_globals.get("__name__", "")
-    return not (isinstance(module, str) and module.startswith(_OWN_MODULES))
+    return not (isinstance(module, str) and module.partition(".")[0] in _OWN_PACKAGES)
 
 
 def _leak(where: str) -> RuntimeError:
