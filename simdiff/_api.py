@@ -281,11 +281,14 @@ class Derivatives(OperatorMethods):
         gradient or Jacobian; see docs/errors.md).  Default: as
         ``check_finite``, so benchmarks that switch the checks off do not pay
         for it.  On every backend, the framework's own leak errors and
-        warnings become ``LeakError``.  With the probe on, every later eager
-        call runs under the backend's leak guard too (torch: ``x.item()``,
-        ``x.tolist()``, ``float(x)``, ``int(x)`` on a value with a derivative
-        raise ``LeakError`` at that op, about 10 us a call), so a leak that
-        appears only at other points (behind a branch) is caught there.
+        warnings become ``LeakError``.  With the probe on, every later call
+        runs under the backend's leak guard too (torch: ``x.item()``,
+        ``x.tolist()``, ``float(x)``, ``int(x)``, ``x.detach()``, ``x.data``,
+        ``torch.tensor(x)`` on a value with a derivative raise ``LeakError``
+        at that op), so a leak that appears only at other points (behind a
+        branch) is caught there; a compiled callable's first call runs it
+        eagerly once under the guard before the trace (docs/errors.md says
+        what the guard cannot see).
 
     structured : bool
         For a problem with structured parameters (``problem.param_spec``):
@@ -844,6 +847,11 @@ class Derivatives(OperatorMethods):
                 self._info[key]["first_call_s"] = math.nan
                 out = self._guarded(lambda: _plain(fn)(*native), kind, fn, guard=False)
             else:
+                if self.probe and isinstance(fn, CompiledCall) and fn.mode is True:
+                    # once, before the first trace: the same callable eagerly, under the leak
+                    # guard, so that a leak the compiled graph would carry raises at its op
+                    # ("auto" runs its first calls eagerly, under the guard, before it compiles)
+                    self._guarded(lambda: fn.eager(*native), kind)
                 start = time.perf_counter()
                 out = self._guarded(lambda: self.backend.block_until_ready(fn(*native)), kind, fn)
                 self._info[key]["first_call_s"] = time.perf_counter() - start  # honest first call
@@ -856,7 +864,7 @@ class Derivatives(OperatorMethods):
                     self._probe(kind, native[0], xb, out, device)
         else:
             info = self._info[key]
-            guarded = not traced and self.probe and not isinstance(fn, CompiledCall)
+            guarded = not traced and self.probe
             try:
                 if traced:
                     out = _plain(fn)(*native)
@@ -886,15 +894,28 @@ class Derivatives(OperatorMethods):
         return tree_map(lambda y: A.convert_out(y, xsrc, self.backend), out)
 
     def _leak(self, exc: Exception, kind: str) -> Exception:
-        """``LeakError`` naming the cause if ``exc`` means a leak; else ``exc`` itself."""
-        cause = self.backend.leak_cause(exc)
-        if cause is None:
+        """``LeakError`` naming the cause if ``exc`` means a leak; else ``exc`` itself.
+
+        The chain of causes is read too: a leak raised while ``torch.compile``
+        traced or ran the callable reaches here wrapped (``UnsupportedError``
+        "torch.compile failed", Dynamo's own errors).
+        """
+        source: BaseException | None = exc
+        for _ in range(8):
+            if source is None:
+                return exc
+            cause = self.backend.leak_cause(source)
+            if cause is not None:
+                break
+            source = source.__cause__ or source.__context__
+        else:
             return exc
         return LeakError(
             f"simdiff.{kind} of problem {self.problem.name!r} on {self.backend.name}: the "
             f"problem leaves the traced computation ({cause}), so the derivative cannot see "
             "part of it. Write it with ops: ops.where for branches, ops.stop_gradient for "
-            f"values meant to be constant. ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+            f"values meant to be constant. ({type(source).__name__}: "
+            f"{str(source).splitlines()[0]})"
         )
 
     def _guarded(
@@ -903,10 +924,13 @@ class Derivatives(OperatorMethods):
         """Run ``thunk``; the framework's leak errors and warnings become ``LeakError``.
 
         Under the backend's leak guard (``Backend.leak_guard``) unless the leak
-        checks are off (``probe=False``) or ``fn``, the callable it runs, is
-        compiled (Dynamo would trace the guard itself).
+        checks are off (``probe=False``) or ``guard`` is false.  Compiled
+        callables run under it too: the guard is entered outside the compiled
+        frame, its wrappers are torch's own while Dynamo traces, and the eager
+        calls of the ``"auto"`` policy and the Python between graph breaks are
+        watched.
         """
-        guarded = guard and self.probe and not isinstance(fn, CompiledCall)
+        guarded = guard and self.probe
         context = self.backend.leak_guard() if guarded else nullcontext()
         try:
             with warnings.catch_warnings(), context:

@@ -74,10 +74,11 @@ class LeakError(SimdiffError, RuntimeError):
     """A derivative ignores part of the problem's computation.
 
     The problem left the traced computation: ``float(x[i])``, ``x.item()``,
-    a round trip through numpy, or a Python ``if`` on an array value turned
-    part of it into a constant.  Raised by JAX's tracer (converted) and by the
-    leak probe of :class:`simdiff.Derivatives` on torch; the message names the
-    likely causes.
+    a round trip through numpy, a Python ``if`` on an array value, or (torch)
+    ``x.detach()``, ``x.data`` or ``torch.tensor(x)`` turned part of it into a
+    constant.  Raised by JAX's tracer (converted), and on torch by the leak
+    probe of :class:`simdiff.Derivatives` and by its leak guard at the
+    leaking op; the message names the likely causes and the fix.
     """
 
 

@@ -1,30 +1,51 @@
 """The torch leak guard: while simdiff evaluates a derivative, no value with a derivative leaves it.
 
 JAX's tracer raises as soon as a problem turns a traced value into a Python
-number.  Torch does not: under plain ``torch.autograd`` (simdiff's gradients
-and VJPs outside ``torch.func`` transforms) ``x.item()``, ``x.tolist()`` and
-``int(x)`` on a tensor that requires grad return a number silently and
-``float(x)`` only warns, so a problem that does it at some points only (behind
-a branch on a value) gets a wrong derivative there.  Inside
-:class:`LeakGuard` those four methods raise ``RuntimeError`` (turned into
-:class:`~simdiff.errors.LeakError` naming the problem, see
-``TorchBackend.leak_cause``) when called on a tensor that requires grad, on
-the thread that entered the guard; on every other tensor, and on every other
-thread, they do what torch does.  ``x.numpy()`` on such a tensor already
-raises in torch.
+number or a constant.  Torch does not: under plain ``torch.autograd``
+(simdiff's gradients and VJPs outside ``torch.func`` transforms)
+``x.item()``, ``x.tolist()`` and ``int(x)`` on a tensor that requires grad
+return a number silently and ``float(x)`` only warns; ``x.detach()``,
+``x.data`` and ``torch.tensor(x)`` return a tensor cut from the graph, so
+the derivative misses what flows through it (a zero or partial gradient).
+A problem that does any of these at some points only (behind a branch on a
+value) gets a wrong derivative there.
 
-Cost: the four methods are replaced on ``torch.Tensor`` once, at the first
-guard, by wrappers that do what torch does unless a guard is active on this
-thread (about 0.3 us more per call of them, anywhere in the process); under
-``torch.compile`` tracing they are torch's own (``torch.compiler.is_compiling``).
-Entering and leaving a guard changes a thread-local counter only: no type is
-modified per call (that would cost every later attribute lookup on tensors
-a cache miss), and the problem's ops run untouched (no mode, no dispatch
-hook).  Measured: ``python -m validation.benchmarks.bench_leak_guard``.
+Inside :class:`LeakGuard`, on the thread that entered it, these raise
+``RuntimeError`` (turned into :class:`~simdiff.errors.LeakError` naming the
+problem, the operation and the fix, see ``TorchBackend.leak_cause``) when
+applied to a tensor that requires grad:
+
+- ``x.item()``, ``x.tolist()``, ``float(x)``, ``int(x)``: anywhere;
+- ``x.detach()``, ``x.detach_()``, ``x.data`` (and so ``x.detach().numpy()``),
+  ``torch.tensor(x)`` and ``x.new_tensor(y)`` with ``x``/``y`` a tensor, or a
+  list or tuple holding one: when called from the problem's code, not from
+  torch's or simdiff's own modules (``ops.stop_gradient`` is
+  ``x.detach()`` on purpose; ``torch.utils.checkpoint`` detaches what it
+  saves).  The caller's module is read from its frame (``sys._getframe``),
+  only when the tensor requires grad and a guard is active.
+
+On every other tensor, and on every other thread, they do what torch does.
+``x.numpy()`` on such a tensor already raises in torch.  What stays out of
+reach: ``torch.tensor`` imported under another name before the first guard
+(``from torch import tensor``), C extensions, and code run by
+``torch.compile`` (the wrappers are torch's own while Dynamo traces, and a
+compiled graph does not run Python; see docs/errors.md).
+
+Cost: the methods are replaced on ``torch.Tensor`` (and ``torch.tensor`` in
+the ``torch`` module) once, at the first guard, by wrappers that do what
+torch does unless a guard is active on this thread (a fraction of a
+microsecond more per call of them, anywhere in the process); under
+``torch.compile`` tracing they are torch's own
+(``torch.compiler.is_compiling``).  Entering and leaving a guard changes a
+thread-local counter only: no type is modified per call (that would cost
+every later attribute lookup on tensors a cache miss), and the problem's
+ops run untouched (no mode, no dispatch hook).  Measured:
+``python -m validation.benchmarks.bench_leak_guard``.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -33,13 +54,33 @@ import torch
 
 __all__ = ["GUARDED", "LeakGuard", "guard_message"]
 
-#: The methods the guard watches, and what the error says the problem did.
+_CUT = (
+    "the result is cut from the graph, so the derivative misses what flows through it; "
+    "use x itself to keep the graph, or ops.stop_gradient(x) where a constant is meant"
+)
+
+#: The operations the guard watches, and what the error says the problem did.
 GUARDED = {
     "item": "x.item() or x.tolist() on an array",
     "tolist": "x.item() or x.tolist() on an array",
     "__float__": "float(x[i]) or int(...) on an array",
     "__int__": "float(x[i]) or int(...) on an array",
+    "detach": f"x.detach() (or x.detach().numpy()) on an array: {_CUT}",
+    "detach_": f"x.detach_() on an array: {_CUT}",
+    "data": f"x.data on an array: {_CUT}",
+    "tensor": (
+        "torch.tensor(x) on an array (or on a list holding one): it copies the values into "
+        "a new leaf cut from the graph; use x itself, ops.asarray(x) or ops.stack([...])"
+    ),
+    "new_tensor": (
+        "y.new_tensor(x) on an array: it copies the values into a new leaf cut from the "
+        "graph; use x itself or ops.asarray(x)"
+    ),
 }
+
+#: Watched everywhere; the others only when called from outside torch and simdiff.
+_ANYWHERE = frozenset(("item", "tolist", "__float__", "__int__"))
+_OWN_PACKAGES = frozenset(("torch", "simdiff", "functorch"))
 
 _PREFIX = "simdiff leak guard: "
 _lock = threading.Lock()
@@ -52,26 +93,115 @@ def guard_message(exc: BaseException) -> str | None:
     text = str(exc)
     if not text.startswith(_PREFIX):
         return None
-    name = text[len(_PREFIX) :].split("(", 1)[0].removeprefix("Tensor.")
+    name = text[len(_PREFIX) :].split("(", 1)[0].removeprefix("Tensor.").removeprefix("torch.")
     return GUARDED.get(name)
 
 
+def _from_problem() -> bool:
+    """Whether the caller of the watched operation (two frames up) is outside torch and simdiff."""
+    module = sys._getframe(2).f_globals.get("__name__", "")
+    return not (isinstance(module, str) and module.partition(".")[0] in _OWN_PACKAGES)
+
+
+def _leak(where: str) -> RuntimeError:
+    return RuntimeError(
+        f"{_PREFIX}{where}() on a tensor that requires grad: the value leaves the "
+        "derivative's graph"
+    )
+
+
 def _watching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    def method(self: torch.Tensor, *args: Any) -> Any:
+    anywhere = name in _ANYWHERE
+
+    def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling():  # Dynamo traces torch's own method
-            return original(self, *args)
-        if getattr(_active, "depth", 0) > 0 and self.requires_grad:
-            raise RuntimeError(
-                f"{_PREFIX}Tensor.{name}() on a tensor that requires grad: the value leaves "
-                "the derivative's graph"
-            )
-        return original(self, *args)
+            return original(self, *args, **kwargs)
+        if (
+            getattr(_active, "depth", 0) > 0
+            and self.requires_grad
+            and (anywhere or _from_problem())
+        ):
+            raise _leak(f"Tensor.{name}")
+        return original(self, *args, **kwargs)
 
     method.__name__ = name
     return method
 
 
-_METHODS = {name: _watching(name, getattr(torch.Tensor, name)) for name in GUARDED}
+def _holds_graph(data: Any) -> bool:
+    """Whether ``data`` is a tensor that requires grad, or a list/tuple holding one."""
+    if isinstance(data, torch.Tensor):
+        return data.requires_grad
+    if isinstance(data, (list, tuple)):
+        return any(_holds_graph(d) for d in data)
+    return False
+
+
+def _watching_data() -> property:
+    descriptor: Any = torch._C.TensorBase.__dict__["data"]  # the getset descriptor
+
+    def get(self: torch.Tensor) -> Any:
+        if (
+            not torch.compiler.is_compiling()  # first: Dynamo traces no thread-local read
+            and getattr(_active, "depth", 0) > 0
+            and self.requires_grad
+            and _from_problem()
+        ):
+            raise _leak("Tensor.data")
+        return descriptor.__get__(self)
+
+    def set_(self: torch.Tensor, value: Any) -> None:
+        descriptor.__set__(self, value)
+
+    return property(get, set_, doc=descriptor.__doc__)
+
+
+def _watching_new_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
+    def new_tensor(self: torch.Tensor, data: Any, *args: Any, **kwargs: Any) -> Any:
+        if (
+            not torch.compiler.is_compiling()  # first: Dynamo traces no thread-local read
+            and getattr(_active, "depth", 0) > 0
+            and _holds_graph(data)
+            and _from_problem()
+        ):
+            raise _leak("Tensor.new_tensor")
+        return original(self, data, *args, **kwargs)
+
+    return new_tensor
+
+
+def _watching_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
+    def tensor(data: Any, *args: Any, **kwargs: Any) -> Any:
+        if (
+            not torch.compiler.is_compiling()  # first: Dynamo traces no thread-local read
+            and getattr(_active, "depth", 0) > 0
+            and _holds_graph(data)
+            and _from_problem()
+        ):
+            raise _leak("torch.tensor")
+        return original(data, *args, **kwargs)
+
+    tensor.__doc__ = original.__doc__
+    tensor.__name__ = "tensor"
+    return tensor
+
+
+_METHODS: dict[str, Any] = {
+    name: _watching(name, getattr(torch.Tensor, name))
+    for name in ("item", "tolist", "__float__", "__int__", "detach", "detach_")
+}
+_METHODS["data"] = _watching_data()
+_METHODS["new_tensor"] = _watching_new_tensor(torch.Tensor.new_tensor)
+#: ``torch`` module functions replaced (in a dict: the wrapper carries torch's docstring,
+#: whose examples are not this module's doctests)
+_FUNCTIONS = {"tensor": _watching_tensor(torch.tensor)}
+
+
+def _install() -> None:
+    for name, method in _METHODS.items():
+        setattr(torch.Tensor, name, method)
+    for name, function in _FUNCTIONS.items():
+        setattr(torch, name, function)
 
 
 class LeakGuard:
@@ -89,7 +219,7 @@ class LeakGuard:
     ...
     RuntimeError: simdiff leak guard: Tensor.item() on a tensor that requires grad: ...
     >>> with LeakGuard():
-    ...     x[0].detach().item()
+    ...     torch.ones(2, dtype=torch.float64)[0].item()  # no derivative: a number
     1.0
     """
 
@@ -100,8 +230,7 @@ class LeakGuard:
         if not _installed:
             with _lock:
                 if not _installed:
-                    for name, method in _METHODS.items():
-                        setattr(torch.Tensor, name, method)
+                    _install()
                     _installed = True
         _active.depth = getattr(_active, "depth", 0) + 1
         return self

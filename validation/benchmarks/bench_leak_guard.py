@@ -6,8 +6,12 @@ each problem (gradient for scalar problems, VJP for vector-valued ones) two
 configurations are timed, interleaved in one run (order shuffled each round;
 per-call time of the median round and of the fastest round, the latter the
 steadier estimate on a shared machine): with the guard, and with
-``leak_guard`` replaced by ``contextlib.nullcontext``.  Also printed: the
-cost of entering and leaving the guard alone.
+``leak_guard`` replaced by ``contextlib.nullcontext`` ("without"), and
+that plus torch's own methods put back in place of the guard's wrappers
+("bare torch": what a process that never entered a guard runs; the wrappers
+stay in place once installed, so "without" still pays their pass-through,
+e.g. on simdiff's own ``x.detach()`` calls).  Also printed: the cost of
+entering and leaving the guard alone.
 
     python -m validation.benchmarks.bench_leak_guard
     python -m validation.benchmarks.bench_leak_guard --rounds 7 --calls 200 lj38 rosenbrock4
@@ -22,11 +26,28 @@ import statistics
 import time
 
 import numpy as np
+import torch
 
 import problems
 import simdiff
-from simdiff.backends import get_backend
+from simdiff.backends import _torch_leaks, get_backend
 from simdiff.backends._torch_leaks import LeakGuard
+
+# torch's own attributes, read before any guard installs its wrappers (None: inherited)
+_TORCH_OWN = {name: torch.Tensor.__dict__.get(name) for name in _torch_leaks._METHODS}
+_TORCH_TENSOR = torch.tensor
+
+
+def _bare() -> None:
+    """torch's own methods back in place of the guard's wrappers."""
+    for name, own in _TORCH_OWN.items():
+        if own is None:
+            if name in torch.Tensor.__dict__:
+                delattr(torch.Tensor, name)
+        else:
+            setattr(torch.Tensor, name, own)
+    torch.tensor = _TORCH_TENSOR
+
 
 DEFAULT = ("rosenbrock4", "muller-brown", "ishigami", "lj7", "lj38", "ode_rk4_decay",
            "lotka_volterra")  # fmt: skip
@@ -62,29 +83,35 @@ def main() -> None:
         with LeakGuard():
             pass
     print(f"guard enter+exit alone: {(time.perf_counter() - start) * 10:.2f} us")
-    print("| problem | derivative | with guard (us) | without (us) | ratio (median) "
-          "| ratio (fastest) |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+    print("| problem | derivative | with guard (us) | without (us) | bare torch (us) "
+          "| guard/bare (median) | guard/bare (fastest) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
     rng = random.Random(0)
     for name in args.names:
         f = _call(name)
         for _ in range(5):
             f()  # first calls: probe, traces
-        times: dict[str, list[float]] = {"guard": [], "none": []}
+        times: dict[str, list[float]] = {"guard": [], "none": [], "bare": []}
         for _ in range(args.rounds):
-            order = ["guard", "none"]
+            order = ["guard", "none", "bare"]
             rng.shuffle(order)
             for config in order:
-                if config == "none":
+                if config != "guard":
                     torch_backend.leak_guard = lambda self: contextlib.nullcontext()  # type: ignore[method-assign]
+                if config == "bare":
+                    _bare()
                 try:
                     times[config].append(_per_call(f, args.calls))
                 finally:
                     torch_backend.leak_guard = guarded  # type: ignore[method-assign]
-        g, n = statistics.median(times["guard"]), statistics.median(times["none"])
-        fastest = min(times["guard"]) / min(times["none"])
+                    _torch_leaks._install()
+        g, n, b = (statistics.median(times[c]) for c in ("guard", "none", "bare"))
+        fastest = min(times["guard"]) / min(times["bare"])
         kind = "grad" if problems.get(name).is_scalar else "vjp"
-        print(f"| {name} | {kind} | {g * 1e6:.1f} | {n * 1e6:.1f} | {g / n:.3f} | {fastest:.3f} |")
+        print(
+            f"| {name} | {kind} | {g * 1e6:.1f} | {n * 1e6:.1f} | {b * 1e6:.1f} | {g / b:.3f} "
+            f"| {fastest:.3f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,183 @@
+"""Graph cuts inside a torch problem (``.detach()``, ``.data``, ``torch.tensor(x)``) are a
+LeakError at the leaking op, at every point, never a zero or partial derivative.
+
+Every problem here is clean at x0 (``x[0] < 1``) and cuts the graph behind a branch on a
+value elsewhere, so the first-call probe passes and only the guard can see the cut.
+True derivatives of ``x0 x1 + x1^2`` at ``(2, 3)``: gradient ``[3, 8]``, Hessian
+``[[0, 1], [1, 2]]``; the cut ``x0 * stop(x1) + x1^2`` gives ``[3, 6]`` and ``[[0, 0], [0, 2]]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+
+import simdiff
+from simdiff.backends import get_backend
+
+X0 = np.array([0.5, 2.0])
+FAR = np.array([2.0, 3.0])
+
+CUTS = {
+    "detach": (lambda v: v.detach(), r"x\.detach\(\)"),
+    "detach_numpy": (lambda v: torch.from_numpy(v.detach().numpy()), r"x\.detach\(\)"),
+    "detach_": (lambda v: (1.0 * v).detach_(), r"x\.detach_\(\)"),
+    "data": (lambda v: v.data, r"x\.data"),
+    "tensor": (lambda v: torch.tensor(v), r"torch\.tensor\(x\)"),
+    "tensor_of_list": (lambda v: torch.tensor([v, v])[0], r"torch\.tensor\(x\)"),
+    "new_tensor": (lambda v: v.new_tensor(v), r"new_tensor\(x\)"),
+}
+
+
+def _problem(cut, name):
+    def fn(x, ops):
+        if float(ops.stop_gradient(x[0])) > 1.0:  # a constant branch: not a leak by itself
+            return x[0] * cut(x[1]) + x[1] ** 2
+        return x[0] * x[1] + x[1] ** 2
+
+    return simdiff.Problem(fn, x0=X0, name=name, backends=("torch",))
+
+
+def _calls(d):
+    return {
+        "grad": d.grad,
+        "hessian": d.hessian,
+        "hvp": lambda x: d.hvp(np.array([1.0, 0.0]), x),
+    }
+
+
+@pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
+@pytest.mark.parametrize("leak", sorted(CUTS))
+def test_cut_away_from_x0_is_a_leak_error(leak, kind):
+    cut, names_op = CUTS[leak]
+    d = simdiff.Derivatives(_problem(cut, leak), backend="torch")
+    call = _calls(d)[kind]
+    at_x0 = call(X0)  # clean here: the probe agrees
+    want = {"grad": [2.0, 4.5], "hessian": [[0.0, 1.0], [1.0, 2.0]], "hvp": [0.0, 1.0]}[kind]
+    np.testing.assert_allclose(at_x0, want, rtol=1e-14)
+    assert d.probe_result["status"] == "agree"
+    with pytest.raises(simdiff.LeakError, match=names_op) as info:
+        call(FAR)
+    message = str(info.value)
+    assert f"'{leak}'" in message and "cut from the graph" in message
+    assert isinstance(info.value, simdiff.SimdiffError)
+    with pytest.raises(simdiff.LeakError):  # and again: every call, not the first one only
+        call(FAR)
+
+
+def test_without_the_guard_the_cut_is_a_wrong_gradient(monkeypatch):
+    """What the guard prevents: d/dx1 misses x0 = 2 (true [3, 8])."""
+    monkeypatch.setattr(type(get_backend("torch")), "leak_guard",
+                        lambda self: contextlib.nullcontext())  # fmt: skip
+    d = simdiff.Derivatives(_problem(CUTS["detach"][0], "unguarded"), backend="torch")
+    d.grad(X0)
+    np.testing.assert_allclose(d.grad(FAR), [3.0, 6.0], rtol=1e-14)
+
+
+def test_stop_gradient_and_values_without_a_derivative_pass():
+    """ops.stop_gradient is x.detach() on purpose (simdiff's own module); detaching or
+    re-wrapping a tensor that has no derivative is no cut."""
+
+    def fn(x, ops):
+        c = torch.tensor(ops.stop_gradient(x).detach().tolist()).data  # constants
+        return ops.sum(x**2 * ops.stop_gradient(x)) + ops.sum(c)
+
+    p = simdiff.Problem(fn, x0=X0, backends=("torch",))
+    d = simdiff.Derivatives(p, backend="torch")
+    for x in (X0, FAR):
+        np.testing.assert_allclose(d.grad(x), 2 * x * x, rtol=1e-14)
+        np.testing.assert_allclose(d.hessian(x), np.diag(2 * x), rtol=1e-14)
+
+
+def test_outside_a_call_torch_is_untouched():
+    t = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    with simdiff.backends._torch_leaks.LeakGuard():
+        pass  # the wrappers are installed now
+    assert not t.detach().requires_grad and not t.data.requires_grad
+    s = torch.zeros(2, dtype=torch.float64)
+    s.data = torch.full((2,), 3.0, dtype=torch.float64)  # the setter is torch's
+    np.testing.assert_array_equal(s.numpy(), [3.0, 3.0])
+    with pytest.warns(UserWarning, match="copy construct"):
+        assert not torch.tensor(t).requires_grad
+
+
+@pytest.mark.parametrize("mode", [True, "auto"])
+def test_compiled_paths_raise_the_same_error(mode):
+    """compile=True: the first call runs the eager callable once under the guard, and a
+    branch first taken later falls back to eager torch (a graph break under torch.func), where
+    the guard sees it; "auto": its eager calls are guarded, and one whole graph has no branch
+    on a value (fullgraph)."""
+    d = simdiff.Derivatives(_problem(CUTS["detach"][0], "compiled"), backend="torch", compile=mode)
+    d.expect_calls(10**6)  # "auto": compiling pays
+    for _ in range(3):
+        np.testing.assert_allclose(d.grad(X0), [2.0, 4.5], rtol=1e-14)
+    info = d.cache_info()[-1]
+    # True compiles it (a graph break at the branch); "auto" tries one whole graph, which
+    # the branch on a value refuses, and runs eagerly, saying why
+    assert info["path"] == ("compiled" if mode is True else "eager")
+    assert mode is True or "compile_error" in info
+    with pytest.raises(simdiff.LeakError, match=r"x\.detach\(\)"):
+        d.grad(FAR)
+
+
+@pytest.mark.parametrize("mode", [True, "auto"])
+def test_compiled_cut_present_at_every_point_is_caught_before_the_trace(mode):
+    """A cut in the graph at every point, invisible to the probe at x0 (x0[0] = 0: the cut
+    term's derivative is zero there): the guarded eager run before the first trace raises."""
+
+    def fn(x, ops):
+        return x[0] * x[1].detach() + x[1] ** 2
+
+    p = simdiff.Problem(fn, x0=np.array([0.0, 2.0]), name="everywhere", backends=("torch",))
+    d = simdiff.Derivatives(p, backend="torch", compile=mode).expect_calls(10**6)
+    with pytest.raises(simdiff.LeakError, match=r"x\.detach\(\)"):
+        d.grad(p.x0)
+
+
+def test_what_the_guard_cannot_see_no_grad_block():
+    """Documented limit (docs/errors.md): a ``torch.no_grad()`` block inside the problem is a
+    mode, not a method call on a tensor; the guard does not see it and the derivative misses
+    what it computes ([3, 6] instead of [3, 8]).  The probe catches it where it shows at x0."""
+
+    def fn(x, ops):
+        if float(ops.stop_gradient(x[0])) > 1.0:
+            with torch.no_grad():
+                y = 1.0 * x[1]
+            return x[0] * y + x[1] ** 2
+        return x[0] * x[1] + x[1] ** 2
+
+    d = simdiff.Derivatives(simdiff.Problem(fn, x0=X0, backends=("torch",)), backend="torch")
+    d.grad(X0)
+    np.testing.assert_allclose(d.grad(FAR), [3.0, 6.0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["rosenbrock4", "lj13", "ishigami", "ode_rk4_decay", "heat_modes"])
+def test_guard_is_silent_on_catalogue_problems_at_later_points(name):
+    """simdiff's own detaches (ODE step control, the autograd path's input, ops.stop_gradient)
+    are not the problem's: grad/VJP and an HVP at a second point pass the guard.
+    """
+    import problems
+
+    p = problems.get(name)
+    d = simdiff.Derivatives(p, backend="torch")
+    x1 = np.asarray(p.x0, dtype=float) * (1 + 1e-3)
+    for x in (p.x0, x1):
+        got = d.grad(x) if p.is_scalar else d.vjp(np.ones(p.output_shape), x)
+        assert np.all(np.isfinite(got))
+    if p.is_scalar:
+        assert np.all(np.isfinite(d.hvp(np.ones(p.n), x1)))
+
+
+@pytest.mark.parametrize("module", ["simdiff_examples", "torchdiffeq_like", "__main__"])
+def test_only_torch_and_simdiff_packages_are_exempt(module):
+    """The exemption is by package (``torch``, ``simdiff``), not by name prefix: a problem in
+    a module called ``simdiff_examples`` is watched like any other."""
+    scope = {"__name__": module}
+    exec("def cut(v):\n    return v.detach()\n", scope)  # a helper defined in that module
+    d = simdiff.Derivatives(_problem(scope["cut"], module), backend="torch")
+    d.grad(X0)
+    with pytest.raises(simdiff.LeakError, match=r"x\.detach\(\)"):
+        d.grad(FAR)
