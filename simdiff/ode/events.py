@@ -96,7 +96,10 @@ class Event:
     one step cancel and are not seen (tighten ``rtol`` or lower the step).
     After a non-terminal event, a condition left within ``1e-10 (1 +
     |condition(t0, y0)|)`` of 0 by the update (a bounce starts on the floor)
-    cannot fire again until a step ends away from 0.
+    takes the sign of its rate of change along the solution from there, so a
+    step that leaves 0 and crosses back (a whole flight of the ball in one
+    step) fires it again; where that rate is 0 too, it cannot fire until a
+    step ends away from 0.
 
     Examples
     --------
@@ -238,6 +241,33 @@ class EventSet:
         want_down = ops.asarray([ev.direction in (None, -1) for ev in self.events])
         return armed & ((up & want_up) | (down & want_down))
 
+    def restarted(self, t: Any, y: Any, state: Any, p: Any, tol: Any, step: Any, ops: Any) -> Any:
+        """The conditions that the next step compares with after an event at ``(t, y)``.
+
+        ``y`` is the state after the update and ``state`` the method's state
+        restarted there.  A condition within ``tol`` of 0 (the bounce starts on
+        the floor) takes the sign of its rate of change along the solution
+        from there, ``d/ds condition(t + s, step(t, y, s, state))`` at ``s =
+        0`` (``step``'s slope at 0 is the right-hand side), as ``2 tol`` with
+        that sign: the event is armed, so a step that leaves 0 and crosses
+        back (the ball's whole flight in one step) fires it.  Where the rate
+        is 0 too the value stays, and the event cannot fire until a step ends
+        away from 0.  Stop-gradient values, shape ``(n,)``.
+        """
+        sg = ops.stop_gradient
+        t, y, p, state = sg(t), sg(y), sg(p), tree_map(sg, state)
+        g = sg(self.values(t, y, p, ops))
+        rates = []
+        for ev in self.events:
+
+            def along(s: Any, ev: Event = ev) -> Any:
+                return ops.reshape(ev.condition(t + s, step(t, y, s, state)[0], p, ops), ())
+
+            rates.append(_slope(along, ops.asarray(0.0), ops))
+        rate = sg(ops.stack(rates))
+        lift = (ops.abs(g) <= tol) & (rate != 0.0)
+        return ops.where(lift, ops.where(rate > 0.0, 2.0, -2.0) * tol, g)
+
     def check_start(self, rhs: Any, y0: np.ndarray, t0: float, p: np.ndarray, ops: Any) -> None:
         """Refuse conditions that are not scalars, not finite or 0 at ``(t0, y0)`` (numpy)."""
         t = np.float64(t0)
@@ -272,8 +302,17 @@ class EventSet:
         p: Any,
         dense: Dense,
         ops: Any,
+        step: Any,
     ) -> tuple[Any, Any, Any, Any, Any, Any]:
         """The first event in the step from ``(t, y)`` of length ``h`` among ``trig``.
+
+        ``step(t, y, h, state) -> (y_new, err, state_new)`` is the method's step
+        (the driver's): the event time's value is bracketed on the cheap dense
+        output, and the differentiable corrections and the state at the event
+        use the *shortened step* ``step(t, y, theta h, state)``, the integrator's
+        own solution at ``t + theta h`` (order 5 for Dopri5 where the dense
+        output has order 4), so the derivatives through the event are those of
+        the discrete solver.
 
         Returns ``(theta, k, t_event, y_event, y_plus, terminal)``: the event's
         place in the step (0-d, differentiable), its index (float), time, state
@@ -293,8 +332,9 @@ class EventSet:
             def G_c(theta: Any, G: Any = G) -> Any:
                 return G(theta, data_c, t_c, h_c, p_c)
 
-            def G_d(theta: Any, G: Any = G) -> Any:
-                return G(theta, data, t, h, p)
+            def G_d(theta: Any, ev: Event = ev) -> Any:
+                u = step(t, y, theta * h, state)[0]
+                return ops.reshape(ev.condition(t + theta * h, u, p, ops), ())
 
             theta = _bracketed_root(G_c, g_prev[k], ops)
             for _ in range(int(ev.newton)):
@@ -308,7 +348,7 @@ class EventSet:
         k = ops.sum(ops.where(first, ops.arange(float(self.n)), 0.0))
         terminal = ops.sum(ops.where(first & ops.asarray(list(self.terminal)), 1.0, 0.0)) > 0.5
         t_event = t + theta * h
-        y_event = interp(theta, data)
+        y_event = step(t, y, theta * h, state)[0]
         y_plus = y_event
         for i, ev in enumerate(self.events):
             if ev.update is not None:
