@@ -73,6 +73,7 @@ def closed_state(t_end):
 # ------------------------------------------------------- solve_ivp reference
 def ivp_ball(e, c, h0, v0, t_end=T_END):
     """Bounce times and final state from solve_ivp restarted at each bounce."""
+
     def hit(t, y):
         return y[0]
 
@@ -101,12 +102,13 @@ def test_bounce_times_and_state_closed_form():
 def test_bounce_with_drag_against_solve_ivp():
     c = 0.3
     times, y_end = ivp_ball(E, c, H0, V0)
-    prob = ball(lambda ys, ops, ev: ops.concat([ev.times[:8], ops.stack([ev.count]), ys[-1]]), c=c)
+    prob = ball(lambda ys, ops, ev: ops.concat([ev.times[:12], ops.stack([ev.count]), ys[-1]]),
+                c=c)  # fmt: skip
     out = np.asarray(prob.evaluate())
     n = len(times)
-    assert out[8] == n
+    assert n == 9 and out[12] == n
     np.testing.assert_allclose(out[:n], times, rtol=0, atol=1e-9)
-    np.testing.assert_allclose(out[9:], y_end, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(out[13:], y_end, rtol=0, atol=1e-8)
 
 
 @pytest.mark.parametrize("backend", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
@@ -207,3 +209,18 @@ def test_zeno_ball_chatters_near_the_accumulation_point():
         prob.evaluate()
     t = float(str(info.value).split("chattered at t=")[1].split()[0])
     assert abs(t - t_inf) < 1e-4
+
+
+def test_bounce_with_drag_hessian_against_solve_ivp_differences():
+    # second differences of solve_ivp in e and h0: truncation d^2 t''''/12 ~ 1e-7,
+    # rounding 1e-13 / d^2 = 1e-7 at d = 1e-3
+    c = 0.3
+    prob = ball(lambda ys, ops, ev: ev.times[3], c=c)
+    H = simdiff.hessian(prob, backend="torch")
+    x, d = np.array([E, c, H0, V0]), 1e-3
+    t4 = ivp_ball(*x)[0][3]
+    for i in (0, 2):
+        step = np.zeros(4)
+        step[i] = d
+        fd = (ivp_ball(*(x + step))[0][3] - 2 * t4 + ivp_ball(*(x - step))[0][3]) / d**2
+        assert H[i, i] == pytest.approx(fd, abs=1e-5)
