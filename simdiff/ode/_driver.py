@@ -205,7 +205,7 @@ def _traced_loop(
         _, k, te, ye, yp, terminal = evs.locate(t, h_try, y, state, y_new, trig, g_prev, p,
                                                 dense, ops, step)  # fmt: skip
         state_after = restart(te, yp)
-        g_after = evs.restarted(te, yp, state_after, p, tol, step, ops)
+        g_after = evs.restarted(te, h_try, yp, state_after, p, tol, step, ops)
         return k, te, ye, yp, terminal, state_after, g_after
 
     def quiet(t: Any, h_try: Any, y: Any, state: Any, y_new: Any, trig: Any, g_prev: Any,
@@ -485,8 +485,8 @@ def _drive_eager(
                             break
                         y, state = yp, restart(te, yp)
                         y_c = ops.concrete(sg(yp))
-                        g_after = evs.restarted(te, yp, state, p, ops.asarray(tol.tolist()),
-                                                step, ops)  # fmt: skip
+                        g_after = evs.restarted(te, h_arg, yp, state, p,
+                                                ops.asarray(tol.tolist()), step, ops)  # fmt: skip
                         g_prev = np.asarray(ops.concrete(g_after), dtype=np.float64)
                         continue
                     g_prev = g_new
