@@ -11,6 +11,7 @@ import pytest
 import sympy as sp
 from scipy.integrate import solve_ivp
 
+import problems
 import simdiff
 from simdiff.errors import SolverError
 from simdiff.ode import Event, ODEProblem
@@ -224,3 +225,18 @@ def test_bounce_with_drag_hessian_against_solve_ivp_differences():
         step[i] = d
         fd = (ivp_ball(*(x + step))[0][3] - 2 * t4 + ivp_ball(*(x - step))[0][3]) / d**2
         assert H[i, i] == pytest.approx(fd, abs=1e-5)
+
+
+# ------------------------------------------------------ the catalogue entry
+def test_catalogue_ball_matches_lambert_w_closed_form():
+    p = problems.get("bouncing_ball_drag")
+    x = p.x0
+    # its bounce times against solve_ivp restarted at each bounce (the ODE's trajectory)
+    times, _ = ivp_ball(x[0], x[1], H0, V0, t_end=p.t_span[1])
+    assert float(p.evaluate()) == pytest.approx(times[3], abs=1e-9)
+    # and the exact value and derivatives (Lambert W, mpmath) at the solver's accuracy:
+    # measured errors 6e-12, 8e-11, 8e-10 at rtol 1e-10
+    assert float(p.evaluate()) == pytest.approx(p.exact["value"](x), abs=1e-10)
+    np.testing.assert_allclose(simdiff.grad(p, backend="torch"), p.exact["grad"](x), atol=1e-9)
+    H = simdiff.hessian(p, backend="torch")
+    np.testing.assert_allclose(H, p.exact["hessian"](x), atol=1e-8)
