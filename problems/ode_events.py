@@ -89,7 +89,7 @@ def bouncing_ball_drag() -> ODEProblem:
               "citation": "flight times with linear drag by the Lambert W function: E. Packel, "
               "D. Yuen, 'Projectile motion with resistance and the Lambert W function', College "
               "Math. J. 35 (2004); R. M. Corless et al., Adv. Comput. Math. 5 (1996) 329 (W)",
-              "reference": "closed form (Lambert W, mpmath at 50 digits; derivatives by mpmath.diff)"},
+              "reference": "closed form (Lambert W; mpmath at 50 digits, derivatives by mp.diff)"},
         # the discrete solution's global error over four flights, well above the local rtol
         check_options=CheckOptions(solver_rtol=1e-10, reference_rtol=1e-7),
     )  # fmt: skip

@@ -5,11 +5,10 @@ rtol 1e-10, atol 1e-12, an adaptive step controller):
 
 - ``decay``: ``y' = -k y``, ``y(0) = 1``, terminal event ``y = 1/2``; the
   gradient of the event time with respect to ``k`` (exact: ``-ln 2 / k^2``).
-- ``ball``: a bouncing ball with linear drag, ``x'' = -g - c x'``, from
+- ``ball``: the catalogue's ``bouncing_ball_drag``, ``x'' = -g - c x'`` from
   height 1 at rest, restitution ``e``: at each impact the velocity becomes
   ``-e v``; the gradient of the fourth bounce time with respect to ``(e,
-  c)`` (reference: central differences of SciPy's ``solve_ivp`` events,
-  DOP853 at rtol 1e-13, restarted at each bounce).
+  c)`` (exact: the Lambert-W flight times, in mpmath).
 
 Configurations, timed interleaved in one run (order shuffled each round,
 median of the rounds; ``validation.benchmarks.bench_torch.interleaved``):
@@ -29,7 +28,8 @@ median of the rounds; ``validation.benchmarks.bench_torch.interleaved``):
 Prints first-call seconds (compile on JAX), steady-state medians (ms) and each
 configuration's gradient error against the reference.
 
-    python -m validation.benchmarks.bench_ode_events --repeats 15 > docs/results/bench_ode_events_gradient.txt
+    python -m validation.benchmarks.bench_ode_events --repeats 15 \
+        > docs/results/bench_ode_events_gradient.txt
 """
 
 from __future__ import annotations
@@ -47,9 +47,13 @@ import numpy as np
 import optimistix as optx
 import torch
 import torchdiffeq
-from scipy.integrate import solve_ivp
 
+import problems
 import simdiff
+from problems.ode_events import BALL_BOUNCES as BOUNCES
+from problems.ode_events import BALL_G as G
+from problems.ode_events import BALL_H0 as H0
+from problems.ode_events import BALL_PARAMS
 from simdiff.ode import Dopri5, Event, ODEProblem
 from validation.benchmarks.bench_torch import _timed, interleaved
 
@@ -57,9 +61,7 @@ jax.config.update("jax_enable_x64", True)
 
 RTOL, ATOL = 1e-10, 1e-12
 K = 2.0
-G, E, C, H0 = 9.81, 0.8, 0.3, 1.0
-BOUNCES = 4
-T_END = 2.2  # past the fourth bounce (2.02), before the fifth (2.32)
+E, C = BALL_PARAMS
 
 
 # ------------------------------------------------------------------ decay
@@ -98,14 +100,7 @@ def decay_torchdiffeq(k: float) -> np.ndarray:
 
 # ------------------------------------------------------------------- ball
 def ball_simdiff() -> ODEProblem:
-    return ODEProblem(
-        lambda t, y, p, ops: ops.stack([y[1], -G - p[1] * y[1]]), [H0, 0.0], (0.0, T_END),
-        [E, C],
-        events=[Event(lambda t, y, p, ops: y[0], terminal=False, direction=-1,
-                      update=lambda t, y, p, ops: ops.stack([y[0], -p[0] * y[1]]))],
-        observable=lambda ys, ops, ev: ev.times[BOUNCES - 1],
-        solver=Dopri5(rtol=RTOL, atol=ATOL), name="bouncing_ball_drag",
-    )  # fmt: skip
+    return problems.get("bouncing_ball_drag")  # type: ignore[return-value]
 
 
 def ball_diffrax() -> Callable[[Any], Any]:
@@ -144,31 +139,6 @@ def ball_torchdiffeq(q: np.ndarray) -> np.ndarray:
     return g.numpy()
 
 
-def ivp_bounce_time(e: float, c: float) -> float:
-    """The fourth bounce time by solve_ivp events (DOP853, rtol 1e-13), restarted at each."""
-
-    def hit(t: float, y: np.ndarray) -> float:
-        return y[0]
-
-    hit.terminal, hit.direction = True, -1  # type: ignore[attr-defined]
-    t, y = 0.0, np.array([H0, 0.0])
-    for _ in range(BOUNCES):
-        sol = solve_ivp(lambda t, y: [y[1], -G - c * y[1]], (t, 10.0), y, method="DOP853",
-                        events=hit, rtol=1e-13, atol=1e-14)  # fmt: skip
-        t, ye = float(sol.t_events[0][0]), sol.y_events[0][0]
-        y = np.array([ye[0], -e * ye[1]])
-    return t
-
-
-def ball_reference() -> np.ndarray:
-    """Central differences (step 1e-4) of :func:`ivp_bounce_time` in (e, c)."""
-    d = 1e-4
-    return np.array([
-        (ivp_bounce_time(E + d, C) - ivp_bounce_time(E - d, C)) / (2 * d),
-        (ivp_bounce_time(E, C + d) - ivp_bounce_time(E, C - d)) / (2 * d),
-    ])  # fmt: skip
-
-
 # ------------------------------------------------------------------ run
 def run(name: str, repeats: int, budget: float) -> None:
     if name == "decay":
@@ -182,13 +152,13 @@ def run(name: str, repeats: int, budget: float) -> None:
         what, ref_name = "dt_event/dk", "exact -ln 2 / k^2"
     else:
         prob, x = ball_simdiff(), np.array([E, C])
-        ref = ball_reference()
+        ref = prob.exact["grad"](x)
         dfx, x_j = ball_diffrax(), jnp.asarray([E, C])
         peers = {
             "diffrax (Event, Newton; a solve per bounce)": lambda: np.asarray(dfx(x_j)),
             "torchdiffeq (odeint_event per bounce)": lambda: ball_torchdiffeq(x),
         }
-        what, ref_name = f"d t_{BOUNCES} / d(e, c)", "central differences of solve_ivp events"
+        what, ref_name = f"d t_{BOUNCES} / d(e, c)", "exact, Lambert W"
     dj = simdiff.Derivatives(prob, "jax", check_finite=False)
     dt = simdiff.Derivatives(prob, "torch", check_finite=False)
     calls: dict[str, Callable[[], Any]] = {
