@@ -344,9 +344,12 @@ class EventSet:
                 u = step(t, y, theta * h, state)[0]
                 return ops.reshape(ev.condition(t + theta * h, u, p, ops), ())
 
-            theta = _bracketed_root(G_c, g_prev[k], ops)
-            for _ in range(int(ev.newton)):
-                theta = theta - G_d(theta) / _safe(_slope(G_d, theta, ops), ops)
+            def correct(theta: Any, _: Any, G_d: Any = G_d) -> tuple[Any, None]:
+                return theta - G_d(theta) / _safe(_slope(G_d, theta, ops), ops), None
+
+            # a scan: one step body for every correction (JAX compiles it once)
+            theta, _ = ops.scan(correct, _bracketed_root(G_c, g_prev[k], ops), None,
+                                length=int(ev.newton))  # fmt: skip
             thetas.append(theta)
         th = ops.stack(thetas)
         th_c = ops.where(trig, sg(th), 2.0)
@@ -395,8 +398,10 @@ def _bracketed_root(G: Callable[[Any], Any], g0: Any, ops: Any) -> Any:
         return (ops.where(same, mid, lo), ops.where(same, hi, mid)), None
 
     (lo, hi), _ = ops.scan(halve, (ops.asarray(0.0), ops.asarray(1.0)), None, length=BISECTIONS)
-    theta = 0.5 * (lo + hi)
-    for _ in range(POLISH):
+
+    def polish(theta: Any, _: Any) -> tuple[Any, None]:
         step = G(theta) / _safe(_slope(G, theta, ops), ops)
-        theta = ops.stop_gradient(ops.minimum(ops.maximum(theta - step, lo), hi))
+        return ops.stop_gradient(ops.minimum(ops.maximum(theta - step, lo), hi)), None
+
+    theta, _ = ops.scan(polish, 0.5 * (lo + hi), None, length=POLISH)
     return theta
