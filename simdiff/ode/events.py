@@ -58,8 +58,8 @@ __all__ = ["BISECTIONS", "DELTA", "POLISH", "Event", "EventRecord", "EventSet"]
 BISECTIONS = 16
 #: Stop-gradient Newton iterations after the bisection (clipped to the bracket).
 POLISH = 3
-#: Central-difference step (in units of the step length) of the slope where the
-#: context has no forward-mode AD (the Taylor context).
+#: Central-difference step (in units of the step length) of the slope ``G'``, in
+#: every context.
 DELTA = 6e-6
 #: A condition within this of 0 (relative to ``1 + |condition(t0, y0)|``) after
 #: an event cannot fire again until a step ends away from 0 (a bounce starts at 0).
