@@ -203,9 +203,10 @@ def _traced_loop(
     def fire(t: Any, h_try: Any, y: Any, state: Any, y_new: Any, trig: Any, g_prev: Any,
              state_new: Any, g_new: Any) -> tuple:  # fmt: skip
         _, k, te, ye, yp, terminal = evs.locate(t, h_try, y, state, y_new, trig, g_prev, p,
-                                                dense, ops)  # fmt: skip
-        g_after = sg(evs.values(sg(te), sg(yp), sg(p), ops))
-        return k, te, ye, yp, terminal, restart(te, yp), g_after
+                                                dense, ops, step)  # fmt: skip
+        state_after = restart(te, yp)
+        g_after = evs.restarted(te, h_try, yp, state_after, p, tol, step, ops)
+        return k, te, ye, yp, terminal, state_after, g_after
 
     def quiet(t: Any, h_try: Any, y: Any, state: Any, y_new: Any, trig: Any, g_prev: Any,
               state_new: Any, g_new: Any) -> tuple:  # fmt: skip
@@ -465,7 +466,7 @@ def _drive_eager(
                     if trig.any():
                         _, k, te, ye, yp, terminal = evs.locate(
                             t_arg, h_arg, y, state, y_new, ops.asarray(trig.tolist()),
-                            ops.asarray(g_prev.tolist()), p, dense, ops,
+                            ops.asarray(g_prev.tolist()), p, dense, ops, step,
                         )  # fmt: skip
                         kc = round(float(ops.concrete(k)))
                         te_c = float(ops.concrete(sg(te)))
@@ -484,9 +485,9 @@ def _drive_eager(
                             break
                         y, state = yp, restart(te, yp)
                         y_c = ops.concrete(sg(yp))
-                        g_prev = np.asarray(
-                            ops.concrete(sg(evs.values(sg(te), y_c, sg(p), ops))), dtype=np.float64
-                        )
+                        g_after = evs.restarted(te, h_arg, yp, state, p,
+                                                ops.asarray(tol.tolist()), step, ops)  # fmt: skip
+                        g_prev = np.asarray(ops.concrete(g_after), dtype=np.float64)
                         continue
                     g_prev = g_new
                 if t_d is not None:

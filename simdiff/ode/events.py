@@ -12,8 +12,12 @@ end values and slopes for the other solvers):
    event time's value;
 2. from that value, ``Event.newton`` differentiable Newton corrections
    ``theta <- theta - G(theta) / G'(theta)`` on ``G(theta) = condition(t +
-   theta h, u(theta), p)`` with ``u`` the dense output, whose coefficients
-   are functions of the parameters: the event time's derivatives.
+   theta h, u(theta), p)`` with ``u(theta) = step(t, y, theta h)`` the
+   *shortened step*: the method's own step from the step's start to ``t +
+   theta h``, a function of the parameters like every step.  The event time's
+   derivatives are those of the root of the discrete solution, and the state
+   at the event is that shortened step's (Dopri5: order 5, where the dense
+   output has order 4).
 
 Why the corrections give exact derivatives: the stop-gradient root ``theta_0``
 has the right value and zero derivatives, so its error as a function of the
@@ -22,12 +26,13 @@ error, ``e_{k+1} = O(e_k^2)``, so after ``n`` steps the error is ``O(|dp|^(2^n))
 and the derivatives of orders ``1 .. 2^n - 1`` are those of the exact root of
 ``G`` (the implicit function theorem's, to every one of those orders).  The
 default ``newton=3`` covers orders up to 7; a higher ``taylor`` order needs a
-larger ``newton``.  The slope ``G'`` is the context's forward-mode derivative
-(``ops.jacfwd``: ``jax.jacfwd``, ``torch.func.jacfwd``); the Taylor context
-has none and uses a central difference of ``G`` with step
-``DELTA = 6e-6`` (of the step), whose relative error ``~1e-11`` is the factor by which
-each correction shrinks the derivatives' error, so Taylor-mode derivatives
-agree with the nested ones to about ``1e-10`` relative.
+larger ``newton``.  The slope ``G'`` is a central difference of ``G`` with
+step :data:`DELTA` (of the step) in every context, so every backend and every
+mode does the same arithmetic (forward-mode AD of a step costs about 35 times
+the step on eager torch).  A slope with relative error ``r`` turns the
+squaring into ``e_{k+1} = r e_k + O(e_k^2)``: the derivatives after ``n``
+corrections are the exact root's to ``O(r^(n-1))`` relative, with ``r`` about
+``1e-10`` (truncation ``DELTA^2`` and rounding ``eps / DELTA`` of ``G``'s scale).
 
 Every derivative mode (gradient, HVP, Hessian, Taylor) differentiates this same
 arithmetic: the event time is a smooth function of the parameters wherever the
@@ -45,16 +50,16 @@ from typing import Any
 import numpy as np
 
 from .._tree import tree_map
-from ..errors import InputError, InputTypeError, ShapeError, UnsupportedError
+from ..errors import InputError, InputTypeError, ShapeError
 
 __all__ = ["BISECTIONS", "DELTA", "POLISH", "Event", "EventRecord", "EventSet"]
 
 #: Halvings of the step by which the stop-gradient root is bracketed.
-BISECTIONS = 30
+BISECTIONS = 16
 #: Stop-gradient Newton iterations after the bisection (clipped to the bracket).
 POLISH = 3
-#: Central-difference step (in units of the step length) of the slope where the
-#: context has no forward-mode AD (the Taylor context).
+#: Central-difference step (in units of the step length) of the slope ``G'``, in
+#: every context.
 DELTA = 6e-6
 #: A condition within this of 0 (relative to ``1 + |condition(t0, y0)|``) after
 #: an event cannot fire again until a step ends away from 0 (a bounce starts at 0).
@@ -96,7 +101,10 @@ class Event:
     one step cancel and are not seen (tighten ``rtol`` or lower the step).
     After a non-terminal event, a condition left within ``1e-10 (1 +
     |condition(t0, y0)|)`` of 0 by the update (a bounce starts on the floor)
-    cannot fire again until a step ends away from 0.
+    takes the sign of its rate of change along the solution from there, so a
+    step that leaves 0 and crosses back (a whole flight of the ball in one
+    step) fires it again; where that rate is 0 too, it cannot fire until a
+    step ends away from 0.
 
     Examples
     --------
@@ -238,6 +246,36 @@ class EventSet:
         want_down = ops.asarray([ev.direction in (None, -1) for ev in self.events])
         return armed & ((up & want_up) | (down & want_down))
 
+    def restarted(
+        self, t: Any, h: Any, y: Any, state: Any, p: Any, tol: Any, step: Any, ops: Any
+    ) -> Any:
+        """The conditions that the next step compares with after an event at ``(t, y)``.
+
+        ``y`` is the state after the update and ``state`` the method's state
+        restarted there.  A condition within ``tol`` of 0 (the bounce starts on
+        the floor) takes the sign of its rate of change along the solution
+        from there, ``d/ds condition(t + s, step(t, y, s, state))`` at ``s =
+        0`` (``step``'s slope at 0 is the right-hand side; a central
+        difference over ``DELTA h``, ``h`` the step that found the event), as ``2 tol`` with
+        that sign: the event is armed, so a step that leaves 0 and crosses
+        back (the ball's whole flight in one step) fires it.  Where the rate
+        is 0 too the value stays, and the event cannot fire until a step ends
+        away from 0.  Stop-gradient values, shape ``(n,)``.
+        """
+        sg = ops.stop_gradient
+        t, y, p, state, h = sg(t), sg(y), sg(p), tree_map(sg, state), sg(h)
+        g = sg(self.values(t, y, p, ops))
+        rates = []
+        for ev in self.events:
+
+            def along(s: Any, ev: Event = ev) -> Any:
+                return ops.reshape(ev.condition(t + s, step(t, y, s, state)[0], p, ops), ())
+
+            rates.append(_slope(along, ops.asarray(0.0), ops, DELTA * h))
+        rate = sg(ops.stack(rates))
+        lift = (ops.abs(g) <= tol) & (rate != 0.0)
+        return ops.where(lift, ops.where(rate > 0.0, 2.0, -2.0) * tol, g)
+
     def check_start(self, rhs: Any, y0: np.ndarray, t0: float, p: np.ndarray, ops: Any) -> None:
         """Refuse conditions that are not scalars, not finite or 0 at ``(t0, y0)`` (numpy)."""
         t = np.float64(t0)
@@ -272,8 +310,17 @@ class EventSet:
         p: Any,
         dense: Dense,
         ops: Any,
+        step: Any,
     ) -> tuple[Any, Any, Any, Any, Any, Any]:
         """The first event in the step from ``(t, y)`` of length ``h`` among ``trig``.
+
+        ``step(t, y, h, state) -> (y_new, err, state_new)`` is the method's step
+        (the driver's): the event time's value is bracketed on the cheap dense
+        output, and the differentiable corrections and the state at the event
+        use the *shortened step* ``step(t, y, theta h, state)``, the integrator's
+        own solution at ``t + theta h`` (order 5 for Dopri5 where the dense
+        output has order 4), so the derivatives through the event are those of
+        the discrete solver.
 
         Returns ``(theta, k, t_event, y_event, y_plus, terminal)``: the event's
         place in the step (0-d, differentiable), its index (float), time, state
@@ -293,12 +340,16 @@ class EventSet:
             def G_c(theta: Any, G: Any = G) -> Any:
                 return G(theta, data_c, t_c, h_c, p_c)
 
-            def G_d(theta: Any, G: Any = G) -> Any:
-                return G(theta, data, t, h, p)
+            def G_d(theta: Any, ev: Event = ev) -> Any:
+                u = step(t, y, theta * h, state)[0]
+                return ops.reshape(ev.condition(t + theta * h, u, p, ops), ())
 
-            theta = _bracketed_root(G_c, g_prev[k], ops)
-            for _ in range(int(ev.newton)):
-                theta = theta - G_d(theta) / _safe(_slope(G_d, theta, ops), ops)
+            def correct(theta: Any, _: Any, G_d: Any = G_d) -> tuple[Any, None]:
+                return theta - G_d(theta) / _safe(_slope(G_d, theta, ops), ops), None
+
+            # a scan: one step body for every correction (JAX compiles it once)
+            theta, _ = ops.scan(correct, _bracketed_root(G_c, g_prev[k], ops), None,
+                                length=int(ev.newton))  # fmt: skip
             thetas.append(theta)
         th = ops.stack(thetas)
         th_c = ops.where(trig, sg(th), 2.0)
@@ -308,7 +359,7 @@ class EventSet:
         k = ops.sum(ops.where(first, ops.arange(float(self.n)), 0.0))
         terminal = ops.sum(ops.where(first & ops.asarray(list(self.terminal)), 1.0, 0.0)) > 0.5
         t_event = t + theta * h
-        y_event = interp(theta, data)
+        y_event = step(t, y, theta * h, state)[0]
         y_plus = y_event
         for i, ev in enumerate(self.events):
             if ev.update is not None:
@@ -321,13 +372,14 @@ def _safe(slope: Any, ops: Any) -> Any:
     return ops.where(ops.abs(slope) > 0.0, slope, 1.0)
 
 
-def _slope(G: Callable[[Any], Any], theta: Any, ops: Any) -> Any:
-    """``G'(theta)``: forward-mode AD where the context has it, else a central difference."""
-    try:
-        jac = ops.jacfwd(lambda a: ops.reshape(G(a[0]), (1,)))(ops.reshape(theta, (1,)))
-    except UnsupportedError:
-        return (G(theta + DELTA) - G(theta - DELTA)) / (2.0 * DELTA)
-    return ops.reshape(jac, ())
+def _slope(G: Callable[[Any], Any], theta: Any, ops: Any, delta: Any = DELTA) -> Any:
+    """``G'(theta)`` by the central difference ``(G(theta + delta) - G(theta - delta)) / 2 delta``.
+
+    Differentiable like ``G``; the same arithmetic in every context (no
+    forward-mode AD, which the Taylor context lacks and eager torch runs
+    slowly).
+    """
+    return (G(theta + delta) - G(theta - delta)) / (2.0 * delta)
 
 
 def _bracketed_root(G: Callable[[Any], Any], g0: Any, ops: Any) -> Any:
@@ -346,8 +398,10 @@ def _bracketed_root(G: Callable[[Any], Any], g0: Any, ops: Any) -> Any:
         return (ops.where(same, mid, lo), ops.where(same, hi, mid)), None
 
     (lo, hi), _ = ops.scan(halve, (ops.asarray(0.0), ops.asarray(1.0)), None, length=BISECTIONS)
-    theta = 0.5 * (lo + hi)
-    for _ in range(POLISH):
+
+    def polish(theta: Any, _: Any) -> tuple[Any, None]:
         step = G(theta) / _safe(_slope(G, theta, ops), ops)
-        theta = ops.stop_gradient(ops.minimum(ops.maximum(theta - step, lo), hi))
+        return ops.stop_gradient(ops.minimum(ops.maximum(theta - step, lo), hi)), None
+
+    theta, _ = ops.scan(polish, 0.5 * (lo + hi), None, length=POLISH)
     return theta
