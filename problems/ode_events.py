@@ -14,7 +14,7 @@ solver and of the event machinery.
 
 from __future__ import annotations
 
-import mpmath as mp  # installed with torch (torch requires sympy, sympy requires mpmath)
+import mpmath as mp
 import numpy as np
 
 from simdiff import CheckOptions

@@ -35,7 +35,8 @@ RESULTS = ROOT / "docs" / "results"
 class Benchmark:
     """One result file of ``docs/results`` and the run that makes it.
 
-    ``output`` is written from the module's standard output (unless
+    ``module`` is a module of this package, or a dotted module path
+    (``simdiff.cli``).  ``output`` is written from the module's standard output (unless
     ``stdout`` is false: the module writes ``output`` itself, atomically);
     ``writes`` are further files the module writes (its ``--out``); ``each`` runs the module
     once per item, in a fresh process each, with the item as the last
@@ -60,7 +61,11 @@ class Benchmark:
         head = "TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) " if self.fresh_inductor_cache else ""
         head += "".join(f"{k}={v} " for k, v in self.env.items())
         tail = " <each of: " + " ".join(self.each) + ">" if self.each else ""
-        return f"{head}python -m validation.benchmarks.{self.module} {' '.join(self.args)}{tail}"
+        return f"{head}python -m {self.module_path} {' '.join(self.args)}{tail}"
+
+    @property
+    def module_path(self) -> str:
+        return self.module if "." in self.module else f"validation.benchmarks.{self.module}"
 
 
 _TORCH_CATALOGUE = ("--rounds", "10", "--budget", "1.5")
@@ -187,6 +192,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "3",
         ),
     ),
+    Benchmark("bench_ode_events_gradient.txt", "bench_ode_events", ("--repeats", "15")),
+    Benchmark("check_bouncing_ball_drag.txt", "simdiff.cli", ("check", "bouncing_ball_drag")),
     # docs/pes.md
     Benchmark(
         "bench_pes_scaling.md",
@@ -311,7 +318,7 @@ def run(b: Benchmark) -> int:
         if b.fresh_inductor_cache:
             env["TORCHINDUCTOR_CACHE_DIR"] = inductor
         for item in b.each or (None,):
-            cmd = [sys.executable, "-m", f"validation.benchmarks.{b.module}", *b.args]
+            cmd = [sys.executable, "-m", b.module_path, *b.args]
             cmd += [item] if item is not None else []
             done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
             body.append(done.stdout)
