@@ -140,7 +140,7 @@ class JaxOps(XPOps):
 
     @staticmethod
     def jacfwd(fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``jax.jacfwd`` in the first argument: ``d fn(z, *consts) / dz``, usable inside a solver."""
+        """``jax.jacfwd`` in the first argument, ``d fn(z, *consts) / dz``, inside a solver."""
         return jax.jacfwd(fn, argnums=0)
 
     @staticmethod

@@ -45,7 +45,9 @@ class NumpyOps(XPOps, LoopOps):
         return np.errstate(all="ignore")
 
     def jacfwd(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``d fn(z, *consts) / dz`` by central differences (numpy has no AD), step ``eps**(1/3) max(1, |z_i|)``.
+        """``d fn(z, *consts) / dz`` by central differences (numpy has no AD).
+
+        The step is ``eps**(1/3) max(1, |z_i|)``; ``consts`` are passed through.
 
         For solvers that need ``df/dy`` (Rosenbrock methods) when run in the
         numpy context; accurate to about ``eps**(2/3)`` relative.
@@ -65,9 +67,8 @@ class NumpyOps(XPOps, LoopOps):
             for i in range(z.shape[0]):
                 dz = np.zeros_like(z)
                 dz[i] = eps * max(1.0, abs(float(z[i])))
-                cols.append(
-                    (np.asarray(fn(z + dz, *consts)) - np.asarray(fn(z - dz, *consts))) / (2 * dz[i])
-                )
+                up, down = np.asarray(fn(z + dz, *consts)), np.asarray(fn(z - dz, *consts))
+                cols.append((up - down) / (2 * dz[i]))
             return np.stack(cols, axis=-1)
 
         return jac

@@ -12,7 +12,10 @@ AD, uses central differences (step ``eps^(1/3) max(1, |z|)``, error about
 ``J`` is evaluated once per step, at the step's start, and every stage of the
 step reuses it (a Rosenbrock method's order conditions assume one ``J`` per
 step); a rejected step's ``J`` is recomputed at the same point, since the
-step is a pure function of ``(t, y, h)``.
+step is a pure function of ``(t, y, h)``.  ``W`` is likewise factorised once
+per step: ``W^-1 = ops.linalg.solve(W, I)``, and each stage is one matrix
+product with it (a dense inverse costs about three LU factorisations, against
+the one factorisation per stage a solve per stage would make).
 """
 
 from __future__ import annotations
@@ -236,8 +239,9 @@ class Rodas3(RosenbrockMethod):
     Notes
     -----
     Each step evaluates ``J`` once (one ``jacfwd`` of the right-hand side),
-    reused by the four stages, and solves four linear systems with ``W = I -
-    h J / 2`` by ``ops.linalg.solve``.  Derivatives with respect to parameters
+    reused by the four stages, and factorises ``W = I - h J / 2`` once: its
+    inverse, ``ops.linalg.solve(W, I)``, is applied to each stage's right-hand
+    side by a matrix product.  Derivatives with respect to parameters
     differentiate through ``J`` too (second derivatives of the right-hand side
     appear): they are the exact derivatives of the discrete solution for the
     accepted step sequence, as for :class:`~simdiff.ode.Dopri5`, whose Notes on

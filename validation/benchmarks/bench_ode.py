@@ -549,7 +549,8 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
     atol = 1e-3 * rtol  # diffrax Kvaerno5 at rtol 1e-9 fails (NaN) with atol 1e-13
     configs: dict[str, Any] = {}
     for be in backends:
-        configs[f"simdiff-{be} Rodas5P"] = simdiff.Derivatives(hires_problem(rtol, atol), backend=be)
+        configs[f"simdiff-{be} Rodas5P"] = simdiff.Derivatives(
+            hires_problem(rtol, atol), backend=be)  # fmt: skip
     configs["diffrax Kvaerno5"] = simdiff.Derivatives(
         hires_problem(rtol, atol, solver="kvaerno5"), backend="jax")  # fmt: skip
     first: dict[str, float] = {}
@@ -582,7 +583,8 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
     for name in configs:
         ev, eg = errs[name]
         print(f"| {name} | {med[name]:.2f} | {med[name] / base:.2f}x | {first[name]:.1f} "
-              f"| {rss_first[name]:.0f} | {rss_later[name]:.0f} | {ev:.1e} | {eg:.1e} |")  # fmt: skip
+              f"| {rss_first[name]:.0f} | {rss_later[name]:.0f} | {ev:.1e} "
+              f"| {eg:.1e} |")  # fmt: skip
     print(f"- reference gradient (Radau sensitivities, rtol 1e-11): {np.array2string(grad_ref)}")
     return {"median_s": med, "first_s": first, "rss_first_mb": rss_first,
             "rss_later_mb": rss_later, "errors": errs}  # fmt: skip
@@ -623,7 +625,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.max_steps_sweep:
         p = lv_long() if args.problem == "long" else problems.get("lotka_volterra_fit")
         return max_steps_sweep(p, args.max_steps_sweep, args.repeats)
-    todo = ["long", "catalogue", "robertson", "hires", "memory"] if args.problem == "all" else [args.problem]
+    todo = (
+        ["long", "catalogue", "robertson", "hires", "memory"]
+        if args.problem == "all"
+        else [args.problem]
+    )
     for what in todo:
         print()
         if what == "long":
