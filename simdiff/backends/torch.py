@@ -78,8 +78,9 @@ def solve(a: Any, b: Any) -> Any:
     reverse pass is two matrix products.  (``lu_factor`` + ``lu_solve`` nest
     correctly too, but their reverse pass unpacks the factors with
     ``triu``/``tril``, which start an intra-op parallel region even for an
-    8x8 matrix: 14 ms a call measured on two loaded cores against 1 us on one
-    thread, the main cost of a torch Rodas5P gradient.)  The forward error is
+    8x8 matrix: a mean 35 ms a call on two cores shared with other jobs
+    against 1 us on one thread, ``docs/results/probe_torch_rosenbrock.txt``;
+    it was the main cost of a torch Rodas5P gradient.)  The forward error is
     of the order of ``cond(a) * eps``, as for an LU solve.  ``b`` of shape
     ``a.shape[:-1]`` is a vector, as in ``torch.linalg.solve``.  A singular
     ``a`` raises torch's ``_LinAlgError`` (a ``RuntimeError``), as ``solve`` does.
@@ -571,9 +572,10 @@ class TorchOps(LoopOps):
         the ``jvp`` as primals with zero tangents.  A tensor closed over
         instead is a plain tensor inside the transform, and an operation
         mixing it with a dual, batched one takes torch's decomposition path
-        (Python reference implementations): measured 24 ms against 5 ms for
-        the Jacobian of the 8-species HIRES right-hand side with its 12 rate
-        constants closed over and passed, respectively.
+        (Python reference implementations): 26 ms against 4.7 ms for the
+        Jacobian of the 8-species HIRES right-hand side with its 12 rate
+        constants closed over and passed, respectively
+        (``docs/results/probe_torch_rosenbrock.txt``).
         """
 
         def jac(z: Any, *consts: Any) -> Any:
