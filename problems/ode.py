@@ -337,7 +337,7 @@ HIRES_REFERENCE = (
 #: rtol 1e-6, atol 1e-8, first step 0.03.  The automatic first step (3.2e-4 here) makes
 #: that step's error estimate rounding noise (local error ~1e-18), so the next step size,
 #: and with it y8(T) to ~3e-9, depended on each backend's rounding (JAX against torch);
-#: from h0 = 0.03 they agree to 1e-13 (measured).
+#: from h0 = 0.03 the values agree to 1e-13, the gradients to 9e-11 (measured).
 HIRES_SOLVER = Rodas5P(rtol=1e-6, atol=1e-8, max_steps=1000, h0=0.03)
 
 
