@@ -94,6 +94,37 @@ def test_jacfwd_inside_a_solver(name) -> None:
     np.testing.assert_allclose(got, exact, rtol=0, atol=tol)
 
 
+@pytest.mark.parametrize("name", ["numpy", "jax", "torch"])
+def test_jacfwd_passes_constants_through(name) -> None:
+    # ops.jacfwd(fn)(z, *consts): d fn / dz only; a constant may be a tensor (torch passes it
+    # into the jvp with a zero tangent) or anything else (passed as it is)
+    ops = get_ops(name)
+    z, c = ops.asarray([1.0, 3.0]), ops.asarray([2.0, -1.0])
+
+    def g(y, k, scale):
+        return ops.stack([k[0] * y[0] ** 2 * y[1], scale * k[1] * ops.sin(y[1])])
+
+    got = get_backend(name).to_numpy(ops.jacfwd(g)(z, c, 0.5))
+    exact = np.array([[12.0, 2.0], [0.0, -0.5 * np.cos(3.0)]])
+    tol = 1e-8 if name == "numpy" else 1e-14
+    np.testing.assert_allclose(got, exact, rtol=0, atol=tol)
+
+
+def test_torch_jacfwd_constants_carry_outer_gradients() -> None:
+    # the constant's outer reverse-mode derivative survives the inner forward transform:
+    # d/dk sum(J) for J = d/dy (k y^2) = 2 k y, so the gradient is sum(2 y) = 8
+    import torch
+
+    ops = get_ops("torch")
+    k = torch.tensor(3.0, dtype=torch.float64, requires_grad=True)
+    J = ops.jacfwd(lambda y, kk: kk * y**2)(torch.tensor([1.0, 3.0], dtype=torch.float64), k)
+    (g,) = torch.autograd.grad(J.sum(), k)
+    assert float(g) == pytest.approx(8.0, rel=1e-14)
+    hvp = torch.func.grad(lambda kk: ops.jacfwd(lambda y, c: c**2 * y**2)(
+        torch.tensor([1.0, 3.0], dtype=torch.float64), kk).sum())(k.detach())  # fmt: skip
+    assert float(hvp) == pytest.approx(2 * 3.0 * 8.0, rel=1e-14)
+
+
 def test_jacfwd_refused_where_the_context_has_none() -> None:
     with pytest.raises(UnsupportedError, match="ops.jacfwd is not available in the 'taylor'"):
         TaylorOps(get_ops("numpy"), 2).jacfwd(lambda y: y)

@@ -25,7 +25,7 @@ from simdiff.ode import ForwardAdjoint, ODEProblem
 T = get_backend("torch")
 OPS = T.ops()
 TORCH_ENTRIES = [n for n in problems.names() if problems.get(n).supports("torch")]
-SLOW = {"burgers_colehopf", "robertson", "lv4_mean_prey", "lv4_observations"}
+SLOW = {"burgers_colehopf", "robertson", "hires", "lv4_mean_prey", "lv4_observations"}
 
 
 def _function(name: str):

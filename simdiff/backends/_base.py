@@ -121,7 +121,7 @@ class Ops(Protocol):
     @property
     def eager(self) -> bool: ...
     def concrete(self, x: Array, /) -> Any: ...
-    def jacfwd(self, fn: Callable[[Array], Array], /) -> Callable[[Array], Array]: ...
+    def jacfwd(self, fn: Callable[..., Array], /) -> Callable[..., Array]: ...
     def errstate(self) -> AbstractContextManager[Any]: ...
     def forward_only(self, x: Array, message: str, /) -> Array: ...
 
@@ -292,8 +292,9 @@ class OpsBase:
         """Silence floating-point warnings for a block (numpy emits them; the others do not)."""
         return contextlib.nullcontext()
 
-    def jacfwd(self, fn: Callable[[Array], Array]) -> Callable[[Array], Array]:
-        """Forward-mode Jacobian of ``fn`` inside a solver (the context's own transform)."""
+    def jacfwd(self, fn: Callable[..., Array]) -> Callable[..., Array]:
+        """Forward-mode Jacobian ``d fn(z, *consts) / dz`` inside a solver (the context's own
+        transform); ``consts`` are passed through undifferentiated."""
         raise UnsupportedError(
             f"ops.jacfwd is not available in the {self.name!r} context; pass an analytic "
             "Jacobian instead"

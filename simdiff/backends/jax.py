@@ -139,9 +139,9 @@ class JaxOps(XPOps):
         return jax.lax.stop_gradient(x)
 
     @staticmethod
-    def jacfwd(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        """``jax.jacfwd``: forward-mode Jacobian, usable inside a solver."""
-        return jax.jacfwd(fn)
+    def jacfwd(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``jax.jacfwd`` in the first argument, ``d fn(z, *consts) / dz``, inside a solver."""
+        return jax.jacfwd(fn, argnums=0)
 
     @staticmethod
     def concrete(x: Any) -> Any:

@@ -44,8 +44,10 @@ class NumpyOps(XPOps, LoopOps):
         """``numpy.errstate(all="ignore")``: no overflow/invalid warnings inside the block."""
         return np.errstate(all="ignore")
 
-    def jacfwd(self, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        """Jacobian by central differences (numpy has no AD), step ``eps**(1/3) max(1, |z_i|)``.
+    def jacfwd(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``d fn(z, *consts) / dz`` by central differences (numpy has no AD).
+
+        The step is ``eps**(1/3) max(1, |z_i|)``; ``consts`` are passed through.
 
         For solvers that need ``df/dy`` (Rosenbrock methods) when run in the
         numpy context; accurate to about ``eps**(2/3)`` relative.
@@ -58,14 +60,15 @@ class NumpyOps(XPOps, LoopOps):
                [0., 6.]])
         """
 
-        def jac(z: Any) -> Any:
+        def jac(z: Any, *consts: Any) -> Any:
             z = np.asarray(z, dtype=self.dtype)
             eps = np.finfo(self.dtype).eps ** (1 / 3)
             cols = []
             for i in range(z.shape[0]):
                 dz = np.zeros_like(z)
                 dz[i] = eps * max(1.0, abs(float(z[i])))
-                cols.append((np.asarray(fn(z + dz)) - np.asarray(fn(z - dz))) / (2 * dz[i]))
+                up, down = np.asarray(fn(z + dz, *consts)), np.asarray(fn(z - dz, *consts))
+                cols.append((up - down) / (2 * dz[i]))
             return np.stack(cols, axis=-1)
 
         return jac

@@ -66,19 +66,27 @@ _FLOAT_VALUED = frozenset(
 
 
 def solve(a: Any, b: Any) -> Any:
-    """``torch.linalg.solve(a, b)`` by ``lu_factor`` and ``lu_solve``.
+    """``torch.linalg.solve(a, b)`` as ``torch.linalg.inv(a) @ b``.
 
     ``torch.linalg.solve``'s second-order forward-mode derivative (a JVP of a
-    JVP) is wrong in torch 2.13: on a 2x2 system it differs from JAX's, from
-    a central difference of the first JVP and from ``lu_solve``'s by up to
-    30% (``tests/test_backends.py``); the nested directional derivatives of
-    a Rosenbrock solve (Rodas3 on robertson) were 3% off.  ``b`` of shape
+    JVP) is wrong in torch 2.13: on a 2x2 system it differs from JAX's and
+    from a central difference of the first JVP by up to 30%
+    (``tests/test_backends.py``); the nested directional derivatives of a
+    Rosenbrock solve (Rodas3 on robertson) were 3% off.  ``linalg.inv``'s
+    derivatives are written in terms of the inverse itself (``-A^-1 dA A^-1``
+    forward, ``-A^-T G A^-T`` in reverse), so they nest correctly, and its
+    reverse pass is two matrix products.  (``lu_factor`` + ``lu_solve`` nest
+    correctly too, but their reverse pass unpacks the factors with
+    ``triu``/``tril``, which start an intra-op parallel region even for an
+    8x8 matrix: a mean 35 ms a call on two cores shared with other jobs
+    against 1 us on one thread, ``docs/results/probe_torch_rosenbrock.txt``;
+    it was the main cost of a torch Rodas5P gradient.)  The forward error is
+    of the order of ``cond(a) * eps``, as for an LU solve.  ``b`` of shape
     ``a.shape[:-1]`` is a vector, as in ``torch.linalg.solve``.  A singular
     ``a`` raises torch's ``_LinAlgError`` (a ``RuntimeError``), as ``solve`` does.
     """
     vec = b.ndim == a.ndim - 1
-    lu, pivots = torch.linalg.lu_factor(a)
-    x = torch.linalg.lu_solve(lu, pivots, b.unsqueeze(-1) if vec else b)
+    x = torch.matmul(torch.linalg.inv(a), b.unsqueeze(-1) if vec else b)
     return x.squeeze(-1) if vec else x
 
 
@@ -556,9 +564,39 @@ class TorchOps(LoopOps):
         return _ForwardOnly.apply(x, message)
 
     @staticmethod
-    def jacfwd(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        """``torch.func.jacfwd``: forward-mode Jacobian, usable inside a solver."""
-        return torch.func.jacfwd(fn)
+    def jacfwd(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Forward-mode Jacobian ``d fn(z, *consts) / dz``, usable inside a solver.
+
+        ``torch.func.vmap`` of ``torch.func.jvp`` over the unit tangents (what
+        ``torch.func.jacfwd`` does), with the tensors in ``consts`` entering
+        the ``jvp`` as primals with zero tangents.  A tensor closed over
+        instead is a plain tensor inside the transform, and an operation
+        mixing it with a dual, batched one takes torch's decomposition path
+        (Python reference implementations): 26 ms against 4.7 ms for the
+        Jacobian of the 8-species HIRES right-hand side with its 12 rate
+        constants closed over and passed, respectively
+        (``docs/results/probe_torch_rosenbrock.txt``).
+        """
+
+        def jac(z: Any, *consts: Any) -> Any:
+            idx = [i for i, c in enumerate(consts) if isinstance(c, torch.Tensor)]
+
+            def g(zz: Any, *tensors: Any) -> Any:
+                args = list(consts)
+                for i, c in zip(idx, tensors, strict=True):
+                    args[i] = c
+                return fn(zz, *args)
+
+            prim = tuple(consts[i] for i in idx)
+            zeros = tuple(torch.zeros_like(c) for c in prim)
+            eye = torch.eye(int(z.shape[0]), dtype=z.dtype, device=z.device)
+
+            def column(v: Any) -> Any:
+                return torch.func.jvp(g, (z, *prim), (v, *zeros))[1]
+
+            return torch.movedim(torch.func.vmap(column)(eye), 0, -1)
+
+        return jac
 
     def concrete(self, x: Any) -> Any:
         """``x`` as numpy, or ``None`` when it has no value now.

@@ -1,7 +1,7 @@
 """Rodas5P: an adaptive, stiffly accurate, L-stable Rosenbrock method of order 5 (embedded order 4).
 
-Eight stages, one Jacobian per step (reused by every stage), eight linear
-solves with the same ``W = I - h gamma J``.  The coefficients are those of
+Eight stages, one Jacobian per step (reused by every stage), one inverse of
+``W = I - h gamma J`` per step applied to the eight stages.  The coefficients are those of
 Steinebach (2023), as tabulated in OrdinaryDiffEq.jl
 (``src/tableaus/rosenbrock_tableaus.jl``, ``Rodas5PTableau``), written here in
 the same Hairer–Wanner form (:class:`~simdiff.ode.rosenbrock.RosenbrockTableau`):
@@ -113,10 +113,11 @@ class Rodas5P(RosenbrockMethod):
     -----
     A step evaluates ``J = df/dy`` and ``df/dt`` once (one ``jacfwd`` of the
     right-hand side over ``(t, y)``: ``dim + 1`` forward-mode products), which
-    all eight stages reuse, then eight right-hand sides and eight solves with
-    ``W = I - h gamma J`` (``gamma = 0.2119``) by ``ops.linalg.solve``.  Cost per
-    step, dense Jacobian: one Jacobian, about ``8 dim^3 / 3`` flops of
-    factorisations, eight right-hand sides.  The error estimate is the last
+    all eight stages reuse, then eight right-hand sides, and one inversion of
+    ``W = I - h gamma J`` (``gamma = 0.2119``, ``ops.linalg.solve(W, I)``)
+    applied to each stage by a matrix product.  Cost per step, dense
+    Jacobian: one Jacobian, about ``2 dim^3`` flops for the inverse and ``8
+    dim^2`` for the stages, eight right-hand sides.  The error estimate is the last
     stage's increment ``K_8`` (embedded order 4).  Save times are reached
     exactly (the step is shortened to land on them, as for every simdiff
     solver); :func:`rodas5p_dense` is the method's interpolant inside a step.

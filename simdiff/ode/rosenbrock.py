@@ -12,7 +12,10 @@ AD, uses central differences (step ``eps^(1/3) max(1, |z|)``, error about
 ``J`` is evaluated once per step, at the step's start, and every stage of the
 step reuses it (a Rosenbrock method's order conditions assume one ``J`` per
 step); a rejected step's ``J`` is recomputed at the same point, since the
-step is a pure function of ``(t, y, h)``.
+step is a pure function of ``(t, y, h)``.  ``W`` is likewise factorised once
+per step: ``W^-1 = ops.linalg.solve(W, I)``, and each stage is one matrix
+product with it (a dense inverse costs about three LU factorisations, against
+the one factorisation per stage a solve per stage would make).
 """
 
 from __future__ import annotations
@@ -92,11 +95,11 @@ def rhs_jacobian(
     """
     z = ops.concat([ops.reshape(t, (1,)), y])
 
-    def g(zz: Any) -> Any:
-        return rhs(zz[0], zz[1:], p, ops)
+    def g(zz: Any, pp: Any) -> Any:
+        return rhs(zz[0], zz[1:], pp, ops)
 
     try:
-        jz = ops.jacfwd(g)(z)
+        jz = ops.jacfwd(g)(z, p)
     except UnsupportedError as exc:
         raise UnsupportedError(
             f"{solver} computes df/dy by forward-mode AD, which the {ops.name!r} context lacks; "
@@ -105,15 +108,17 @@ def rhs_jacobian(
     return jz[:, 1:], jz[:, 0]
 
 
-def _solve(W: Any, b: Any, t: Any, h: Any, ops: Any, solver: str) -> Any:
-    """``W^-1 b``; a singular ``W`` in an eager context raises :class:`SolverError`.
+def _inverse(W: Any, t: Any, h: Any, ops: Any, solver: str) -> Any:
+    """``W^-1`` (one factorisation of ``W``, reused by every stage of the step).
+
+    A singular ``W`` in an eager context raises :class:`SolverError`.
 
     Compiled contexts (JAX) return non-finite values instead, which the
     controller treats as a failed step (it shrinks ``h``; ``W -> I`` as
     ``h -> 0``).
     """
     try:
-        return ops.linalg.solve(W, b)
+        return ops.linalg.solve(W, ops.eye(int(W.shape[0])))
     except (RuntimeError, ValueError) as exc:  # numpy's LinAlgError, torch's _LinAlgError
         tc, hc = ops.concrete(ops.stop_gradient(t)), ops.concrete(ops.stop_gradient(h))
         raise SolverError(
@@ -159,7 +164,7 @@ class RosenbrockMethod(EmbeddedPair):
         J, ft = self._jacobians(rhs, t, y, p, ops)
         g = tab.gamma
         hg = h * g
-        W = ops.eye(int(y.shape[0])) - hg * J
+        W_inv = _inverse(ops.eye(int(y.shape[0])) - hg * J, t, h, ops, self.name)
         ks: list[Any] = []
         yi = y
         fi = None
@@ -179,7 +184,7 @@ class RosenbrockMethod(EmbeddedPair):
                     b = b + (g * cij) * kj
             if tab.d[i] != 0.0:
                 b = b + (g * tab.d[i]) * (h * h) * ft
-            ks.append(_solve(W, b, t, h, ops, self.name))
+            ks.append(ops.matmul(W_inv, b))
         if tab.solution_increments():
             y_new = yi + ks[-1]
         else:
@@ -234,8 +239,9 @@ class Rodas3(RosenbrockMethod):
     Notes
     -----
     Each step evaluates ``J`` once (one ``jacfwd`` of the right-hand side),
-    reused by the four stages, and solves four linear systems with ``W = I -
-    h J / 2`` by ``ops.linalg.solve``.  Derivatives with respect to parameters
+    reused by the four stages, and factorises ``W = I - h J / 2`` once: its
+    inverse, ``ops.linalg.solve(W, I)``, is applied to each stage's right-hand
+    side by a matrix product.  Derivatives with respect to parameters
     differentiate through ``J`` too (second derivatives of the right-hand side
     appear): they are the exact derivatives of the discrete solution for the
     accepted step sequence, as for :class:`~simdiff.ode.Dopri5`, whose Notes on

@@ -39,7 +39,15 @@ Rodas3 against diffrax Kvaerno5 at several tolerances: gradient time and
 gradient error against Radau-integrated sensitivity equations, and simdiff's
 time interpolated (log-log) to each diffrax point's accuracy.
 
-``--problem all``: long, catalogue, robertson and memory, one after the other.
+``--problem hires``: HIRES (8 species, the stiff test-set problem) at
+rtol 1e-9, atol 1e-12, the gradient of y8(321.8122) with respect to the 12
+rate constants: simdiff-jax and simdiff-torch Rodas5P against diffrax
+Kvaerno5 (through :func:`simdiff.ode.diffrax_problem`); gradient time
+(median, interleaved), first call, resident-set peak of the first and of a
+later call, value error against the test set's reference solution and
+gradient error against Radau-integrated sensitivity equations (rtol 1e-11).
+
+``--problem all``: long, catalogue, robertson, hires and memory, one after the other.
 
     python -m validation.benchmarks.bench_ode --problem all --repeats 7
 """
@@ -58,6 +66,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.integrate
+import scipy.linalg
 import torch
 
 import problems
@@ -71,6 +80,7 @@ from simdiff.ode import (
     FixedStep,
     ODEProblem,
     Rodas3,
+    Rodas5P,
     diffrax_problem,
 )
 
@@ -109,18 +119,28 @@ def _data(p: ODEProblem) -> np.ndarray:
 
 def sensitivities(
     rhs: Callable, jac_y: Callable, jac_p: Callable, y0: np.ndarray, x: np.ndarray,
-    times: np.ndarray, method: str, rtol: float, atol: float,
+    times: np.ndarray, method: str, rtol: float, atol: float, newton_jac: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """``y(t_i)`` and ``dy(t_i)/dx`` from ``S' = J_y S + J_x``, ``S(0) = 0`` by ``solve_ivp``."""
+    """``y(t_i)`` and ``dy(t_i)/dx`` from ``S' = J_y S + J_x``, ``S(0) = 0`` by ``solve_ivp``.
+
+    ``newton_jac``: give an implicit method the block-diagonal part of the augmented
+    system's Jacobian, ``diag(J_y, J_y kron I)`` (the Newton iteration's matrix; the
+    solution does not depend on it), instead of its finite differences.
+    """
     n, m = len(y0), len(x)
 
     def aug(t: float, z: np.ndarray) -> np.ndarray:
         y, S = z[:n], z[n:].reshape(n, m)
         return np.concatenate([rhs(t, y, x, np), (jac_y(y, x) @ S + jac_p(y, x)).ravel()])
 
+    def jac(t: float, z: np.ndarray) -> np.ndarray:
+        jy = jac_y(z[:n], x)
+        return scipy.linalg.block_diag(jy, np.kron(jy, np.eye(m)))
+
     z0 = np.concatenate([y0, np.zeros(n * m)])
     sol = scipy.integrate.solve_ivp(aug, (0.0, float(times[-1])), z0, method=method, rtol=rtol,
-                                    atol=atol, t_eval=times)  # fmt: skip
+                                    atol=atol, t_eval=times,
+                                    **({"jac": jac} if newton_jac else {}))  # fmt: skip
     assert sol.success, sol.message
     zs = sol.y.T
     return zs[:, :n], zs[:, n:].reshape(len(times), n, m)
@@ -473,6 +493,103 @@ def robertson(rtols: list[float], rtols_diffrax: list[float], repeats: int) -> d
     return {"errors": {f"{s} {r:g}": v for (s, r), v in errs.items()}, "ratios": ratios}
 
 
+# --------------------------------------------------------------------------- HIRES
+
+
+def hires_problem(rtol: float = 1e-9, atol: float = 1e-13, solver: str = "rodas5p",
+                  max_steps: int = 10_000) -> ODEProblem:  # fmt: skip
+    """HIRES on [0, 321.8122], observable y8(T), parameters the 12 rate constants."""
+    p = ODEProblem(
+        po.hires_rhs, po.HIRES_Y0, (0.0, po.HIRES_T), po.HIRES_K,
+        save_at=np.array([po.HIRES_T]), observable=lambda ys, ops: ys[-1, 7],
+        solver=Rodas5P(rtol=rtol, atol=atol, max_steps=max_steps), name="hires_y8",
+    )  # fmt: skip
+    if solver == "kvaerno5":
+        return diffrax_problem(p, "grad", solver="kvaerno5")
+    return p
+
+
+def hires_jacobians(y: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(df/dy, df/dk)`` of HIRES, by hand."""
+    jy = np.zeros((8, 8))
+    jy[0, :3] = -k[0], k[1], k[2]
+    jy[1, :2] = k[0], -k[4]
+    jy[2, 2:5] = -k[5], k[1], k[6]
+    jy[3, 1:4] = k[2], k[0], -k[7]
+    jy[4, 4:7] = -k[8], k[1], k[1]
+    jy[5, 3:8] = k[10], k[0], -k[9] * y[7] - k[1], k[10], -k[9] * y[5]
+    jy[6, 5:8] = k[9] * y[7], -k[11], k[9] * y[5]
+    jy[7, 5:8] = -k[9] * y[7], k[11], -k[9] * y[5]
+    jk = np.zeros((8, 12))
+    jk[0, :4] = -y[0], y[1], y[2], 1.0
+    jk[1, [0, 4]] = y[0], -y[1]
+    jk[2, [5, 1, 6]] = -y[2], y[3], y[4]
+    jk[3, [2, 0, 7]] = y[1], y[2], -y[3]
+    jk[4, [8, 1]] = -y[4], y[5] + y[6]
+    jk[5, [9, 10, 0, 1]] = -y[5] * y[7], y[3] + y[6], y[4], -y[5]
+    jk[6, [9, 11]] = y[5] * y[7], -y[6]
+    jk[7, [9, 11]] = -y[5] * y[7], y[6]
+    return jy, jk
+
+
+def hires_reference(rtol: float = 1e-11, x: Any = None) -> tuple[float, np.ndarray]:
+    """y8(T) and its gradient in the rate constants by Radau sensitivity equations."""
+    x = po.HIRES_K if x is None else np.asarray(x, dtype=np.float64)
+    ys, S = sensitivities(po.hires_rhs, lambda y, k: hires_jacobians(y, k)[0],
+                          lambda y, k: hires_jacobians(y, k)[1], po.HIRES_Y0, x,
+                          np.array([po.HIRES_T]), "Radau", rtol, 1e-4 * rtol,
+                          newton_jac=True)  # fmt: skip
+    return float(ys[-1, 7]), S[-1, 7].copy()
+
+
+def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch")) -> dict:
+    """simdiff Rodas5P (JAX, torch) against diffrax Kvaerno5 on HIRES's y8(T) gradient."""
+    value_ref = po.HIRES_REFERENCE[7]
+    _, grad_ref = hires_reference()
+    atol = 1e-3 * rtol  # diffrax Kvaerno5 at rtol 1e-9 fails (NaN) with atol 1e-13
+    configs: dict[str, Any] = {}
+    for be in backends:
+        configs[f"simdiff-{be} Rodas5P"] = simdiff.Derivatives(
+            hires_problem(rtol, atol), backend=be)  # fmt: skip
+    configs["diffrax Kvaerno5"] = simdiff.Derivatives(
+        hires_problem(rtol, atol, solver="kvaerno5"), backend="jax")  # fmt: skip
+    first: dict[str, float] = {}
+    rss_first: dict[str, float] = {}
+    rss_later: dict[str, float] = {}
+    errs: dict[str, tuple[float, float]] = {}
+    for name, d in configs.items():
+        with PeakRSS() as probe:
+            first[name], g = timed(d.grad)
+        rss_first[name] = probe.delta_mb
+        val = float(d.value())
+        errs[name] = (abs(val - value_ref) / abs(value_ref), _rel(g, grad_ref))
+    ts: dict[str, list[float]] = {name: [] for name in configs}
+    for i in range(repeats):
+        for name, d in configs.items():
+            if i == 0:
+                with PeakRSS() as probe:
+                    ts[name].append(timed(d.grad)[0])
+                rss_later[name] = probe.delta_mb
+            else:
+                ts[name].append(timed(d.grad)[0])
+    med = {name: statistics.median(t) for name, t in ts.items()}
+    base = med["diffrax Kvaerno5"]
+    print(f"HIRES, gradient of y8({po.HIRES_T}) in the 12 rate constants, rtol {rtol:g}, atol "
+          f"{atol:g}; median of {repeats}, interleaved")  # fmt: skip
+    print("| configuration | grad (s) | vs diffrax Kvaerno5 | first call (s) "
+          "| RSS peak, first call (MB) | RSS peak, later call (MB) "
+          "| y8(T) rel. error vs test set | grad rel. error vs Radau sensitivities |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for name in configs:
+        ev, eg = errs[name]
+        print(f"| {name} | {med[name]:.2f} | {med[name] / base:.2f}x | {first[name]:.1f} "
+              f"| {rss_first[name]:.0f} | {rss_later[name]:.0f} | {ev:.1e} "
+              f"| {eg:.1e} |")  # fmt: skip
+    print(f"- reference gradient (Radau sensitivities, rtol 1e-11): {np.array2string(grad_ref)}")
+    return {"median_s": med, "first_s": first, "rss_first_mb": rss_first,
+            "rss_later_mb": rss_later, "errors": errs}  # fmt: skip
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -487,10 +604,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="instead: simdiff-jax solve and gradient times for these max_steps",
     )
     parser.add_argument("--problem", default="long",
-                        choices=["long", "catalogue", "memory", "robertson", "all"],
+                        choices=["long", "catalogue", "memory", "robertson", "hires", "all"],
                         help="long: issue 11's 100-time misfit on [0, 10]; catalogue: "
                         "lotka_volterra_fit; memory: reverse-mode memory against steps; "
-                        "robertson: stiff, to t = 1e5; all: each in turn")  # fmt: skip
+                        "robertson: stiff, to t = 1e5; hires: the stiff test-set "
+                        "problem at rtol 1e-9; all: each in turn")  # fmt: skip
     parser.add_argument("--steps", type=int, nargs="*", default=[1_000, 10_000, 100_000],
                         help="memory: the step counts")  # fmt: skip
     parser.add_argument("--rtols", type=float, nargs="*",
@@ -498,13 +616,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="robertson: simdiff Rodas3's tolerances")  # fmt: skip
     parser.add_argument("--rtols-diffrax", type=float, nargs="*", default=[1e-5, 1e-6, 1e-7],
                         help="robertson: diffrax Kvaerno5's tolerances")  # fmt: skip
+    parser.add_argument("--hires-rtol", type=float, default=1e-9, help="hires: the tolerance")
+    parser.add_argument("--hires-backends", nargs="*", default=["jax", "torch"],
+                        help="hires: simdiff's backends")  # fmt: skip
     args = parser.parse_args(argv)
     out: dict[str, Any] = {}
     print(f"load: {os.getloadavg()}")
     if args.max_steps_sweep:
         p = lv_long() if args.problem == "long" else problems.get("lotka_volterra_fit")
         return max_steps_sweep(p, args.max_steps_sweep, args.repeats)
-    todo = ["long", "catalogue", "robertson", "memory"] if args.problem == "all" else [args.problem]
+    todo = (
+        ["long", "catalogue", "robertson", "hires", "memory"]
+        if args.problem == "all"
+        else [args.problem]
+    )
     for what in todo:
         print()
         if what == "long":
@@ -513,6 +638,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             out[what] = compare(problems.get("lotka_volterra_fit"), args.repeats)
         elif what == "robertson":
             out[what] = robertson(args.rtols, args.rtols_diffrax, args.repeats)
+        elif what == "hires":
+            out[what] = hires(args.hires_rtol, args.repeats, tuple(args.hires_backends))
         else:
             out[what] = memory(args.steps, args.repeats)
         print(f"load: {os.getloadavg()}")
