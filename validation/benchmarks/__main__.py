@@ -192,6 +192,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "3",
         ),
     ),
+    Benchmark(
+        "bench_ode_hires_gradient.txt", "bench_ode", ("--problem", "hires", "--repeats", "3")
+    ),
     Benchmark("bench_ode_events_gradient.txt", "bench_ode_events", ("--repeats", "15")),
     Benchmark("check_bouncing_ball_drag.txt", "simdiff.cli", ("check", "bouncing_ball_drag")),
     # docs/pes.md
@@ -260,6 +263,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("probe_torch_loop_hops.txt", "probe_torch_loop_hops"),
     Benchmark("probe_torch_pde_hvp.txt", "probe_torch_pde_hvp"),
     Benchmark("probe_torch_pde_loop.txt", "probe_torch_pde_loop"),
+    Benchmark("probe_torch_rosenbrock.txt", "probe_torch_rosenbrock", ("--repeats", "200")),
     Benchmark("probe_torch_scan.txt", "probe_torch_scan"),
     Benchmark("probe_torch_taylor_loop.txt", "probe_torch_taylor_loop", ("--cpp-wrapper",)),
 )
