@@ -36,6 +36,7 @@ from .errors import (
     NonFiniteError,
     OptionError,
     ShapeError,
+    SimdiffError,
     UnsupportedError,
 )
 from .taylor_tensor import assemble_tensor
@@ -907,7 +908,13 @@ class Derivatives(OperatorMethods):
             cause = self.backend.leak_cause(source)
             if cause is not None:
                 break
-            source = source.__cause__ or source.__context__
+            if isinstance(source, SimdiffError) and not isinstance(source, UnsupportedError):
+                # simdiff's own verdict (a SolverError raised while an earlier failure was
+                # handled, say) stands; only compile failures wrap a leak
+                return exc
+            source = source.__cause__ or (
+                None if source.__suppress_context__ else source.__context__
+            )
         else:
             return exc
         return LeakError(

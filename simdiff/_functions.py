@@ -93,7 +93,7 @@ class _Transform:
         T = self.T
         if not T.is_native(a):
             src = A.backend_of(a)
-            if src.is_native(a) and src.name != "numpy":  # another framework's array
+            if src.is_native(a) and src.differentiable:  # another framework's array
                 raise InputTypeError(
                     f"simdiff.{T.name}.{self.what}: {name} must be a {T.name} array (or numpy); "
                     f"got a {src.name} array: use simdiff.{src.name}.{self.what}"

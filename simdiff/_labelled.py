@@ -8,13 +8,13 @@ columns with :func:`columns_table`.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .backends import backend_of
+from .backends._pytrees import register_node
 from .errors import StructureError
 
 if TYPE_CHECKING:
@@ -23,22 +23,14 @@ if TYPE_CHECKING:
 __all__ = ["Labelled", "columns_table", "labelled_table"]
 
 
-_JAX_REGISTERED = False
-
-
 def _register_with_jax() -> None:
     """Make :class:`Labelled` a JAX pytree (its array a child) once jax is imported, so a
     labelled Hessian can leave ``jax.jit`` and cross ``jax.vmap``."""
-    global _JAX_REGISTERED
-    jax = sys.modules.get("jax")
-    if _JAX_REGISTERED or jax is None:
-        return
-    jax.tree_util.register_pytree_node(
+    register_node(
         Labelled,
         lambda m: ((m.data,), (m.spec, m.axes)),
         lambda aux, kids: Labelled(kids[0], aux[0], aux[1]),
     )
-    _JAX_REGISTERED = True
 
 
 class Labelled:

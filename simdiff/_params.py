@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +27,7 @@ import numpy as np
 
 from ._labelled import Labelled
 from .backends import backend_of
+from .backends._pytrees import describe_node, node_children, unflatten_node
 from .errors import DTypeError, InputTypeError, NotFoundError, StructureError
 
 __all__ = ["ParamSpec", "TreeFunction", "TreeRhs", "is_tree"]
@@ -37,17 +37,9 @@ _NUMBER = (int, float, np.integer, np.floating)
 _HOST_SCALARS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
 
 
-def _jax_node(node: Any) -> tuple[list[tuple[str, Any]], Any] | None:
-    """``node``'s children ``(path, child)`` and one-level treedef if JAX registers it as a
-    pytree node (jax already imported: simdiff never imports it for this), else None."""
-    jtu = getattr(sys.modules.get("jax"), "tree_util", None)
-    if jtu is None:
-        return None
-    kids, treedef = jtu.tree_flatten_with_path(node, is_leaf=lambda c: c is not node)
-    if jtu.treedef_is_leaf(treedef):
-        return None
-    return [(_key_text(path[0]) if len(path) == 1 else jtu.keystr(path), child)
-            for path, child in kids], treedef  # fmt: skip
+def _registered_node(node: Any) -> tuple[list[tuple[str, Any]], Any] | None:
+    """``node``'s children and structure if a framework registers it as a pytree node."""
+    return node_children(node, _key_text)
 
 
 def _key_text(key: Any) -> str:
@@ -82,11 +74,11 @@ def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
     if _is_array(node):
         leaves.append((path, node))
         return _LEAF
-    jax = _jax_node(node)
-    if jax is not None:
-        pairs, treedef = jax
+    registered = _registered_node(node)
+    if registered is not None:
+        pairs, treedef = registered
         kids = tuple(_walk(c, (path + p).removeprefix("."), leaves) for p, c in pairs)
-        return ("jax", treedef, kids)
+        return ("registered", treedef, kids)
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         names = tuple(f.name for f in dataclasses.fields(node))
         kids = tuple(_walk(getattr(node, f), _join(path, f), leaves) for f in names)
@@ -154,7 +146,7 @@ def _is_array(a: Any) -> bool:
     if isinstance(a, (np.ndarray, np.generic)):
         return True
     src = backend_of(a)
-    return src.name != "numpy" and src.is_native(a)
+    return src.differentiable and src.is_native(a)
 
 
 def _build(d: Any, leaves: Any) -> Any:
@@ -170,8 +162,8 @@ def _build(d: Any, leaves: Any) -> Any:
         return kids if tag == "list" else tuple(kids)
     if tag == "dict":
         return {k: _build(c, leaves) for k, c in zip(d[1], d[2], strict=True)}
-    if tag == "jax":
-        return sys.modules["jax"].tree_util.tree_unflatten(d[1], [_build(c, leaves) for c in d[2]])
+    if tag == "registered":
+        return unflatten_node(d[1], [_build(c, leaves) for c in d[2]])
     obj = object.__new__(d[1])  # a dataclass: its fields set, its __init__ not rerun
     for name, c in zip(d[2], d[3], strict=True):
         object.__setattr__(obj, name, _build(c, leaves))
@@ -194,8 +186,8 @@ def _describe(d: Any) -> str:
             + ",".join(f"{k!r}:{_describe(c)}" for k, c in zip(d[1], d[2], strict=True))
             + ")"
         )
-    if tag == "jax":
-        return f"jax[{d[1]}](" + ",".join(_describe(c) for c in d[2]) + ")"
+    if tag == "registered":
+        return describe_node(d[1]) + "(" + ",".join(_describe(c) for c in d[2]) + ")"
     fields = ",".join(f"{n}={_describe(c)}" for n, c in zip(d[2], d[3], strict=True))
     return f"{d[1].__module__}.{d[1].__qualname__}({fields})"
 
@@ -239,7 +231,7 @@ def is_tree(a: Any) -> bool:
         return True
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         return True
-    return _jax_node(a) is not None
+    return _registered_node(a) is not None
 
 
 def _leaf_values(path: str, leaf: Any, what: str) -> np.ndarray:
@@ -248,7 +240,7 @@ def _leaf_values(path: str, leaf: Any, what: str) -> np.ndarray:
     if isinstance(leaf, bool) or isinstance(leaf, np.bool_):
         raise DTypeError(f"{name} must be a real float array or number; got a bool ({leaf!r})")
     src = backend_of(leaf)
-    if src.name != "numpy" and src.is_native(leaf):
+    if src.differentiable and src.is_native(leaf):
         if src.is_traced(leaf):
             raise InputTypeError(f"{name} is traced (inside a framework transform): parameters "
                                  "given at construction need values")  # fmt: skip
@@ -399,7 +391,7 @@ class ParamSpec:
                     f"{list(self.paths)}; got a {_kind(tree)} with leaves {list(got_paths)}"
                 )
         src = next((backend_of(v) for _, v in leaves if not isinstance(v, (_NUMBER, np.ndarray))
-                    and _is_array(v) and backend_of(v).name != "numpy"), None)  # fmt: skip
+                    and _is_array(v) and backend_of(v).differentiable), None)  # fmt: skip
         batch: int | None = None
         parts: list[Any] = []
         for (path, leaf), shape in zip(leaves, self.shapes, strict=True):
