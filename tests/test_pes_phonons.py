@@ -163,3 +163,28 @@ def test_missing_pair_cutoff_or_bad_q_is_refused() -> None:
         phonons(atoms, [0, 0, 0], pair=lennard_jones)
     with pytest.raises(InputError, match=r"shape \(K, 3\)"):
         phonons(atoms, [[0, 0]], pair=NN)
+
+
+@pytest.mark.parametrize("cubic", [False, True], ids=["primitive-1", "cubic-4"])
+@pytest.mark.parametrize("radius", [2.5, 4.0, 10.4])
+def test_small_cell_pair_list_is_ases(cubic: bool, radius: float) -> None:
+    """The vectorised list of small cells holds exactly ASE's image pairs (unwrapped atoms too)."""
+    from ase.neighborlist import primitive_neighbor_list
+
+    from simdiff.pes._ase_pairs import _small_cell_pairs
+
+    atoms = bulk("Ar", "fcc", a=A, cubic=cubic)
+    atoms.rattle(0.3, seed=2)
+    atoms.positions += np.random.default_rng(1).normal(0.0, 3.0, (len(atoms), 3))
+    pbc = np.array([True, True, True])
+    i, j, s = primitive_neighbor_list("ijS", pbc, atoms.cell[:], atoms.positions, radius,
+                                      self_interaction=False)  # fmt: skip
+    small = _small_cell_pairs(atoms.positions, atoms.cell[:], pbc, radius)
+    assert small is not None
+    theirs = set(zip(i.tolist(), j.tolist(), map(tuple, s.tolist()), strict=True))
+    ours = set(
+        zip(small[0].tolist(), small[1].tolist(), map(tuple, small[2].tolist()), strict=True)
+    )
+    assert ours == theirs and len(small[0]) == len(i)
+    assert _small_cell_pairs(atoms.positions, atoms.cell[:], np.array([True, True, False]),
+                             radius) is None  # fmt: skip
