@@ -57,10 +57,11 @@ def _analytic_omega2(a: float, q_scaled: np.ndarray) -> np.ndarray:
     return np.linalg.eigvalsh(dm)
 
 
+@pytest.mark.parametrize("backend", ["jax", "torch"])
 @pytest.mark.parametrize("a", [2 ** (1 / 6) * SIG * np.sqrt(2), A], ids=["at-r0", "a=5.26"])
-def test_nearest_neighbour_fcc_closed_form(a: float) -> None:
+def test_nearest_neighbour_fcc_closed_form(a: float, backend: str) -> None:
     qs = np.array(list(Q.values()), dtype=float)
-    bands = phonons(bulk("Ar", "fcc", a=a), qs, pair=NN)
+    bands = phonons(bulk("Ar", "fcc", a=a), qs, pair=NN, backend=backend)
     expected = np.array([_analytic_omega2(a, q) for q in qs])
     scale = np.abs(expected).max()
     # both sides sum a dozen O(scale) terms in float64: agreement to ~100 ulp of the scale
