@@ -189,3 +189,33 @@ def test_small_cell_pair_list_is_ases(cubic: bool, radius: float) -> None:
     assert ours == theirs and len(small[0]) == len(i)
     assert _small_cell_pairs(atoms.positions, atoms.cell[:], np.array([True, True, False]),
                              radius) is None  # fmt: skip
+
+
+def test_modes_in_ases_convention(tmp_path) -> None:
+    """Modes are D's eigenvectors over sqrt(m): D (sqrt(m) u) = omega^2 (sqrt(m) u), and at a
+    nondegenerate band their moduli per atom equal ASE's (the phase of a mode is arbitrary); ASE
+    on a 3x3x3 supercell, which holds the nearest-neighbour sphere without aliasing."""
+    atoms = bulk("Ar", "fcc", a=A, cubic=True)
+    atoms.set_masses([39.948, 20.0, 39.948, 60.0])  # unequal masses: the 1/sqrt(m) is tested
+    qs = np.array([[0.1, 0.2, 0.3], [0.25, 0.0, 0.1]])
+    bands = phonons(atoms, qs, pair=NN, modes=True)
+    assert bands.modes is not None and bands.modes.shape == (2, 12, 4, 3)
+    root_m = np.repeat(np.sqrt(atoms.get_masses()), 3)
+    for k in range(2):
+        v = root_m[:, None] * bands.modes[k].reshape(12, 12).T  # columns sqrt(m) u_l
+        residual = bands.dynamical_matrices[k] @ v - v * bands.omega2[k]
+        assert np.abs(residual).max() <= 1e-12 * np.abs(bands.dynamical_matrices[k]).max()
+        np.testing.assert_allclose(np.linalg.norm(v, axis=0), 1.0, rtol=1e-12)  # unit vectors
+    calc = LennardJones(epsilon=EPS, sigma=SIG, rc=4.4, smooth=False)
+    ph = Phonons(atoms, calc, supercell=(3, 3, 3), delta=0.01, name=str(tmp_path / "modes"))
+    ph.run()
+    ph.read(acoustic=True)
+    _, ase_modes = ph.band_structure(qs[:1], modes=True, verbose=False)
+    gaps = np.diff(bands.omega2[0])
+    nondegenerate = [b for b in range(12) if (b == 0 or gaps[b - 1] > 1e-3 * bands.omega2[0, -1])
+                     and (b == 11 or gaps[b] > 1e-3 * bands.omega2[0, -1])]  # fmt: skip
+    assert nondegenerate, "the test point should have nondegenerate bands"
+    for b in nondegenerate:
+        ours = np.linalg.norm(bands.modes[0, b], axis=1)
+        # ASE's force constants carry a relative FD error ~ 1e-5 (delta 0.01): 1e-3 is loose
+        np.testing.assert_allclose(ours, np.linalg.norm(ase_modes[0, b], axis=1), rtol=1e-3)

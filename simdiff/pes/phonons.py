@@ -62,6 +62,11 @@ class PhononBands:
         :math:`D(q)`, Hermitian; rows and columns ``3 i + a`` (atom ``i``, axis ``a``).
     path : ase.dft.kpoints.BandPath or None
         The band path the wave vectors came from, if one was given.
+    modes : ndarray, shape ``(K, 3N, N, 3)``, complex, or None
+        With ``modes=True``: mode ``l`` at ``q`` as displacements of the
+        atoms, ASE's convention (the unit eigenvector of :math:`D(q)` divided
+        by ``sqrt(m)`` per atom, so its squared norm is ``1 / m_eff``, in
+        1/sqrt(amu)); in the order of ``energies``.
     """
 
     q: np.ndarray
@@ -69,6 +74,7 @@ class PhononBands:
     energies: np.ndarray
     dynamical_matrices: np.ndarray
     path: Any = None
+    modes: np.ndarray | None = None
 
     @property
     def wavenumbers(self) -> np.ndarray:
@@ -129,6 +135,7 @@ def phonons(
     *,
     pair: PairPotential | None = None,
     npoints: int | None = None,
+    modes: bool = False,
     backend: str = "jax",
 ) -> PhononBands:
     r"""Exact phonon frequencies of a 3-D periodic crystal at the wave vectors ``q``.
@@ -149,6 +156,9 @@ def phonons(
         :class:`~simdiff.pes.ase_interface.SimdiffCalculator`).
     npoints : int, optional
         With a path string: the number of points along it (ASE's default if omitted).
+    modes : bool
+        Also return the modes (:attr:`PhononBands.modes`), as
+        ``Phonons.band_structure(q, modes=True)`` does.
     backend : {"jax", "torch"}
 
     Returns
@@ -219,6 +229,13 @@ def phonons(
     d = d.reshape(k, n, n, 3, 3) * np.multiply.outer(inv_sqrt_m, inv_sqrt_m)[None, :, :, None, None]
     dyn = d.transpose(0, 1, 3, 2, 4).reshape(k, 3 * n, 3 * n)
     dyn = 0.5 * (dyn + dyn.conj().transpose(0, 2, 1))  # Hermitian to the last bit
-    omega2 = np.linalg.eigvalsh(dyn)
+    vectors = None
+    if modes:
+        omega2, u = np.linalg.eigh(dyn)  # ascending; columns the unit eigenvectors
+        u = np.repeat(inv_sqrt_m, 3)[None, :, None] * u
+        vectors = u.transpose(0, 2, 1).reshape(k, 3 * n, n, 3)
+    else:
+        omega2 = np.linalg.eigvalsh(dyn)
     energies = HBAR_OMEGA * np.sign(omega2) * np.sqrt(np.abs(omega2))
-    return PhononBands(q=qs, omega2=omega2, energies=energies, dynamical_matrices=dyn, path=path)
+    return PhononBands(q=qs, omega2=omega2, energies=energies, dynamical_matrices=dyn, path=path,
+                       modes=vectors)  # fmt: skip
