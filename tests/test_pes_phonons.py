@@ -148,8 +148,9 @@ def test_pair_from_the_calculator_and_a_band_path() -> None:
         (Atoms("Ar2", positions=[[0, 0, 0], [3.7, 0, 0]]), r"periodic in all three.*False, False"),
         (Atoms("Ar", cell=[5, 5, 20], pbc=[True, True, False]), r"pbc=\[True, True, False\]"),
         (Atoms("Ar", cell=[[5, 0, 0], [5, 0, 0], [0, 0, 5]], pbc=True), "zero volume"),
+        (Atoms("Ar", positions=[[np.nan, 0, 0]], cell=[5, 5, 5], pbc=True), "atom 0 is at"),
     ],
-    ids=["cluster", "slab", "flat-cell"],
+    ids=["cluster", "slab", "flat-cell", "nan-position"],
 )
 def test_non_periodic_or_degenerate_input_is_refused(atoms: Atoms, match: str) -> None:
     with pytest.raises(InputError, match=match):
