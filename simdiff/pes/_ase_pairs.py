@@ -190,8 +190,13 @@ class CellPairs:
             s = np.zeros((i.size, 3))
         else:
             _check_cell(cell, pbc)
-            i, j, s = primitive_neighbor_list("ijS", pbc, cell, pos, self.r_cut + self.skin,
-                                              self_interaction=False)  # fmt: skip
+            radius = self.r_cut + self.skin
+            small = _small_cell_pairs(pos, cell, pbc, radius)
+            if small is not None:
+                i, j, s = small
+            else:
+                i, j, s = primitive_neighbor_list("ijS", pbc, cell, pos, radius,
+                                                  self_interaction=False)  # fmt: skip
             # each image pair once: i < j, or an atom and its own image with S > 0 (lexicographic)
             first = np.where(s[:, 0] != 0, s[:, 0], np.where(s[:, 1] != 0, s[:, 1], s[:, 2]))
             keep = (i < j) | ((i == j) & (first > 0))
@@ -245,34 +250,91 @@ class CellPairs:
         return {"energy": float(e), "forces": forces, "strain_derivative": g[4 * rows :].copy(),
                 "energies": energies}  # fmt: skip
 
-    def hessian(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> np.ndarray:
-        """The exact Hessian with respect to the positions, ``(3N, 3N)``, from one block per pair.
+    def pair_hessians(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> np.ndarray:
+        """``B_t = d^2 phi / d d_t^2`` of every listed image pair ``t``, shape ``(m, 3, 3)``.
 
-        The energy of image pair ``t`` depends on the positions through
-        ``d_t`` alone, so its Hessian is ``[[B, -B], [-B, B]]`` at atoms
-        ``(i, j)`` with :math:`B_t = \\partial^2 \\phi / \\partial d_t^2` (computed
-        for all pairs in one vectorised call, :class:`~simdiff.pes.TermEnergy`);
-        images of the same pair add up, and an atom's pairs with its own
-        images (constant ``d``) contribute nothing.
+        The pairs are :attr:`i`, :attr:`j`, :attr:`shifts` after the list is
+        brought up to date at ``(pos, cell)``, an atom's pairs with its own
+        images included; all blocks in one vectorised call
+        (:class:`~simdiff.pes.TermEnergy`).  Raises
+        :class:`~simdiff.errors.NonFiniteError` naming the first pair whose
+        block is not finite.
         """
         pos = np.asarray(pos, dtype=np.float64)
         cell = np.asarray(cell, dtype=np.float64)
         pbc = np.asarray(pbc, dtype=bool)
         self.update(pos, cell, pbc)
-        n = pos.shape[0]
+        m = self.i.size
+        if m == 0:
+            return np.zeros((0, 3, 3))
+        d = self._displacements(pos, cell)
+        # the blocks depend on d alone: one energy of m pairs of two stand-in atoms computes them
+        stand_in = TermEnergy(PairTerm(self.pair), np.tile(np.array([[0, 1]]), (m, 1)), 2, 3)
+        blocks = stand_in._batched_hessian("difference", d, self.backend, None)
+        if not np.all(np.isfinite(blocks)):
+            t = int(np.flatnonzero(~np.isfinite(blocks).reshape(m, -1).all(axis=1))[0])
+            raise NonFiniteError(
+                f"the Hessian of pair {t} (atoms {self.i[t]}, {self.j[t]}, image "
+                f"{self.shifts[t].astype(int).tolist()}) is not finite"
+            )
+        return blocks
+
+    def hessian(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray) -> np.ndarray:
+        """The exact Hessian with respect to the positions, ``(3N, 3N)``, from one block per pair.
+
+        The energy of image pair ``t`` depends on the positions through
+        ``d_t`` alone, so its Hessian is ``[[B, -B], [-B, B]]`` at atoms
+        ``(i, j)`` with :math:`B_t = \\partial^2 \\phi / \\partial d_t^2`
+        (:meth:`pair_hessians`); images of the same pair add up, and an atom's
+        pairs with its own images (constant ``d``) contribute nothing.
+        """
+        blocks = self.pair_hessians(pos, cell, pbc)
+        n = np.asarray(pos).shape[0]
         other = self.i != self.j
         if not other.any():
             return np.zeros((3 * n, 3 * n))
         i, j = self.i[other], self.j[other]
-        d = self._displacements(pos, cell)[other]
         energy = TermEnergy(PairTerm(self.pair), np.stack([i, j], axis=1), n, 3)
-        blocks = energy._batched_hessian("difference", d, self.backend, None)
-        if not np.all(np.isfinite(blocks)):
-            t = int(np.flatnonzero(~np.isfinite(blocks).reshape(len(d), -1).all(axis=1))[0])
-            raise NonFiniteError(f"the Hessian of pair {t} (atoms {i[t]}, {j[t]}) is not finite")
         layout = energy.assembly()  # repeated pairs (several images) summed by a sparse product
-        summed = np.asarray(layout.assembler @ blocks.reshape(-1, 9)).reshape(-1, 3, 3)
+        summed = np.asarray(layout.assembler @ blocks[other].reshape(-1, 9)).reshape(-1, 3, 3)
         return layout.dense(summed)
+
+
+#: Candidate image pairs (atom pairs times lattice shifts) up to which a small 3-D periodic
+#: cell's list is built by one vectorised distance test instead of ASE's binning.
+SMALL_CELL_CANDIDATES = 200_000
+
+
+def _small_cell_pairs(
+    pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray, radius: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(i, j, S)`` of every ordered image pair closer than ``radius``, for a small cell.
+
+    As :func:`ase.neighborlist.primitive_neighbor_list` (``self_interaction=False``)
+    but by testing every lattice shift ``S`` with ``|S_c| <= ceil(radius / h_c
+    + span_c)`` (``h_c`` the cell's heights, ``span_c`` the spread of the atoms'
+    fractional coordinates, so unwrapped positions are covered): the binning
+    of ASE costs milliseconds on a cell of one atom and many images.  ``None``
+    when the cell is not periodic in all three directions or the test would
+    exceed :data:`SMALL_CELL_CANDIDATES` candidates.
+    """
+    if not pbc.all():
+        return None
+    n = pos.shape[0]
+    inv = np.linalg.inv(cell)
+    heights = 1.0 / np.linalg.norm(inv, axis=0)  # the columns of C^-1 are the reciprocal vectors
+    frac = pos @ inv
+    reach = np.ceil(radius / heights + frac.max(axis=0) - frac.min(axis=0)).astype(np.int64)
+    if int(np.prod(2 * reach + 1)) * n * n > SMALL_CELL_CANDIDATES:
+        return None
+    grids = np.meshgrid(*[np.arange(-r, r + 1) for r in reach], indexing="ij")
+    shifts = np.stack([g.ravel() for g in grids], axis=1)  # (s, 3)
+    d = pos[None, None, :, :] - pos[None, :, None, :] + (shifts @ cell)[:, None, None, :]
+    close = np.einsum("sija,sija->sij", d, d) < radius * radius
+    same = (shifts == 0).all(axis=1)
+    close[same, np.arange(n), np.arange(n)] = False  # no atom with itself
+    t, i, j = np.nonzero(close)
+    return i.astype(np.int64), j.astype(np.int64), shifts[t]
 
 
 def _check_cell(cell: np.ndarray, pbc: np.ndarray) -> None:

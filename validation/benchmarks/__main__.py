@@ -228,6 +228,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "bench_pes_ase.txt", "bench_pes_ase", ("--rounds", "3"), env={"OPENBLAS_NUM_THREADS": "1"}
     ),
+    Benchmark(
+        "bench_pes_phonons.txt",
+        "bench_pes_phonons",
+        ("--rounds", "5"),
+        env={"OPENBLAS_NUM_THREADS": "1"},
+    ),
     # docs/taylor.md
     Benchmark("bench_operators.txt", "bench_operators", ("--repeats", "15", "--bih-points", "4")),
     Benchmark("bench_operators_sigma.txt", "bench_operators", ("--sigma-probe", "--repeats", "30")),
