@@ -144,9 +144,14 @@ def test_the_recorded_sweep_covers_the_problem_kinds_and_both_backends() -> None
 
 
 def test_unplanted_comparisons_pass() -> None:
+    """Every recorded comparison passes, or is inconclusive as a whole (a gradient at a
+    minimum, morse-h2's: every element at the rounding level); none fails."""
+    verdicts = []
     for c in _stored():
         res = _compare(c)
-        assert res.verdict == c["verdict"] == "pass", (_label(c), res.message)
+        assert res.verdict == c["verdict"] in ("pass", "inconclusive"), (_label(c), res.message)
+        verdicts.append(res.verdict)
+    assert verdicts.count("pass") > 10 * verdicts.count("inconclusive")
 
 
 @pytest.mark.parametrize("delta", PLANTS)
@@ -167,7 +172,11 @@ def test_a_planted_error_in_any_element_never_passes(delta: float) -> None:
             assert res.verdict != "pass" or res.elements[k] == "inconclusive", (_label(c), k)
             caught += res.elements[k] == "fail"
             inconclusive += res.elements[k] == "inconclusive"
-            if delta == 1.0 and abs(ref[k]) >= 1e-6 * np.max(np.abs(ref)):
+            if (
+                delta == 1.0
+                and c["verdict"] == "pass"
+                and abs(ref[k]) >= 1e-6 * np.max(np.abs(ref))
+            ):
                 # a 100% error fails wherever the element is above the rounding level
                 # (robertson's intermediate species, ~1e-5 of the others, included)
                 assert res.elements[k] == "fail", (_label(c), k, res.message)

@@ -28,11 +28,17 @@ import problems
 import simdiff.evidence._check as check_module
 from simdiff.evidence._check_tol import compare_arrays
 
-__all__ = ["MAX_N", "plan", "record"]
+__all__ = ["LEFT_OUT", "MAX_N", "plan", "record"]
 
 #: Largest input size recorded (the larger clusters and fields add only bigger arrays of the
 #: same comparisons, and megabytes to tests/data).
 MAX_N = 40
+#: Problems left out, and why (each is a known, documented check result, not a gap).
+LEFT_OUT = {
+    "hires": "its JAX and torch gradients differ by 9e-11 relative (an adaptive step decision "
+    "at the noise level flips between backends; docs/ode.md), so check fails its cross-backend "
+    "comparison before any error is planted",
+}
 
 
 def plan() -> dict[str, tuple[str, ...]]:
@@ -45,7 +51,7 @@ def plan() -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     for name in problems.names():
         p = problems.get(name)
-        if p.n > MAX_N:
+        if p.n > MAX_N or name in LEFT_OUT:
             continue
         tags = set(p.meta.get("tags", ()))
         scalar = p.output_shape == ()
