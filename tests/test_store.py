@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -113,6 +114,15 @@ def test_environment_is_json() -> None:
     env = environment()
     json.dumps(env)
     assert env["threads"]["cpu_count"] >= 1
+
+
+def test_environment_names_the_commit_of_a_checkout() -> None:
+    """In a git checkout (the tests' own), the record names the commit, not "not a git
+    checkout" (the probe once looked for .git one folder too low)."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        pytest.skip("not run from a git checkout")
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", environment()["git"]), environment()["git"]
 
 
 def test_files_get_the_users_permissions(tmp_path: Path) -> None:
