@@ -21,7 +21,27 @@ from simdiff.backends import get_backend
 X0 = np.array([0.5, 2.0])
 FAR = np.array([2.0, 3.0])
 
+
+def _no_grad_copy(v):
+    with torch.no_grad():
+        return 1.0 * v
+
+
+def _inference_copy(v):
+    with torch.inference_mode():
+        return 1.0 * v
+
+
+def _grad_disabled_copy(v):
+    with torch.set_grad_enabled(False):
+        return 1.0 * v
+
+
 CUTS = {
+    "no_grad": (_no_grad_copy, r"torch\.no_grad\(\)"),
+    "inference_mode": (_inference_copy, r"torch\.no_grad\(\)"),
+    "set_grad_enabled": (_grad_disabled_copy, r"torch\.no_grad\(\)"),
+    "torch_detach": (lambda v: torch.detach(v), r"x\.detach\(\)"),
     "detach": (lambda v: v.detach(), r"x\.detach\(\)"),
     "detach_numpy": (lambda v: torch.from_numpy(v.detach().numpy()), r"x\.detach\(\)"),
     "detach_": (lambda v: (1.0 * v).detach_(), r"x\.detach_\(\)"),
@@ -137,21 +157,26 @@ def test_compiled_cut_present_at_every_point_is_caught_before_the_trace(mode):
         d.grad(p.x0)
 
 
-def test_what_the_guard_cannot_see_no_grad_block():
-    """Documented limit (docs/errors.md): a ``torch.no_grad()`` block inside the problem is a
-    mode, not a method call on a tensor; the guard does not see it and the derivative misses
-    what it computes ([3, 6] instead of [3, 8]).  The probe catches it where it shows at x0."""
+def test_grad_modes_switched_on_stay_allowed():
+    """``torch.enable_grad()``, ``set_grad_enabled(True)`` and ``inference_mode(False)`` cut
+    nothing: the guard lets them pass, and the derivative is right ([3, 8])."""
 
     def fn(x, ops):
-        if float(ops.stop_gradient(x[0])) > 1.0:
-            with torch.no_grad():
-                y = 1.0 * x[1]
-            return x[0] * y + x[1] ** 2
-        return x[0] * x[1] + x[1] ** 2
+        with torch.enable_grad(), torch.set_grad_enabled(True), torch.inference_mode(False):
+            return x[0] * x[1] + x[1] ** 2
 
     d = simdiff.Derivatives(simdiff.Problem(fn, x0=X0, backends=("torch",)), backend="torch")
     d.grad(X0)
-    np.testing.assert_allclose(d.grad(FAR), [3.0, 6.0], rtol=1e-14)
+    np.testing.assert_allclose(d.grad(FAR), [3.0, 8.0], rtol=1e-14)
+
+
+def test_no_grad_outside_a_derivative_call_is_torchs():
+    with torch.no_grad():
+        y = 2.0 * torch.ones(2, requires_grad=True)
+    assert not y.requires_grad
+    with torch.set_grad_enabled(False):
+        assert not torch.is_grad_enabled()
+    assert torch.is_grad_enabled()
 
 
 @pytest.mark.parametrize("name", ["rosenbrock4", "lj13", "ishigami", "ode_rk4_decay", "heat_modes"])

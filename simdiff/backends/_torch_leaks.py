@@ -16,9 +16,11 @@ problem, the operation and the fix, see ``TorchBackend.leak_cause``) when
 applied to a tensor that requires grad:
 
 - ``x.item()``, ``x.tolist()``, ``float(x)``, ``int(x)``: anywhere;
-- ``x.detach()``, ``x.detach_()``, ``x.data`` (and so ``x.detach().numpy()``),
-  ``torch.tensor(x)`` and ``x.new_tensor(y)`` with ``x``/``y`` a tensor, or a
-  list or tuple holding one: when called from the problem's code, not from
+- ``x.detach()``, ``torch.detach(x)``, ``x.detach_()``, ``x.data`` (and so
+  ``x.detach().numpy()``), ``torch.tensor(x)`` and ``x.new_tensor(y)`` with
+  ``x``/``y`` a tensor, or a list or tuple holding one, and entering
+  ``torch.no_grad()``, ``torch.inference_mode()`` or
+  ``torch.set_grad_enabled(False)``: when called from the problem's code, not from
   torch's or simdiff's own modules (``ops.stop_gradient`` is
   ``x.detach()`` on purpose; ``torch.utils.checkpoint`` detaches what it
   saves).  The caller's module is read from its frame (``sys._getframe``),
@@ -27,7 +29,8 @@ applied to a tensor that requires grad:
 On every other tensor, and on every other thread, they do what torch does.
 ``x.numpy()`` on such a tensor already raises in torch.  What stays out of
 reach: ``torch.tensor`` imported under another name before the first guard
-(``from torch import tensor``), C extensions, and code run by
+(``from torch import tensor``), functions decorated with ``@torch.no_grad()``
+(torch's decorator enters the mode from torch's module), C extensions, and code run by
 ``torch.compile`` (the wrappers are torch's own while Dynamo traces, and a
 compiled graph does not run Python; see docs/errors.md).
 
@@ -75,6 +78,11 @@ GUARDED = {
     "new_tensor": (
         "y.new_tensor(x) on an array: it copies the values into a new leaf cut from the "
         "graph; use x itself or ops.asarray(x)"
+    ),
+    "no_grad": (
+        "a torch.no_grad(), torch.inference_mode() or torch.set_grad_enabled(False) block: "
+        "what it computes is cut from the graph; use ops.stop_gradient(...) on the values "
+        "meant to be constant"
     ),
 }
 
@@ -186,6 +194,54 @@ def _watching_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
     return tensor
 
 
+def _watching_mode(cls: type, method: str, off: Callable[..., bool]) -> Callable[..., Any]:
+    """``cls.method`` (a grad-mode context's ``__enter__`` or ``__init__``) raising when the
+    problem's code switches gradients off under a guard (``off(self, *args)`` says it does)."""
+    original = getattr(cls, method)
+
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if (
+            not torch.compiler.is_compiling()
+            and getattr(_active, "depth", 0) > 0
+            and off(self, *args, **kwargs)
+            and _from_problem()
+        ):
+            raise _leak("torch.no_grad")
+        return original(self, *args, **kwargs)
+
+    wrapped.__name__ = method
+    wrapped.__doc__ = original.__doc__
+    return wrapped
+
+
+def _watching_detach(original: Callable[..., Any]) -> Callable[..., Any]:
+    def detach(x: Any, *args: Any, **kwargs: Any) -> Any:
+        if (
+            not torch.compiler.is_compiling()
+            and getattr(_active, "depth", 0) > 0
+            and isinstance(x, torch.Tensor)
+            and x.requires_grad
+            and _from_problem()
+        ):
+            raise _leak("Tensor.detach")
+        return original(x, *args, **kwargs)
+
+    detach.__name__ = "detach"
+    detach.__doc__ = original.__doc__
+    return detach
+
+
+def _mode_off(self: Any, mode: Any = True, *args: Any, **kwargs: Any) -> bool:
+    return not bool(kwargs.get("mode", mode))
+
+
+#: grad-mode contexts: (class, method, whether the call switches gradients off)
+_MODES = (
+    (torch.no_grad, "__enter__", lambda self: True),
+    (torch.inference_mode, "__enter__", lambda self: bool(getattr(self, "mode", True))),
+    (torch.set_grad_enabled, "__init__", _mode_off),
+)
+
 _METHODS: dict[str, Any] = {
     name: _watching(name, getattr(torch.Tensor, name))
     for name in ("item", "tolist", "__float__", "__int__", "detach", "detach_")
@@ -194,7 +250,7 @@ _METHODS["data"] = _watching_data()
 _METHODS["new_tensor"] = _watching_new_tensor(torch.Tensor.new_tensor)
 #: ``torch`` module functions replaced (in a dict: the wrapper carries torch's docstring,
 #: whose examples are not this module's doctests)
-_FUNCTIONS = {"tensor": _watching_tensor(torch.tensor)}
+_FUNCTIONS = {"tensor": _watching_tensor(torch.tensor), "detach": _watching_detach(torch.detach)}
 
 
 def _install() -> None:
@@ -202,6 +258,8 @@ def _install() -> None:
         setattr(torch.Tensor, name, method)
     for name, function in _FUNCTIONS.items():
         setattr(torch, name, function)
+    for cls, method, off in _MODES:
+        setattr(cls, method, _watching_mode(cls, method, off))
 
 
 class LeakGuard:
