@@ -70,7 +70,8 @@ def test_hires_catalogue_entry_reaches_the_test_set_reference() -> None:
     # own floor for this entry, CheckOptions(solver_rtol=rtol))
     assert _max_rel(y, np.array(po.HIRES_REFERENCE)) < 100 * p.solver.rtol
     assert p.check_options.solver_rtol == p.solver.rtol
-    assert float(p.evaluate()) == pytest.approx(y[7], rel=1e-15)
+    # the observable and the saved trajectory are one solve, read by two paths: rounding only
+    assert float(p.evaluate()) == pytest.approx(y[7], rel=1e-12)
 
 
 @pytest.mark.slow
