@@ -111,6 +111,12 @@ def _from_problem() -> bool:
     return not (isinstance(module, str) and module.partition(".")[0] in _OWN_PACKAGES)
 
 
+def _guarding() -> bool:
+    """A guard is active on this thread and Dynamo is not tracing (checked first: Dynamo
+    traces no thread-local read)."""
+    return not torch.compiler.is_compiling() and getattr(_active, "depth", 0) > 0
+
+
 def _leak(where: str) -> RuntimeError:
     return RuntimeError(
         f"{_PREFIX}{where}() on a tensor that requires grad: the value leaves the "
@@ -122,13 +128,7 @@ def _watching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     anywhere = name in _ANYWHERE
 
     def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling():  # Dynamo traces torch's own method
-            return original(self, *args, **kwargs)
-        if (
-            getattr(_active, "depth", 0) > 0
-            and self.requires_grad
-            and (anywhere or _from_problem())
-        ):
+        if _guarding() and self.requires_grad and (anywhere or _from_problem()):
             raise _leak(f"Tensor.{name}")
         return original(self, *args, **kwargs)
 
@@ -149,12 +149,7 @@ def _watching_data() -> property:
     descriptor: Any = torch._C.TensorBase.__dict__["data"]  # the getset descriptor
 
     def get(self: torch.Tensor) -> Any:
-        if (
-            not torch.compiler.is_compiling()  # first: Dynamo traces no thread-local read
-            and getattr(_active, "depth", 0) > 0
-            and self.requires_grad
-            and _from_problem()
-        ):
+        if _guarding() and self.requires_grad and _from_problem():
             raise _leak("Tensor.data")
         return descriptor.__get__(self)
 
@@ -166,12 +161,7 @@ def _watching_data() -> property:
 
 def _watching_new_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
     def new_tensor(self: torch.Tensor, data: Any, *args: Any, **kwargs: Any) -> Any:
-        if (
-            not torch.compiler.is_compiling()  # first: Dynamo traces no thread-local read
-            and getattr(_active, "depth", 0) > 0
-            and _holds_graph(data)
-            and _from_problem()
-        ):
+        if _guarding() and _holds_graph(data) and _from_problem():
             raise _leak("Tensor.new_tensor")
         return original(self, data, *args, **kwargs)
 
@@ -180,12 +170,7 @@ def _watching_new_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _watching_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
     def tensor(data: Any, *args: Any, **kwargs: Any) -> Any:
-        if (
-            not torch.compiler.is_compiling()  # first: Dynamo traces no thread-local read
-            and getattr(_active, "depth", 0) > 0
-            and _holds_graph(data)
-            and _from_problem()
-        ):
+        if _guarding() and _holds_graph(data) and _from_problem():
             raise _leak("torch.tensor")
         return original(data, *args, **kwargs)
 
@@ -200,12 +185,7 @@ def _watching_mode(cls: type, method: str, off: Callable[..., bool]) -> Callable
     original = getattr(cls, method)
 
     def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if (
-            not torch.compiler.is_compiling()
-            and getattr(_active, "depth", 0) > 0
-            and off(self, *args, **kwargs)
-            and _from_problem()
-        ):
+        if _guarding() and off(self, *args, **kwargs) and _from_problem():
             raise _leak("torch.no_grad")
         return original(self, *args, **kwargs)
 
@@ -216,13 +196,7 @@ def _watching_mode(cls: type, method: str, off: Callable[..., bool]) -> Callable
 
 def _watching_detach(original: Callable[..., Any]) -> Callable[..., Any]:
     def detach(x: Any, *args: Any, **kwargs: Any) -> Any:
-        if (
-            not torch.compiler.is_compiling()
-            and getattr(_active, "depth", 0) > 0
-            and isinstance(x, torch.Tensor)
-            and x.requires_grad
-            and _from_problem()
-        ):
+        if _guarding() and isinstance(x, torch.Tensor) and x.requires_grad and _from_problem():
             raise _leak("Tensor.detach")
         return original(x, *args, **kwargs)
 

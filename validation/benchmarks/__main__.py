@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simdiff.evidence._environment import _git_revision
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
 
@@ -286,22 +288,6 @@ def outputs() -> dict[str, Benchmark]:
     return out
 
 
-def _git() -> str:
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    except OSError:
-        return "unknown"
-    return sha + (" + uncommitted changes" if dirty else "") if sha else "unknown"
-
-
 @contextlib.contextmanager
 def _lock() -> Iterator[None]:
     """One benchmark at a time on this machine (a second runner waits)."""
@@ -319,7 +305,7 @@ def run(b: Benchmark) -> int:
     env = {**os.environ, **b.env}
     header = [
         f"# command: {b.command()}",
-        f"# git {_git()}, started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
+        f"# git {_git_revision()}, started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
         "# load average (1, 5, 15 min) before: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()),
     ]
     body: list[str] = []
