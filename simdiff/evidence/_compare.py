@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +22,7 @@ from ..errors import InputError, UnsupportedError
 from ._compare_configs import CONFIGS, Builder, Task, config_backend, make_task, register_config
 from ._compare_result import CompareEntry, CompareResult
 from ._memory import NoProbe, PeakRSS
+from ._timing import Summary, first_call, timed
 
 __all__ = [
     "CONFIGS",
@@ -180,7 +179,7 @@ def compare(
                 calls.append((entry, call))
     for entry, call in calls:  # calibrate the inner loop from a second call
         try:
-            t = _timed(call, 1)
+            t = timed(call, 1)
         except Exception as exc:
             entry.status, entry.error = "error", f"{type(exc).__name__}: {exc}"[:500]
             continue
@@ -190,7 +189,7 @@ def compare(
     for _ in range(repeats):
         rounds.shuffle(calls)  # the pair that opens a round runs measurably slower
         for entry, call in calls:
-            entry.samples.append(_timed(call, entry.inner) / entry.inner)
+            entry.samples.append(timed(call, entry.inner) / entry.inner)
     for entry, _ in calls:
         _summarise(entry)
     _accuracy(problem, tasks, result)
@@ -221,9 +220,7 @@ def _first_call(
     try:
         call = builder(problem, task)
         with PeakRSS() if memory else NoProbe() as probe:
-            start = time.perf_counter()
-            y = call()
-            entry.first_call_s = time.perf_counter() - start
+            y, entry.first_call_s = first_call(call)
         entry.peak_rss_mb = probe.delta_mb if memory else math.nan
         entry.value = _to_numpy(y)
         d = getattr(call, "derivatives", None)
@@ -237,20 +234,11 @@ def _first_call(
     return None
 
 
-def _timed(call: Callable[[], Any], inner: int) -> float:
-    start = time.perf_counter()
-    for _ in range(inner):
-        call()
-    return time.perf_counter() - start
-
-
 def _summarise(e: CompareEntry) -> None:
-    s = sorted(e.samples)
-    e.repeats = len(s)
-    e.steady_s = statistics.median(s)
-    q = np.quantile(s, [0.25, 0.75])
-    e.steady_q25_s, e.steady_q75_s = float(q[0]), float(q[1])
-    e.steady_min_s, e.steady_max_s = s[0], s[-1]
+    s = Summary.of(e.samples)
+    e.repeats, e.steady_s = s.n, s.median
+    e.steady_q25_s, e.steady_q75_s = s.q25, s.q75
+    e.steady_min_s, e.steady_max_s = s.min, s.max
 
 
 def _accuracy(problem: Problem, tasks: list[Task], result: CompareResult) -> None:

@@ -48,7 +48,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 import problems.ode  # noqa: E402
 import simdiff  # noqa: E402
 from simdiff.backends import get_backend  # noqa: E402
+from simdiff.evidence._timing import balanced_orders, first_call, timed  # noqa: E402
 from simdiff.pde import Grid, burgers_equation, solve  # noqa: E402
 
 SIZES = (50, 256, 256, 128, 1)
@@ -110,31 +110,6 @@ def covariance(n: int, seed: int = 1) -> np.ndarray:
 # --------------------------------------------------------------------------- timing
 
 
-def balanced_orders(n: int) -> list[list[int]]:
-    """Orders of ``n`` configurations in which each follows each other equally often.
-
-    A Williams design: the rows ``0, 1, n-1, 2, n-2, ...`` shifted cyclically
-    (``n`` rows), with their reverses for odd ``n`` (``2 n`` rows); every
-    ordered pair of different configurations is adjacent in exactly one row
-    (two for odd ``n``), and every configuration takes every position alike.
-
-    Examples
-    --------
-    >>> balanced_orders(3)
-    [[0, 1, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0], [0, 2, 1], [1, 0, 2]]
-    """
-    first, lo, hi = [0], 1, n - 1
-    while len(first) < n:
-        if len(first) % 2:
-            first.append(lo)
-            lo += 1
-        else:
-            first.append(hi)
-            hi -= 1
-    rows = [[(f + i) % n for f in first] for i in range(n)]
-    return rows + [r[::-1] for r in rows] if n % 2 else rows
-
-
 def interleave(configs: dict[str, Any], repeats: int) -> dict[str, dict[str, float]]:
     """First call of each, then ``repeats`` rounds; two medians per configuration.
 
@@ -152,18 +127,14 @@ def interleave(configs: dict[str, Any], repeats: int) -> dict[str, dict[str, flo
     first, values = {}, {}
     times: dict[str, dict[str, list[float]]] = {k: {"cold": [], "steady": []} for k in configs}
     for name, fn in configs.items():
-        t = time.perf_counter()
-        values[name] = fn()
-        first[name] = time.perf_counter() - t
+        values[name], first[name] = first_call(fn)
     names = list(configs)
     orders = balanced_orders(len(names))
     for r in range(repeats):
         for i in orders[r % len(orders)]:
             name = names[i]
             for kind in ("cold", "steady"):
-                t = time.perf_counter()
-                configs[name]()
-                times[name][kind].append(time.perf_counter() - t)
+                times[name][kind].append(timed(configs[name]))
     out = {}
     for name, ts in times.items():
         q = np.percentile(ts["steady"], [25, 75])
