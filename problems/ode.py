@@ -9,6 +9,7 @@ sensitivity equations integrated by ``scipy.integrate.solve_ivp``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 import scipy.integrate
@@ -337,8 +338,85 @@ HIRES_REFERENCE = (
 #: rtol 1e-6, atol 1e-8, first step 0.03.  The automatic first step (3.2e-4 here) makes
 #: that step's error estimate rounding noise (local error ~1e-18), so the next step size,
 #: and with it y8(T) to ~3e-9, depended on each backend's rounding (JAX against torch);
-#: from h0 = 0.03 the values agree to 1e-13, the gradients to 9e-11 (measured).
+#: from h0 = 0.03 the values agree to 1e-13, the gradients to 9e-11 (measured; within the
+#: rounding noise ``simdiff.check`` measures for this gradient, ~3e-9).
 HIRES_SOLVER = Rodas5P(rtol=1e-6, atol=1e-8, max_steps=1000, h0=0.03)
+
+
+def sensitivities(
+    rhs: Callable, jac_y: Callable, jac_p: Callable, y0: np.ndarray, x: np.ndarray,
+    times: np.ndarray, method: str, rtol: float, atol: float, newton_jac: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``y(t_i)`` and ``dy(t_i)/dx`` from ``S' = J_y S + J_x``, ``S(0) = 0`` by ``solve_ivp``.
+
+    ``newton_jac``: give an implicit method the block-diagonal part of the augmented
+    system's Jacobian, ``diag(J_y, J_y kron I)`` (the Newton iteration's matrix; the
+    solution does not depend on it), instead of its finite differences.
+    """
+    n, m = len(y0), len(x)
+
+    def aug(t: float, z: np.ndarray) -> np.ndarray:
+        y, S = z[:n], z[n:].reshape(n, m)
+        return np.concatenate([rhs(t, y, x, np), (jac_y(y, x) @ S + jac_p(y, x)).ravel()])
+
+    def jac(t: float, z: np.ndarray) -> np.ndarray:
+        jy = jac_y(z[:n], x)
+        return scipy.linalg.block_diag(jy, np.kron(jy, np.eye(m)))
+
+    z0 = np.concatenate([y0, np.zeros(n * m)])
+    sol = scipy.integrate.solve_ivp(aug, (0.0, float(times[-1])), z0, method=method, rtol=rtol,
+                                    atol=atol, t_eval=times,
+                                    **({"jac": jac} if newton_jac else {}))  # fmt: skip
+    assert sol.success, sol.message
+    zs = sol.y.T
+    return zs[:, :n], zs[:, n:].reshape(len(times), n, m)
+
+
+def hires_jacobians(y: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(df/dy, df/dk)`` of HIRES, by hand."""
+    jy = np.zeros((8, 8))
+    jy[0, :3] = -k[0], k[1], k[2]
+    jy[1, :2] = k[0], -k[4]
+    jy[2, 2:5] = -k[5], k[1], k[6]
+    jy[3, 1:4] = k[2], k[0], -k[7]
+    jy[4, 4:7] = -k[8], k[1], k[1]
+    jy[5, 3:8] = k[10], k[0], -k[9] * y[7] - k[1], k[10], -k[9] * y[5]
+    jy[6, 5:8] = k[9] * y[7], -k[11], k[9] * y[5]
+    jy[7, 5:8] = -k[9] * y[7], k[11], -k[9] * y[5]
+    jk = np.zeros((8, 12))
+    jk[0, :4] = -y[0], y[1], y[2], 1.0
+    jk[1, [0, 4]] = y[0], -y[1]
+    jk[2, [5, 1, 6]] = -y[2], y[3], y[4]
+    jk[3, [2, 0, 7]] = y[1], y[2], -y[3]
+    jk[4, [8, 1]] = -y[4], y[5] + y[6]
+    jk[5, [9, 10, 0, 1]] = -y[5] * y[7], y[3] + y[6], y[4], -y[5]
+    jk[6, [9, 11]] = y[5] * y[7], -y[6]
+    jk[7, [9, 11]] = -y[5] * y[7], y[6]
+    return jy, jk
+
+
+#: The references of ``hires``: LSODA (SciPy) on the forward sensitivity equations at rtol
+#: 1e-12, which agrees with BDF at rtol 1e-12 to 4e-12 (relative) in every element of the
+#: gradient, and with the test set's y8(T) to 6e-13.
+HIRES_REFERENCE_RTOL = 1e-12
+
+
+@functools.lru_cache(maxsize=8)
+def _hires_sensitivities(x: tuple[float, ...]) -> tuple[float, np.ndarray]:
+    k = np.exp(np.asarray(x))
+    ys, S = sensitivities(hires_rhs, lambda y, k: hires_jacobians(y, k)[0],
+                          lambda y, k: hires_jacobians(y, k)[1], HIRES_Y0, k,
+                          np.array([HIRES_T]), "LSODA", HIRES_REFERENCE_RTOL,
+                          1e-4 * HIRES_REFERENCE_RTOL, newton_jac=True)  # fmt: skip
+    return float(ys[-1, 7]), S[-1, 7] * k  # d y8 / d ln k = (d y8 / d k) k
+
+
+def _hires_value(x: np.ndarray) -> float:
+    return _hires_sensitivities(tuple(np.asarray(x, dtype=np.float64).tolist()))[0]
+
+
+def _hires_grad(x: np.ndarray) -> np.ndarray:
+    return _hires_sensitivities(tuple(np.asarray(x, dtype=np.float64).tolist()))[1].copy()
 
 
 def hires_log_rhs(t, y, p, ops):
@@ -351,6 +429,8 @@ def hires() -> ODEProblem:
     return ODEProblem(
         hires_log_rhs, HIRES_Y0, (0.0, HIRES_T), np.log(HIRES_K), save_at=np.array([HIRES_T]),
         observable=lambda ys, ops: ys[-1, 7], solver=HIRES_SOLVER, name="hires",
+        exact={"value": _hires_value, "grad": _hires_grad},
+        check_options=CheckOptions(solver_rtol=HIRES_SOLVER.rtol, reference_rtol=1e-9),
         meta={"tags": ("ode", "small", "stiff"),
               "citation": "E. Schäfer, J. Math. Biol. 2 (1975) 41-56; E. Hairer, G. Wanner, "
               "Solving ODEs II, IV.10; F. Mazzia, C. Magherini, Test Set for IVP Solvers "

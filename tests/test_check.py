@@ -308,3 +308,64 @@ def test_large_n_never_forms_the_full_hessian(backend: str, monkeypatch) -> None
         n_directions=2,
     )
     assert res.passed, str(res)
+
+
+# ------------------------------------------------- across backends: the measured rounding noise
+
+
+def _rippled(k: float, torch_factor: float) -> simdiff.Problem:
+    """A smooth bowl with a fine ripple, its torch result scaled by ``torch_factor``.
+
+    ``f = x.x / 2 + (1e-4 / k) sum(sin(k x))``: the ripple adds ``1e-4 cos(k x)`` to
+    the gradient (small enough for the leak probe's central differences), and at
+    ``k = 1e10`` that term changes by ~1e-10 when ``x`` moves by a few ulps: rounding
+    noise far above ``1e4 eps``.  ``torch_factor`` plants a gap between the backends."""
+
+    def fn(x, ops):
+        f = 0.5 * ops.sum(x * x) + (1e-4 / k) * ops.sum(ops.sin(k * x))
+        return f * torch_factor if type(x).__module__.startswith("torch") else f
+
+    return simdiff.Problem(fn, x0=np.array([0.3, 0.7]), name=f"rippled{k:g}")
+
+
+def _cross(res) -> simdiff.evidence.CheckEntry:
+    (entry,) = [e for e in res.entries if e.reference.startswith("cross:")]
+    return entry
+
+
+@pytest.mark.parametrize(
+    ("k", "factor", "verdict"),
+    [
+        (1e10, 1 + 1e-11, "pass"),  # above 1e4 eps, within the gradient's measured noise
+        (1e10, 1 + 1e-6, "fail"),  # far above that noise
+        (1.0, 1 + 1e-11, "fail"),  # no noise to speak of: 1e4 eps holds
+    ],
+)
+def test_cross_backend_tolerance_is_the_measured_rounding_noise(k, factor, verdict) -> None:
+    res = simdiff.check(_rippled(k, factor), derivatives=("grad",))
+    entry = _cross(res)
+    assert entry.verdict == verdict, str(res)
+    if k == 1.0:
+        assert entry.gap < 1e-14, str(res)  # measured, and at the rounding level
+    else:
+        assert 1e-12 < entry.gap < 1e-8, str(res)  # 1e-4 k (a few ulps of x)
+
+
+def test_an_inconclusive_fd_entry_is_decided_by_a_passing_exact_reference() -> None:
+    from simdiff.evidence import CheckEntry, CheckResult
+
+    def res(exact: str) -> CheckResult:
+        r = CheckResult("p", np.zeros(1))
+        r.entries = [
+            CheckEntry("grad", "jax", "scipy-fd", verdict="inconclusive"),
+            CheckEntry("grad", "jax", "exact", verdict=exact),
+            CheckEntry("hessian", "jax", "scipy-fd", verdict="pass"),
+        ]
+        return r
+
+    assert res("pass").verdict == "pass"
+    assert res("inconclusive").verdict == "inconclusive"
+    assert res("fail").verdict == "fail"
+    other = res("pass")
+    other.entries.append(CheckEntry("hessian", "torch", "scipy-fd", verdict="inconclusive"))
+    assert other.verdict == "inconclusive"  # no exact reference decided that one

@@ -74,6 +74,19 @@ def test_hires_catalogue_entry_reaches_the_test_set_reference() -> None:
     assert float(p.evaluate()) == pytest.approx(y[7], rel=1e-12)
 
 
+def test_hires_exact_references_are_independent_solves_that_agree() -> None:
+    # the catalogue's references: LSODA on the forward sensitivity system at rtol 1e-12
+    x = np.log(po.HIRES_K)
+    assert po._hires_value(x) == pytest.approx(po.HIRES_REFERENCE[7], rel=1e-10)
+    k = po.HIRES_K
+    jy, jk = (lambda y, k: po.hires_jacobians(y, k)[0]), (lambda y, k: po.hires_jacobians(y, k)[1])
+    _, S = po.sensitivities(po.hires_rhs, jy, jk, po.HIRES_Y0, k, np.array([po.HIRES_T]), "BDF",
+                            1e-12, 1e-16, newton_jac=True)  # fmt: skip
+    bdf = S[-1, 7] * k  # d y8 / d ln k
+    # measured 4e-12 apart; both solvers' global error is a few times their rtol of 1e-12
+    np.testing.assert_allclose(po._hires_grad(x), bdf, rtol=1e-10)
+
+
 @pytest.mark.slow
 def test_hires_catalogue_entry_is_the_same_discrete_solve_on_both_backends() -> None:
     # From h0 = 0.03 the step sequence does not hang on rounding noise: JAX and torch agree

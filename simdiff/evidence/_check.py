@@ -54,6 +54,8 @@ __all__ = [
     "DERIVATIVES",
     "ERR_FRAC",
     "FLOOR",
+    "NOISE_POINTS",
+    "NOISE_ULPS",
     "RESOLVE",
     "RTOL_CROSS",
     "RTOL_EXACT",
@@ -77,6 +79,10 @@ DERIVATIVES = ("grad", "hessian", "hvp", "jvp", "vjp", "jacobian", "derivative")
 #: Tolerances of the tight-tolerance variant (:meth:`simdiff.Problem.tightened`) on which
 #: :func:`check` computes finite-difference references: the working ones divided by this.
 TIGHTEN = 1e2
+#: Points at which :func:`check` measures a derivative's rounding noise (see ``noise``).
+NOISE_POINTS = 4
+#: Each coordinate of a noise point is ``x_i`` moved by up to this many ulps.
+NOISE_ULPS = 4
 #: Entry verdicts.  Only "pass" counts as checked-and-right.
 VERDICTS = ("pass", "fail", "error", "inconclusive", "n/a")
 
@@ -92,7 +98,9 @@ class CheckEntry:
     and ``n_inconclusive`` count the elements of each kind; ``resolution`` is
     the largest ``tol_i / |ref_i|`` over the passed elements (a larger relative
     error in any of them fails) and ``gap`` the largest measured
-    solver-tolerance gap (0 without a tight-tolerance variant).
+    solver-tolerance gap (0 without a tight-tolerance variant); for a
+    ``cross:<backend>`` entry, the largest measured rounding noise where the
+    strict cross-backend tolerance was exceeded (see :func:`check`).
     """
 
     derivative: str
@@ -118,8 +126,12 @@ class CheckResult:
 
     ``verdict`` is ``"fail"`` when any entry failed or errored, else
     ``"inconclusive"`` when some entry was inconclusive, else ``"pass"`` when
-    some entry passed, else ``"not checked"``.  ``n/a`` entries never count as a
-    pass; :meth:`not_checked` lists them and ``str(result)`` names them.
+    some entry passed, else ``"not checked"``.  A finite-difference entry
+    that is inconclusive does not make the result inconclusive where the same
+    derivative on the same backend passed against an exact reference (an
+    independent reference decided it; the entry stays in the table).  ``n/a``
+    entries never count as a pass; :meth:`not_checked` lists them and
+    ``str(result)`` names them.
     """
 
     problem: str
@@ -129,7 +141,13 @@ class CheckResult:
     @property
     def verdict(self) -> str:
         """``"pass"``, ``"fail"``, ``"inconclusive"`` or ``"not checked"``."""
-        seen = {e.verdict for e in self.entries}
+        exact = {(e.derivative, e.backend) for e in self.entries
+                 if e.reference == "exact" and e.verdict == "pass"}  # fmt: skip
+        seen = {
+            e.verdict for e in self.entries
+            if not (e.verdict == "inconclusive" and e.reference.startswith("scipy-fd")
+                    and (e.derivative, e.backend) in exact)
+        }  # fmt: skip
         if seen & {"fail", "error"}:
             return "fail"
         if "inconclusive" in seen:
@@ -366,6 +384,18 @@ def check(
     structural zero, an element at the rounding floor or within the solver
     gap) is counted inconclusive and never as a pass; an entry none of whose
     elements passed is ``"inconclusive"``.
+    Across backends the rule is the same with ``err_i = 0`` and ``rtol =
+    1e4 eps``; where an element exceeds that, ``gap_i`` becomes the
+    derivative's measured rounding noise: the largest change of the first
+    backend's result at ``NOISE_POINTS`` points that move each ``x_j`` by up
+    to ``NOISE_ULPS`` ulps.  Two backends compute the same mathematics in a
+    different order of operations, which perturbs every intermediate by
+    rounding; a derivative that moves by more than ``1e4 eps`` under
+    rounding-level changes of its input (an adaptive solver's step decisions,
+    ill-conditioned linear solves along a stiff trajectory) cannot be asked
+    to agree more closely across backends.  The noise is measured only where
+    the strict tolerance is exceeded (it can only widen it), and shown in
+    the entry's ``gap``.
     Detection power (tested with planted errors on both backends): a relative
     error of ``1e-8`` in any element ``>= 1e-3`` of the array's largest is
     caught against exact references, ``1e-5`` against converged finite
@@ -413,16 +443,43 @@ def check(
             why = f"{problem.name} does not run on {b} (backends={list(problem.backends)})"
             result.entries.append(CheckEntry("*", b, "-", message=why))
 
+    noise_cache: dict[str, np.ndarray] = {}
+
+    def noise(kind: str, label: str) -> np.ndarray:
+        """The rounding noise of the first backend's ``label`` (see Notes)."""
+        if label not in noise_cache:
+            base = np.asarray(first[label], dtype=np.float64)
+            spread = np.zeros_like(base)
+            rng_noise = np.random.default_rng([seed, NOISE_POINTS, NOISE_ULPS])
+            rest = (orders, fd_full_max_n, fd_max_n, fd)
+            for _ in range(NOISE_POINTS):
+                ulps = rng_noise.integers(-NOISE_ULPS, NOISE_ULPS + 1, size=n)
+                xp = x + ulps * np.spacing(np.abs(x))
+                for p in plans(kind, ds[runnable[0]], problem, xp, v, u, dirs, f_np, *rest):
+                    if p.label == label:
+                        got_p = np.asarray(p.got(), dtype=np.float64)
+                        spread = np.maximum(spread, np.abs(got_p - base))
+            noise_cache[label] = spread
+        return noise_cache[label]
+
     def add(label: str, b: str, plan_scale: float, ref: str, got, refv, rtol: float,
-            gap: Callable[[], Any] | None = None) -> None:  # fmt: skip
+            gap: Callable[[], Any] | None = None,
+            rounding: Callable[[], Any] | None = None) -> None:  # fmt: skip
         entry = CheckEntry(label, b, ref)
         result.entries.append(entry)
         try:
             r = refv()
             values, err, conv = r if isinstance(r, tuple) else (r, None, None)
+            gap_v = None if gap is None else gap()
+            if rounding is not None:  # cross: the measured noise where 1e4 eps is exceeded
+                ref_a = np.asarray(values, dtype=np.float64)
+                scale_a = max(float(np.max(np.abs(ref_a), initial=0.0)), plan_scale)
+                strict = tolerance(0.0, ref_a, scale_a, rtol=rtol, c=c)
+                if not np.all(np.abs(np.asarray(got(), dtype=np.float64) - ref_a) <= strict):
+                    gap_v = rounding()
             cmp = compare_arrays(
                 got(), values, rtol=rtol, err=err, converged=conv, fscale=plan_scale, c=c,
-                gap=None if gap is None else gap(), s=s, resolve=resolve,
+                gap=gap_v, s=s, resolve=resolve,
             )  # fmt: skip
         except (NotImplementedError, ImportError) as exc:  # not available (e.g. no taylor)
             entry.verdict, entry.message = "n/a", f"{type(exc).__name__}: {exc}"[:200]
@@ -445,13 +502,14 @@ def check(
             args = (x, v, u, dirs)
             rest = (orders, fd_full_max_n, fd_max_n, fd)
             working = plans(kind, ds[b], problem, *args, f_np, *rest)
+            nz = lambda label, kind=kind: noise(kind, label)  # noqa: E731
             if tight is None:
                 for plan in working:
-                    add_plan(plan, b, add, tols, first, runnable, fmax, xscale)
+                    add_plan(plan, b, add, tols, first, runnable, fmax, xscale, noise=nz)
                 continue
             refs = plans(kind, ds_ref[b], tight, *args, f_ref, *rest)
             for plan, ref_plan in zip(working, refs, strict=True):
-                add_plan(plan, b, add, tols, first, runnable, fmax, xscale, ref_plan)
+                add_plan(plan, b, add, tols, first, runnable, fmax, xscale, ref_plan, nz)
     return result
 
 
@@ -465,6 +523,7 @@ def add_plan(
     fmax: float,
     xscale: float,
     ref_plan: Plan | None = None,
+    noise: Callable[[str], np.ndarray] | None = None,
 ) -> None:
     """Run one plan's comparisons on backend ``b`` (and the cross-backend one).
 
@@ -497,8 +556,9 @@ def add_plan(
             tref = ref_plan.refs[i]
             add(plan.label, b, scale, tref.name, value, tref.value, tols[tref.kind], gap)
     if plan.label in first and b != runnable[0]:
+        rounding = None if noise is None else (lambda: noise(plan.label))
         add(plan.label, b, scale, f"cross:{runnable[0]}", value, (lambda: first[plan.label]),
-            tols["cross"])  # fmt: skip
+            tols["cross"], rounding=rounding)  # fmt: skip
     elif b == runnable[0]:
         try:
             first[plan.label] = value()

@@ -72,6 +72,7 @@ import torch
 import problems
 import problems.ode as po
 import simdiff
+from problems.ode import hires_jacobians, sensitivities
 from simdiff.evidence._memory import PeakRSS
 from simdiff.ode import (
     CheckpointAdjoint,
@@ -115,35 +116,6 @@ def lv_long(max_steps: int = 4096, solver: Any = None) -> ODEProblem:
 
 def _data(p: ODEProblem) -> np.ndarray:
     return getattr(p, "data", None) if hasattr(p, "data") else po.lv_data()
-
-
-def sensitivities(
-    rhs: Callable, jac_y: Callable, jac_p: Callable, y0: np.ndarray, x: np.ndarray,
-    times: np.ndarray, method: str, rtol: float, atol: float, newton_jac: bool = False,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """``y(t_i)`` and ``dy(t_i)/dx`` from ``S' = J_y S + J_x``, ``S(0) = 0`` by ``solve_ivp``.
-
-    ``newton_jac``: give an implicit method the block-diagonal part of the augmented
-    system's Jacobian, ``diag(J_y, J_y kron I)`` (the Newton iteration's matrix; the
-    solution does not depend on it), instead of its finite differences.
-    """
-    n, m = len(y0), len(x)
-
-    def aug(t: float, z: np.ndarray) -> np.ndarray:
-        y, S = z[:n], z[n:].reshape(n, m)
-        return np.concatenate([rhs(t, y, x, np), (jac_y(y, x) @ S + jac_p(y, x)).ravel()])
-
-    def jac(t: float, z: np.ndarray) -> np.ndarray:
-        jy = jac_y(z[:n], x)
-        return scipy.linalg.block_diag(jy, np.kron(jy, np.eye(m)))
-
-    z0 = np.concatenate([y0, np.zeros(n * m)])
-    sol = scipy.integrate.solve_ivp(aug, (0.0, float(times[-1])), z0, method=method, rtol=rtol,
-                                    atol=atol, t_eval=times,
-                                    **({"jac": jac} if newton_jac else {}))  # fmt: skip
-    assert sol.success, sol.message
-    zs = sol.y.T
-    return zs[:, :n], zs[:, n:].reshape(len(times), n, m)
 
 
 def lv_reference_grad(p: ODEProblem) -> np.ndarray:
@@ -507,29 +479,6 @@ def hires_problem(rtol: float = 1e-9, atol: float = 1e-13, solver: str = "rodas5
     if solver == "kvaerno5":
         return diffrax_problem(p, "grad", solver="kvaerno5")
     return p
-
-
-def hires_jacobians(y: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(df/dy, df/dk)`` of HIRES, by hand."""
-    jy = np.zeros((8, 8))
-    jy[0, :3] = -k[0], k[1], k[2]
-    jy[1, :2] = k[0], -k[4]
-    jy[2, 2:5] = -k[5], k[1], k[6]
-    jy[3, 1:4] = k[2], k[0], -k[7]
-    jy[4, 4:7] = -k[8], k[1], k[1]
-    jy[5, 3:8] = k[10], k[0], -k[9] * y[7] - k[1], k[10], -k[9] * y[5]
-    jy[6, 5:8] = k[9] * y[7], -k[11], k[9] * y[5]
-    jy[7, 5:8] = -k[9] * y[7], k[11], -k[9] * y[5]
-    jk = np.zeros((8, 12))
-    jk[0, :4] = -y[0], y[1], y[2], 1.0
-    jk[1, [0, 4]] = y[0], -y[1]
-    jk[2, [5, 1, 6]] = -y[2], y[3], y[4]
-    jk[3, [2, 0, 7]] = y[1], y[2], -y[3]
-    jk[4, [8, 1]] = -y[4], y[5] + y[6]
-    jk[5, [9, 10, 0, 1]] = -y[5] * y[7], y[3] + y[6], y[4], -y[5]
-    jk[6, [9, 11]] = y[5] * y[7], -y[6]
-    jk[7, [9, 11]] = -y[5] * y[7], y[6]
-    return jy, jk
 
 
 def hires_reference(rtol: float = 1e-11, x: Any = None) -> tuple[float, np.ndarray]:
