@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,13 +29,19 @@ import numpy as np
 from ._labelled import Labelled
 from .backends import backend_of
 from .backends._pytrees import describe_node, node_children, unflatten_node
-from .errors import DTypeError, InputTypeError, NotFoundError, StructureError
+from .errors import (
+    DTypeError,
+    InputTypeError,
+    NotFoundError,
+    PrecisionWarning,
+    StructureError,
+)
 
 __all__ = ["ParamSpec", "TreeFunction", "TreeRhs", "is_tree"]
 
 _NUMBER = (int, float, np.integer, np.floating)
 #: Leaf types read as one float without a check (a bool is refused elsewhere: not here).
-_HOST_SCALARS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
+_HOST_SCALARS = frozenset({float, int, np.float64, np.int64, np.int32})
 
 
 def _registered_node(node: Any) -> tuple[list[tuple[str, Any]], Any] | None:
@@ -95,8 +102,11 @@ def _fast_leaves(node: Any, d: Any, out: list[Any]) -> bool:
     does not have it (then :func:`_walk` finds and names the difference)."""
     tag = d[0]
     if tag == "leaf":
-        if type(node) not in _HOST_SCALARS and (
-            node is None or isinstance(node, (dict, list, tuple, Mapping))
+        kind = type(node)
+        if (
+            kind not in _HOST_SCALARS
+            and kind is not np.ndarray
+            and (node is None or isinstance(node, (dict, list, tuple, Mapping)))
         ):
             return False
         out.append(node)
@@ -147,6 +157,18 @@ def _is_array(a: Any) -> bool:
         return True
     src = backend_of(a)
     return src.differentiable and src.is_native(a)
+
+
+def _framework(leaves: list[tuple[str, Any]]) -> Any:
+    """The differentiable backend of the first leaf that is one of its arrays, or None (numpy
+    and numbers only)."""
+    for _, v in leaves:
+        if type(v) in _HOST_SCALARS or isinstance(v, (_NUMBER, np.ndarray, np.generic)):
+            continue
+        src = backend_of(v)
+        if src.differentiable and src.is_native(v):
+            return src
+    return None
 
 
 def _build(d: Any, leaves: Any) -> Any:
@@ -253,6 +275,36 @@ def _leaf_values(path: str, leaf: Any, what: str) -> np.ndarray:
         got = f"dtype {a.dtype}" if a.dtype.kind != "O" else type(leaf).__name__
         raise DTypeError(f"{name} must be a real float array or number; got {got}")
     return a.astype(np.float64)
+
+
+def _precision(dtype_name: str) -> int:
+    """Bits of a float dtype's name (``"float32"``: 32; an integer or other: 64, as promoted)."""
+    return {"float16": 16, "bfloat16": 16, "float32": 32}.get(dtype_name, 64)
+
+
+def _common_precision(parts: list[Any], paths: tuple[str, ...], src: Any, what: str) -> list[Any]:
+    """``parts`` (the leaves, native arrays of ``src`` or numpy) as they are when they share
+    one float precision; where float32 (or float16) leaves meet float64 ones, a
+    :class:`~simdiff.PrecisionWarning` naming the lower-precision leaves, and every part
+    cast to float64 (the promotion, made explicit)."""
+    if len({p.dtype for p in parts}) == 1:
+        return parts  # one dtype (the common case: a set of a few attribute reads)
+    names = [(src.dtype_name(p) if src is not None else p.dtype.name) for p in parts]
+    bits = [_precision(n) for n in names]
+    if min(bits) == max(bits):
+        return parts
+    low = [f"{p or 'x'!r} ({n})" for p, n, b in zip(paths, names, bits, strict=True) if b < 64]
+    warnings.warn(
+        f"{what} mixes float precisions: leaves {', '.join(low)} meet float64 leaves and are "
+        "promoted to float64, so the result carries their lower input precision; give every "
+        "leaf float64 (or all float32, with dtype='float32')",
+        PrecisionWarning,
+        stacklevel=4,
+    )
+    if src is None:
+        return [np.asarray(p, dtype=np.float64) for p in parts]
+    ops = src.ops()  # float64: its asarray casts floats to it, differentiably
+    return [ops.asarray(p) for p in parts]
 
 
 class ParamSpec:
@@ -376,7 +428,7 @@ class ParamSpec:
             if self._scalars and _HOST_SCALARS.issuperset(map(type, fast)):
                 return np.array(fast, dtype=np.float64)  # numbers only: one array, no checks
             if all(
-                type(v) is np.ndarray and v.shape == s
+                type(v) is np.ndarray and v.shape == s and v.dtype.char == "d"
                 for v, s in zip(fast, self.shapes, strict=True)
             ):
                 return np.concatenate([v.reshape(-1) for v in fast])  # numpy, unbatched
@@ -390,14 +442,13 @@ class ParamSpec:
                     f"{what} must have the structure of the problem's parameters: leaves "
                     f"{list(self.paths)}; got a {_kind(tree)} with leaves {list(got_paths)}"
                 )
-        src = next((backend_of(v) for _, v in leaves if not isinstance(v, (_NUMBER, np.ndarray))
-                    and _is_array(v) and backend_of(v).differentiable), None)  # fmt: skip
+        src = _framework(leaves)
         batch: int | None = None
         parts: list[Any] = []
         for (path, leaf), shape in zip(leaves, self.shapes, strict=True):
             if src is None or not src.is_native(leaf):
                 leaf = np.asarray(leaf) if src is None else src.from_numpy(np.asarray(leaf), None)
-            lshape = tuple(int(s) for s in leaf.shape)
+            lshape = tuple(leaf.shape)  # ints (torch.Size is a tuple of ints)
             if lshape == shape:
                 b = None
             elif len(lshape) == len(shape) + 1 and lshape[1:] == shape:
@@ -414,10 +465,10 @@ class ParamSpec:
             batch = b
             parts.append(leaf)
         lead = () if batch is None else (batch,)
+        parts = _common_precision(parts, self.paths, src, what)
         if src is None:
             return np.concatenate([np.reshape(p, (*lead, -1)) for p in parts], axis=-1)
-        ops = src.ops()
-        return ops.concat([ops.reshape(p, (*lead, -1)) for p in parts], axis=-1)
+        return src.join(parts, lead)
 
     def unflatten(self, flat: Any, ops: Any = None) -> Any:
         """The tree of ``flat`` (shape ``(..., n)``: the last axis is split into the leaves).
@@ -426,13 +477,17 @@ class ParamSpec:
         slicing in that context: scalars ``x[i]``, arrays
         ``ops.reshape(x[i:j], shape)``, differentiable on every backend.
         """
+        if self._whole is not None:  # one leaf of shape (n,): the vector itself, no slice
+            return _build(self.treedef, iter([flat]))
+        if ops is None and type(flat) is not np.ndarray:
+            src = backend_of(flat)
+            if src.differentiable and src.is_native(flat):  # one call, not one op per leaf
+                return _build(self.treedef, iter(src.split(flat, self._bounds, self.shapes)))
         keys = self._scalar_keys
         if keys is not None:  # a flat dict of scalars: one comprehension
             if ops is not None:
                 return {k: flat[i] for i, k in enumerate(keys)}
             return {k: flat[..., i] for i, k in enumerate(keys)}  # 0-d (with ...), or batched
-        if self._whole is not None:  # one leaf of shape (n,): the vector itself, no slice
-            return _build(self.treedef, iter([flat]))
         leaves = []
         if ops is not None:
             for (a, b), shape in zip(self._bounds, self.shapes, strict=True):
