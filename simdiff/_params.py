@@ -391,9 +391,12 @@ class ParamSpec:
     def is_input(self, a: Any) -> bool:
         """Whether ``a``, given for a point or direction, is a tree of this structure's kind
         (:func:`is_tree`; for a structure whose root is a list or tuple, any such list)."""
-        if type(a) is dict:
+        kind = type(a)
+        if kind is dict:
             return True
-        if self.treedef[0] in ("list", "tuple") and type(a) in (list, tuple):
+        if kind is np.ndarray:
+            return False
+        if self.treedef[0] in ("list", "tuple") and kind in (list, tuple):
             return True
         return is_tree(a)
 
