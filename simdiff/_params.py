@@ -31,6 +31,7 @@ from .backends import backend_of
 from .backends._pytrees import describe_node, node_children, unflatten_node
 from .errors import (
     DTypeError,
+    InputError,
     InputTypeError,
     NotFoundError,
     PrecisionWarning,
@@ -95,6 +96,7 @@ def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
 
 
 _LEAF = ("leaf",)
+_REQUIRED = object()  # per_scalar's "no default": every scalar needs an entry
 
 
 def _fast_leaves(node: Any, d: Any, out: list[Any]) -> bool:
@@ -257,7 +259,8 @@ def is_tree(a: Any) -> bool:
 
 
 def _leaf_values(path: str, leaf: Any, what: str) -> np.ndarray:
-    """A leaf of the parameters at construction, as float64 numpy (refused: non-real leaves)."""
+    """A leaf of the parameters at construction, as numpy of its own dtype (refused: non-real
+    leaves)."""
     name = f"{what}[{path!r}]" if path else what
     if isinstance(leaf, bool) or isinstance(leaf, np.bool_):
         raise DTypeError(f"{name} must be a real float array or number; got a bool ({leaf!r})")
@@ -274,11 +277,11 @@ def _leaf_values(path: str, leaf: Any, what: str) -> np.ndarray:
     if a.dtype.kind not in "fiu":
         got = f"dtype {a.dtype}" if a.dtype.kind != "O" else type(leaf).__name__
         raise DTypeError(f"{name} must be a real float array or number; got {got}")
-    return a.astype(np.float64)
+    return a
 
 
 def _precision(dtype_name: str) -> int:
-    """Bits of a float dtype's name (``"float32"``: 32; an integer or other: 64, as promoted)."""
+    """Bits of a float dtype's name (``"float32"``: 32; float64 and anything else: 64)."""
     return {"float16": 16, "bfloat16": 16, "float32": 32}.get(dtype_name, 64)
 
 
@@ -290,10 +293,10 @@ def _common_precision(parts: list[Any], paths: tuple[str, ...], src: Any, what: 
     if len({p.dtype for p in parts}) == 1:
         return parts  # one dtype (the common case: a set of a few attribute reads)
     names = [(src.dtype_name(p) if src is not None else p.dtype.name) for p in parts]
-    bits = [_precision(n) for n in names]
-    if min(bits) == max(bits):
-        return parts
-    low = [f"{p or 'x'!r} ({n})" for p, n, b in zip(paths, names, bits, strict=True) if b < 64]
+    bits = [_precision(n) for n in names if n.startswith(("float", "bfloat"))]
+    if not bits or min(bits) == max(bits) or max(bits) < 64:
+        return parts  # one float precision (integers are exact in either)
+    low = [f"{p or 'x'!r} ({n})" for p, n in zip(paths, names, strict=True) if _precision(n) < 64]
     warnings.warn(
         f"{what} mixes float precisions: leaves {', '.join(low)} meet float64 leaves and are "
         "promoted to float64, so the result carries their lower input precision; give every "
@@ -378,6 +381,11 @@ class ParamSpec:
         leaves: list[tuple[str, Any]] = []
         treedef = _walk(tree, "", leaves)
         values = [_leaf_values(p, leaf, what) for p, leaf in leaves]
+        floats = [v for v in values if v.dtype.kind == "f"]  # integers: exact in float64
+        paths = tuple(p for (p, _), v in zip(leaves, values, strict=True) if v.dtype.kind == "f")
+        if floats:
+            _common_precision(floats, paths, None, what)
+        values = [v.astype(np.float64) for v in values]
         spec = cls(treedef, tuple(p for p, _ in leaves), tuple(v.shape for v in values))
         if spec.n == 0:
             raise StructureError(
@@ -551,6 +559,55 @@ class ParamSpec:
         if k is not None and self.shapes[k] != ():
             return slice(self.offsets[k], self.offsets[k + 1]), self.shapes[k]
         return self.index(name), ()
+
+    def per_scalar(self, values: Mapping[str, Any], what: str, default: Any = _REQUIRED) -> list:
+        """One entry per scalar, in flat order, from ``values`` keyed by name.
+
+        A key is a scalar name (``"alpha"``, ``"k[1]"``) or the path of an
+        array-valued leaf (``"k"``: its value applies to every scalar of the
+        leaf); a scalar name overrides its leaf's entry.  Scalars without an
+        entry get ``default``; without a default they raise
+        :class:`~simdiff.errors.InputError` naming them.  An unknown key raises
+        :class:`~simdiff.errors.NotFoundError` listing the names.
+
+        Examples
+        --------
+        >>> import numpy as np, simdiff
+        >>> spec, _ = simdiff.ParamSpec.from_tree({"a": 1.0, "k": np.zeros(2)})
+        >>> spec.per_scalar({"k": (0, 1), "k[1]": (0, 2)}, "bounds", default=None)
+        [None, (0, 1), (0, 2)]
+        """
+        out = [default] * self.n
+        leaf_keys = [
+            k for k in values if self._leaf.get(k) is not None and self.shapes[self._leaf[k]] != ()
+        ]
+        for key in leaf_keys:  # leaves first: a scalar name then overrides its leaf
+            k = self._leaf[key]
+            out[self.offsets[k] : self.offsets[k + 1]] = [values[key]] * (
+                self.offsets[k + 1] - self.offsets[k]
+            )
+        unknown = []
+        for key, value in values.items():
+            if key in leaf_keys:
+                continue
+            i = self._index.get(key)
+            if i is None:
+                unknown.append(key)
+            else:
+                out[i] = value
+        if unknown:
+            raise NotFoundError(
+                f"{what}: no parameter named {', '.join(map(repr, unknown))}; the names are "
+                f"{list(self.names)[:12]}"
+                + (" ..." if self.n > 12 else "")
+                + (f" and the leaves {list(self.paths)}" if not self._scalars else "")
+            )
+        missing = [name for name, v in zip(self.names, out, strict=True) if v is _REQUIRED]
+        if missing:
+            raise InputError(
+                f"{what} given by name need one per input {list(self.names)}; missing {missing}"
+            )
+        return out
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ParamSpec) and other.key == self.key
