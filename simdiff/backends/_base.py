@@ -637,7 +637,8 @@ class Backend:
         """The inverse of :meth:`join`: ``flat[..., a:b]`` reshaped to ``(*lead, *shape)``
         for each ``(a, b)`` of ``bounds`` (a scalar leaf, shape ``()``, is ``flat[..., a]``)."""
         lead = tuple(flat.shape[:-1])
-        return [flat[..., a] if s == () else flat[..., a:b].reshape((*lead, *s))
+        return [flat[..., a] if s == () else flat[..., a:b] if len(s) == 1
+                else flat[..., a:b].reshape((*lead, *s))
                 for (a, b), s in zip(bounds, shapes, strict=True)]  # fmt: skip
 
     def is_native(self, x: Any) -> bool:
