@@ -359,7 +359,14 @@ class ParamSpec:
         #: points are read in one step.
         flat_dict = treedef[0] == "dict" and all(c == _LEAF for c in treedef[2])
         self._scalar_keys = treedef[1] if flat_dict and self._scalars else None
+        #: ``(key, (..., i))`` of a flat dict of scalars: its results are split by these indices.
+        self._scalar_items = tuple(
+            (k, (Ellipsis, i)) for i, k in enumerate(self._scalar_keys or ())
+        )
+        #: The keys of a dict whose values are the leaves (scalars or arrays), else None.
+        self._dict_keys = treedef[1] if flat_dict else None
         self._whole = 0 if len(shapes) == 1 and len(shapes[0]) == 1 else None
+        self._vectors = all(len(shape) == 1 for shape in shapes)
         self.key = _describe(treedef) + repr(tuple(zip(paths, shapes, strict=True)))
 
     @classmethod
@@ -426,14 +433,23 @@ class ParamSpec:
         structure raises :class:`~simdiff.errors.StructureError` naming the
         difference.
         """
-        keys = self._scalar_keys
+        keys = self._dict_keys
         if keys is not None and type(tree) is dict and len(tree) == len(keys):
+            if self._whole is not None:  # {"w": vector}: a float64 numpy vector is copied
+                v = tree.get(keys[0])
+                if type(v) is np.ndarray and v.shape == self.shapes[0] and v.dtype.char == "d":
+                    return v.copy()
             try:
                 values = [tree[k] for k in keys]
             except KeyError:
                 values = []
-            if values and _HOST_SCALARS.issuperset(map(type, values)):
+            if values and self._scalars and _HOST_SCALARS.issuperset(map(type, values)):
                 return np.array(values, dtype=np.float64)
+            if values and all(
+                type(v) is np.ndarray and v.shape == s and v.dtype.char == "d"
+                for v, s in zip(values, self.shapes, strict=True)
+            ):  # float64 numpy leaves of their shapes, unbatched: one concatenation
+                return np.concatenate(values if self._vectors else [v.reshape(-1) for v in values])
         fast: list[Any] = []
         if _fast_leaves(tree, self.treedef, fast):
             if self._scalars and _HOST_SCALARS.issuperset(map(type, fast)):
@@ -481,6 +497,13 @@ class ParamSpec:
             return np.concatenate([np.reshape(p, (*lead, -1)) for p in parts], axis=-1)
         return src.join(parts, lead)
 
+    def _assemble(self, parts: list[Any]) -> Any:
+        """The tree of the leaves ``parts`` (flat order): a dict of leaves in one step."""
+        keys = self._dict_keys
+        if keys is not None:
+            return dict(zip(keys, parts, strict=True))
+        return _build(self.treedef, iter(parts))
+
     def unflatten(self, flat: Any, ops: Any = None) -> Any:
         """The tree of ``flat`` (shape ``(..., n)``: the last axis is split into the leaves).
 
@@ -489,16 +512,17 @@ class ParamSpec:
         ``ops.reshape(x[i:j], shape)``, differentiable on every backend.
         """
         if self._whole is not None:  # one leaf of shape (n,): the vector itself, no slice
-            return _build(self.treedef, iter([flat]))
+            keys = self._dict_keys
+            return {keys[0]: flat} if keys is not None else self._assemble([flat])
         if ops is None and type(flat) is not np.ndarray:
             src = backend_of(flat)
             if src.differentiable and src.is_native(flat):  # one call, not one op per leaf
-                return _build(self.treedef, iter(src.split(flat, self._bounds, self.shapes)))
+                return self._assemble(src.split(flat, self._bounds, self.shapes))
         keys = self._scalar_keys
         if keys is not None:  # a flat dict of scalars: one comprehension
             if ops is not None:
                 return {k: flat[i] for i, k in enumerate(keys)}
-            return {k: flat[..., i] for i, k in enumerate(keys)}  # 0-d (with ...), or batched
+            return {k: flat[i] for k, i in self._scalar_items}  # 0-d (with ...), or batched
         leaves = []
         if ops is not None:
             for (a, b), shape in zip(self._bounds, self.shapes, strict=True):
@@ -517,7 +541,7 @@ class ParamSpec:
                     leaves.append(flat[..., a:b])
                 else:
                     leaves.append(flat[..., a:b].reshape((*lead, *shape)))
-        return _build(self.treedef, iter(leaves))
+        return self._assemble(leaves)
 
     def unflatten_tree(self, out: Any, kind: str, order: int = 0) -> Any:
         """A derivative result in the parameters' structure, by what it is (``kind``).
