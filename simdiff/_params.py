@@ -285,7 +285,9 @@ def _precision(dtype_name: str) -> int:
     return {"float16": 16, "bfloat16": 16, "float32": 32}.get(dtype_name, 64)
 
 
-def _common_precision(parts: list[Any], paths: tuple[str, ...], src: Any, what: str) -> list[Any]:
+def _common_precision(
+    parts: list[Any], paths: tuple[str, ...], src: Any, what: str, stacklevel: int = 5
+) -> list[Any]:
     """``parts`` (the leaves, native arrays of ``src`` or numpy) as they are when they share
     one float precision; where float32 (or float16) leaves meet float64 ones, a
     :class:`~simdiff.PrecisionWarning` naming the lower-precision leaves, and every part
@@ -302,7 +304,7 @@ def _common_precision(parts: list[Any], paths: tuple[str, ...], src: Any, what: 
         "promoted to float64, so the result carries their lower input precision; give every "
         "leaf float64 (or all float32, with dtype='float32')",
         PrecisionWarning,
-        stacklevel=4,
+        stacklevel=stacklevel,  # the caller of simdiff.grad & co. (of Problem for x0)
     )
     if src is None:
         return [np.asarray(p, dtype=np.float64) for p in parts]
@@ -391,7 +393,7 @@ class ParamSpec:
         floats = [v for v in values if v.dtype.kind == "f"]  # integers: exact in float64
         paths = tuple(p for (p, _), v in zip(leaves, values, strict=True) if v.dtype.kind == "f")
         if floats:
-            _common_precision(floats, paths, None, what)
+            _common_precision(floats, paths, None, what, stacklevel=4)
         values = [v.astype(np.float64) for v in values]
         spec = cls(treedef, tuple(p for p, _ in leaves), tuple(v.shape for v in values))
         if spec.n == 0:
