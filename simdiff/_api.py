@@ -1012,6 +1012,10 @@ class Derivatives(OperatorMethods):
 _TOP_LEVEL_KINDS = frozenset({"value", "grad", "value_and_grad", "vjp"})
 
 
+#: Types that are never traced (what most points are made of): skipped without a lookup.
+_UNTRACED = frozenset({float, int, np.ndarray, np.float64, np.float32, type(None)})
+
+
 def _is_traced(a: Any) -> bool:
     """Whether ``a`` is a traced array of any framework (inside one of its transforms)."""
     if a is None:
@@ -1051,6 +1055,8 @@ def resolve_backend(problem: Problem, backend: Any, *arrays: Any) -> Any:
     for arg in arrays:
         tree = spec is not None and spec.is_input(arg)
         for a in spec.leaves(arg) if tree else (arg,):  # type: ignore[union-attr]
+            if type(a) in _UNTRACED:
+                continue
             if _is_traced(a):
                 name = A.backend_of(a).name
                 if problem.supports(name):
@@ -1096,6 +1102,15 @@ def cached_derivatives(
         ),
         refresh=False,  # each call of a Derivatives checks the problem's fingerprint
     )
+
+
+def _flat(problem: Problem, a: Any, what: str = "x") -> Any:
+    """``a`` as the flat vector where it is a tree of ``problem``'s parameters (flattened once,
+    here, before the backend is chosen and the point checked), else ``a`` itself."""
+    spec = problem.param_spec
+    if spec is None or a is None or not spec.is_input(a):
+        return a
+    return spec.flatten(a, what)
 
 
 def _structured(problem: Problem, kind: str, out: Any, order: int = 0) -> Any:
@@ -1145,6 +1160,7 @@ def grad(
     >>> simdiff.grad(p, np.ones((3, 2)), backend="torch").shape
     (3, 2)
     """
+    x = _flat(problem, x)
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
     return _structured(problem, "grad", d.grad(x))
 
@@ -1166,6 +1182,7 @@ def value_and_grad(
     >>> simdiff.value_and_grad(p)
     (array(5.), array([2., 4.]))
     """
+    x = _flat(problem, x)
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
     return _structured(problem, "value_and_grad", d.value_and_grad(x))
 
@@ -1203,6 +1220,7 @@ def hessian(
     array([[4., 2.],
            [2., 0.]])
     """
+    x = _flat(problem, x)
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
     out = d.hessian(x, method=method, sparse=sparse)
     return out if sparse else _structured(problem, "hessian", out)
@@ -1226,6 +1244,7 @@ def hvp(
     >>> simdiff.hvp(p, np.array([1.0, 0.0]))
     array([4., 2.])
     """
+    v, x = _flat(problem, v, "v"), _flat(problem, x)
     d = cached_derivatives(problem, backend, v, x, dtype=dtype, compile=compile)
     return _structured(problem, "hvp", d.hvp(v, x))
 
@@ -1249,6 +1268,7 @@ def jvp(
     >>> simdiff.jvp(p, np.array([1.0, 0.0]))
     array([2., 1.])
     """
+    v, x = _flat(problem, v, "v"), _flat(problem, x)
     return cached_derivatives(problem, backend, v, x, dtype=dtype, compile=compile).jvp(v, x)
 
 
@@ -1271,6 +1291,7 @@ def vjp(
     >>> simdiff.vjp(p, np.array([1.0, 1.0]))
     array([3., 0.])
     """
+    x = _flat(problem, x)
     d = cached_derivatives(problem, backend, u, x, dtype=dtype, compile=compile)
     return _structured(problem, "vjp", d.vjp(u, x))
 
@@ -1295,6 +1316,7 @@ def jacobian(
     array([[2., 0.],
            [1., 0.]])
     """
+    x = _flat(problem, x)
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
     return _structured(problem, "jacobian", d.jacobian(x, mode=mode))
 
@@ -1326,6 +1348,7 @@ def derivative(
     >>> float(simdiff.derivative(p, 3, np.ones(1), method="nested"))
     8.0
     """
+    direction, x = _flat(problem, direction, "direction"), _flat(problem, x)
     d = cached_derivatives(problem, backend, direction, x, dtype=dtype, compile=compile)
     return d.derivative(order, direction, x, method=method)
 
@@ -1354,6 +1377,7 @@ def taylor(
     >>> simdiff.taylor(p, 3, np.ones(1), np.zeros(1))
     array([1.        , 1.        , 0.5       , 0.16666667])
     """
+    direction, x = _flat(problem, direction, "direction"), _flat(problem, x)
     d = cached_derivatives(problem, backend, direction, x, dtype=dtype, compile=compile)
     return d.taylor(order, direction, x)
 
@@ -1404,6 +1428,7 @@ def derivative_tensor(
     array([[4., 2.],
            [2., 0.]])
     """
+    x = _flat(problem, x)
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
     out = d.derivative_tensor(order, x, method=method)
     return _structured(problem, "derivative_tensor", out, _check_order(order))

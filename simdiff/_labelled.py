@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 __all__ = ["Labelled", "columns_table", "labelled_table"]
 
 
-def _register_with_jax() -> None:
-    """Make :class:`Labelled` a JAX pytree (its array a child) once jax is imported, so a
-    labelled Hessian can leave ``jax.jit`` and cross ``jax.vmap``."""
+def _register() -> None:
+    """Make :class:`Labelled` a pytree (its array a child) of JAX and of torch once they are
+    imported, so a labelled Hessian can leave ``jax.jit`` and cross ``jax.vmap`` and the
+    ``torch.func`` transforms (``vmap``, ``jacrev``, ...)."""
     register_node(
         Labelled,
         lambda m: ((m.data,), (m.spec, m.axes)),
@@ -60,7 +61,7 @@ class Labelled:
         self.data = data
         self.spec = spec
         self.axes = int(axes)
-        _register_with_jax()
+        _register()
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,13 +29,20 @@ import numpy as np
 from ._labelled import Labelled
 from .backends import backend_of
 from .backends._pytrees import describe_node, node_children, unflatten_node
-from .errors import DTypeError, InputTypeError, NotFoundError, StructureError
+from .errors import (
+    DTypeError,
+    InputError,
+    InputTypeError,
+    NotFoundError,
+    PrecisionWarning,
+    StructureError,
+)
 
 __all__ = ["ParamSpec", "TreeFunction", "TreeRhs", "is_tree"]
 
 _NUMBER = (int, float, np.integer, np.floating)
 #: Leaf types read as one float without a check (a bool is refused elsewhere: not here).
-_HOST_SCALARS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
+_HOST_SCALARS = frozenset({float, int, np.float64, np.int64, np.int32})
 
 
 def _registered_node(node: Any) -> tuple[list[tuple[str, Any]], Any] | None:
@@ -88,6 +96,7 @@ def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
 
 
 _LEAF = ("leaf",)
+_REQUIRED = object()  # per_scalar's "no default": every scalar needs an entry
 
 
 def _fast_leaves(node: Any, d: Any, out: list[Any]) -> bool:
@@ -95,8 +104,11 @@ def _fast_leaves(node: Any, d: Any, out: list[Any]) -> bool:
     does not have it (then :func:`_walk` finds and names the difference)."""
     tag = d[0]
     if tag == "leaf":
-        if type(node) not in _HOST_SCALARS and (
-            node is None or isinstance(node, (dict, list, tuple, Mapping))
+        kind = type(node)
+        if (
+            kind not in _HOST_SCALARS
+            and kind is not np.ndarray
+            and (node is None or isinstance(node, (dict, list, tuple, Mapping)))
         ):
             return False
         out.append(node)
@@ -147,6 +159,18 @@ def _is_array(a: Any) -> bool:
         return True
     src = backend_of(a)
     return src.differentiable and src.is_native(a)
+
+
+def _framework(leaves: list[tuple[str, Any]]) -> Any:
+    """The differentiable backend of the first leaf that is one of its arrays, or None (numpy
+    and numbers only)."""
+    for _, v in leaves:
+        if type(v) in _HOST_SCALARS or isinstance(v, (_NUMBER, np.ndarray, np.generic)):
+            continue
+        src = backend_of(v)
+        if src.differentiable and src.is_native(v):
+            return src
+    return None
 
 
 def _build(d: Any, leaves: Any) -> Any:
@@ -235,7 +259,8 @@ def is_tree(a: Any) -> bool:
 
 
 def _leaf_values(path: str, leaf: Any, what: str) -> np.ndarray:
-    """A leaf of the parameters at construction, as float64 numpy (refused: non-real leaves)."""
+    """A leaf of the parameters at construction, as numpy of its own dtype (refused: non-real
+    leaves)."""
     name = f"{what}[{path!r}]" if path else what
     if isinstance(leaf, bool) or isinstance(leaf, np.bool_):
         raise DTypeError(f"{name} must be a real float array or number; got a bool ({leaf!r})")
@@ -252,7 +277,39 @@ def _leaf_values(path: str, leaf: Any, what: str) -> np.ndarray:
     if a.dtype.kind not in "fiu":
         got = f"dtype {a.dtype}" if a.dtype.kind != "O" else type(leaf).__name__
         raise DTypeError(f"{name} must be a real float array or number; got {got}")
-    return a.astype(np.float64)
+    return a
+
+
+def _precision(dtype_name: str) -> int:
+    """Bits of a float dtype's name (``"float32"``: 32; float64 and anything else: 64)."""
+    return {"float16": 16, "bfloat16": 16, "float32": 32}.get(dtype_name, 64)
+
+
+def _common_precision(
+    parts: list[Any], paths: tuple[str, ...], src: Any, what: str, stacklevel: int = 5
+) -> list[Any]:
+    """``parts`` (the leaves, native arrays of ``src`` or numpy) as they are when they share
+    one float precision; where float32 (or float16) leaves meet float64 ones, a
+    :class:`~simdiff.PrecisionWarning` naming the lower-precision leaves, and every part
+    cast to float64 (the promotion, made explicit)."""
+    if len({p.dtype for p in parts}) == 1:
+        return parts  # one dtype (the common case: a set of a few attribute reads)
+    names = [(src.dtype_name(p) if src is not None else p.dtype.name) for p in parts]
+    bits = [_precision(n) for n in names if n.startswith(("float", "bfloat"))]
+    if not bits or min(bits) == max(bits) or max(bits) < 64:
+        return parts  # one float precision (integers are exact in either)
+    low = [f"{p or 'x'!r} ({n})" for p, n in zip(paths, names, strict=True) if _precision(n) < 64]
+    warnings.warn(
+        f"{what} mixes float precisions: leaves {', '.join(low)} meet float64 leaves and are "
+        "promoted to float64, so the result carries their lower input precision; give every "
+        "leaf float64 (or all float32, with dtype='float32')",
+        PrecisionWarning,
+        stacklevel=stacklevel,  # the caller of simdiff.grad & co. (of Problem for x0)
+    )
+    if src is None:
+        return [np.asarray(p, dtype=np.float64) for p in parts]
+    ops = src.ops()  # float64: its asarray casts floats to it, differentiably
+    return [ops.asarray(p) for p in parts]
 
 
 class ParamSpec:
@@ -304,7 +361,14 @@ class ParamSpec:
         #: points are read in one step.
         flat_dict = treedef[0] == "dict" and all(c == _LEAF for c in treedef[2])
         self._scalar_keys = treedef[1] if flat_dict and self._scalars else None
+        #: ``(key, (..., i))`` of a flat dict of scalars: its results are split by these indices.
+        self._scalar_items = tuple(
+            (k, (Ellipsis, i)) for i, k in enumerate(self._scalar_keys or ())
+        )
+        #: The keys of a dict whose values are the leaves (scalars or arrays), else None.
+        self._dict_keys = treedef[1] if flat_dict else None
         self._whole = 0 if len(shapes) == 1 and len(shapes[0]) == 1 else None
+        self._vectors = all(len(shape) == 1 for shape in shapes)
         self.key = _describe(treedef) + repr(tuple(zip(paths, shapes, strict=True)))
 
     @classmethod
@@ -326,6 +390,11 @@ class ParamSpec:
         leaves: list[tuple[str, Any]] = []
         treedef = _walk(tree, "", leaves)
         values = [_leaf_values(p, leaf, what) for p, leaf in leaves]
+        floats = [v for v in values if v.dtype.kind == "f"]  # integers: exact in float64
+        paths = tuple(p for (p, _), v in zip(leaves, values, strict=True) if v.dtype.kind == "f")
+        if floats:
+            _common_precision(floats, paths, None, what, stacklevel=4)
+        values = [v.astype(np.float64) for v in values]
         spec = cls(treedef, tuple(p for p, _ in leaves), tuple(v.shape for v in values))
         if spec.n == 0:
             raise StructureError(
@@ -339,9 +408,12 @@ class ParamSpec:
     def is_input(self, a: Any) -> bool:
         """Whether ``a``, given for a point or direction, is a tree of this structure's kind
         (:func:`is_tree`; for a structure whose root is a list or tuple, any such list)."""
-        if type(a) is dict:
+        kind = type(a)
+        if kind is dict:
             return True
-        if self.treedef[0] in ("list", "tuple") and type(a) in (list, tuple):
+        if kind is np.ndarray:
+            return False
+        if self.treedef[0] in ("list", "tuple") and kind in (list, tuple):
             return True
         return is_tree(a)
 
@@ -363,20 +435,29 @@ class ParamSpec:
         structure raises :class:`~simdiff.errors.StructureError` naming the
         difference.
         """
-        keys = self._scalar_keys
+        keys = self._dict_keys
         if keys is not None and type(tree) is dict and len(tree) == len(keys):
+            if self._whole is not None:  # {"w": vector}: a float64 numpy vector is copied
+                v = tree.get(keys[0])
+                if type(v) is np.ndarray and v.shape == self.shapes[0] and v.dtype.char == "d":
+                    return v.copy()
             try:
                 values = [tree[k] for k in keys]
             except KeyError:
                 values = []
-            if values and _HOST_SCALARS.issuperset(map(type, values)):
+            if values and self._scalars and _HOST_SCALARS.issuperset(map(type, values)):
                 return np.array(values, dtype=np.float64)
+            if values and all(
+                type(v) is np.ndarray and v.shape == s and v.dtype.char == "d"
+                for v, s in zip(values, self.shapes, strict=True)
+            ):  # float64 numpy leaves of their shapes, unbatched: one concatenation
+                return np.concatenate(values if self._vectors else [v.reshape(-1) for v in values])
         fast: list[Any] = []
         if _fast_leaves(tree, self.treedef, fast):
             if self._scalars and _HOST_SCALARS.issuperset(map(type, fast)):
                 return np.array(fast, dtype=np.float64)  # numbers only: one array, no checks
             if all(
-                type(v) is np.ndarray and v.shape == s
+                type(v) is np.ndarray and v.shape == s and v.dtype.char == "d"
                 for v, s in zip(fast, self.shapes, strict=True)
             ):
                 return np.concatenate([v.reshape(-1) for v in fast])  # numpy, unbatched
@@ -390,14 +471,13 @@ class ParamSpec:
                     f"{what} must have the structure of the problem's parameters: leaves "
                     f"{list(self.paths)}; got a {_kind(tree)} with leaves {list(got_paths)}"
                 )
-        src = next((backend_of(v) for _, v in leaves if not isinstance(v, (_NUMBER, np.ndarray))
-                    and _is_array(v) and backend_of(v).differentiable), None)  # fmt: skip
+        src = _framework(leaves)
         batch: int | None = None
         parts: list[Any] = []
         for (path, leaf), shape in zip(leaves, self.shapes, strict=True):
             if src is None or not src.is_native(leaf):
                 leaf = np.asarray(leaf) if src is None else src.from_numpy(np.asarray(leaf), None)
-            lshape = tuple(int(s) for s in leaf.shape)
+            lshape = tuple(leaf.shape)  # ints (torch.Size is a tuple of ints)
             if lshape == shape:
                 b = None
             elif len(lshape) == len(shape) + 1 and lshape[1:] == shape:
@@ -414,10 +494,17 @@ class ParamSpec:
             batch = b
             parts.append(leaf)
         lead = () if batch is None else (batch,)
+        parts = _common_precision(parts, self.paths, src, what)
         if src is None:
             return np.concatenate([np.reshape(p, (*lead, -1)) for p in parts], axis=-1)
-        ops = src.ops()
-        return ops.concat([ops.reshape(p, (*lead, -1)) for p in parts], axis=-1)
+        return src.join(parts, lead)
+
+    def _assemble(self, parts: list[Any]) -> Any:
+        """The tree of the leaves ``parts`` (flat order): a dict of leaves in one step."""
+        keys = self._dict_keys
+        if keys is not None:
+            return dict(zip(keys, parts, strict=True))
+        return _build(self.treedef, iter(parts))
 
     def unflatten(self, flat: Any, ops: Any = None) -> Any:
         """The tree of ``flat`` (shape ``(..., n)``: the last axis is split into the leaves).
@@ -426,13 +513,18 @@ class ParamSpec:
         slicing in that context: scalars ``x[i]``, arrays
         ``ops.reshape(x[i:j], shape)``, differentiable on every backend.
         """
+        if self._whole is not None:  # one leaf of shape (n,): the vector itself, no slice
+            keys = self._dict_keys
+            return {keys[0]: flat} if keys is not None else self._assemble([flat])
+        if ops is None and type(flat) is not np.ndarray:
+            src = backend_of(flat)
+            if src.differentiable and src.is_native(flat):  # one call, not one op per leaf
+                return self._assemble(src.split(flat, self._bounds, self.shapes))
         keys = self._scalar_keys
         if keys is not None:  # a flat dict of scalars: one comprehension
             if ops is not None:
                 return {k: flat[i] for i, k in enumerate(keys)}
-            return {k: flat[..., i] for i, k in enumerate(keys)}  # 0-d (with ...), or batched
-        if self._whole is not None:  # one leaf of shape (n,): the vector itself, no slice
-            return _build(self.treedef, iter([flat]))
+            return {k: flat[i] for k, i in self._scalar_items}  # 0-d (with ...), or batched
         leaves = []
         if ops is not None:
             for (a, b), shape in zip(self._bounds, self.shapes, strict=True):
@@ -451,7 +543,7 @@ class ParamSpec:
                     leaves.append(flat[..., a:b])
                 else:
                     leaves.append(flat[..., a:b].reshape((*lead, *shape)))
-        return _build(self.treedef, iter(leaves))
+        return self._assemble(leaves)
 
     def unflatten_tree(self, out: Any, kind: str, order: int = 0) -> Any:
         """A derivative result in the parameters' structure, by what it is (``kind``).
@@ -493,6 +585,55 @@ class ParamSpec:
         if k is not None and self.shapes[k] != ():
             return slice(self.offsets[k], self.offsets[k + 1]), self.shapes[k]
         return self.index(name), ()
+
+    def per_scalar(self, values: Mapping[str, Any], what: str, default: Any = _REQUIRED) -> list:
+        """One entry per scalar, in flat order, from ``values`` keyed by name.
+
+        A key is a scalar name (``"alpha"``, ``"k[1]"``) or the path of an
+        array-valued leaf (``"k"``: its value applies to every scalar of the
+        leaf); a scalar name overrides its leaf's entry.  Scalars without an
+        entry get ``default``; without a default they raise
+        :class:`~simdiff.errors.InputError` naming them.  An unknown key raises
+        :class:`~simdiff.errors.NotFoundError` listing the names.
+
+        Examples
+        --------
+        >>> import numpy as np, simdiff
+        >>> spec, _ = simdiff.ParamSpec.from_tree({"a": 1.0, "k": np.zeros(2)})
+        >>> spec.per_scalar({"k": (0, 1), "k[1]": (0, 2)}, "bounds", default=None)
+        [None, (0, 1), (0, 2)]
+        """
+        out = [default] * self.n
+        leaf_keys = [
+            k for k in values if self._leaf.get(k) is not None and self.shapes[self._leaf[k]] != ()
+        ]
+        for key in leaf_keys:  # leaves first: a scalar name then overrides its leaf
+            k = self._leaf[key]
+            out[self.offsets[k] : self.offsets[k + 1]] = [values[key]] * (
+                self.offsets[k + 1] - self.offsets[k]
+            )
+        unknown = []
+        for key, value in values.items():
+            if key in leaf_keys:
+                continue
+            i = self._index.get(key)
+            if i is None:
+                unknown.append(key)
+            else:
+                out[i] = value
+        if unknown:
+            raise NotFoundError(
+                f"{what}: no parameter named {', '.join(map(repr, unknown))}; the names are "
+                f"{list(self.names)[:12]}"
+                + (" ..." if self.n > 12 else "")
+                + (f" and the leaves {list(self.paths)}" if not self._scalars else "")
+            )
+        missing = [name for name, v in zip(self.names, out, strict=True) if v is _REQUIRED]
+        if missing:
+            raise InputError(
+                f"{what} given by name need one per input {list(self.names)}; missing {missing}"
+            )
+        return out
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ParamSpec) and other.key == self.key

@@ -617,6 +617,30 @@ class Backend:
     #: (``Derivatives.hessian`` of one function at a batch of points); measured per backend.
     term_hessians: str = "hvp-sum"
 
+    def join(self, parts: Sequence[Any], lead: tuple[int, ...]) -> Any:
+        """Native arrays ``parts`` (each ``(*lead, *shape)``) as one ``(*lead, total)`` vector.
+
+        What flattens structured parameters (:meth:`simdiff.ParamSpec.flatten`)
+        whose leaves are this framework's arrays; traced parts stay traced.
+        The default concatenates through :meth:`ops`; a backend whose
+        per-operation cost is high (JAX dispatch) makes it one call.
+        """
+        ops = self.ops()
+        return ops.concat([ops.reshape(p, (*lead, -1)) for p in parts], axis=-1)
+
+    def split(
+        self,
+        flat: Any,
+        bounds: tuple[tuple[int, int], ...],
+        shapes: tuple[tuple[int, ...], ...],
+    ) -> list[Any]:
+        """The inverse of :meth:`join`: ``flat[..., a:b]`` reshaped to ``(*lead, *shape)``
+        for each ``(a, b)`` of ``bounds`` (a scalar leaf, shape ``()``, is ``flat[..., a]``)."""
+        lead = tuple(flat.shape[:-1])
+        return [flat[..., a] if s == () else flat[..., a:b] if len(s) == 1
+                else flat[..., a:b].reshape((*lead, *s))
+                for (a, b), s in zip(bounds, shapes, strict=True)]  # fmt: skip
+
     def is_native(self, x: Any) -> bool:
         raise NotImplementedError
 

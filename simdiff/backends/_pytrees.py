@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["describe_node", "node_children", "register_node", "unflatten_node"]
 
-_REGISTERED: set[type] = set()
+_REGISTERED: set[tuple[type, str]] = set()
 
 
 def _tree_util() -> Any:
@@ -49,9 +49,27 @@ def describe_node(structure: Any) -> str:
 
 def register_node(cls: type, flatten: Callable, unflatten: Callable) -> None:
     """Register ``cls`` as a pytree node with each imported framework that has a registry
-    (JAX); a no-op once done, and until JAX is imported (call again later)."""
+    (JAX's ``jax.tree_util``, torch's ``torch.utils._pytree``, which ``torch.func``
+    transforms read their outputs with); a no-op for a framework where it is done, and
+    for one not imported yet (call again later).
+
+    ``flatten(obj) -> (children, aux)`` and ``unflatten(aux, children) -> obj``, JAX's
+    convention (torch's order of arguments is adapted here).
+    """
+    if (cls, "jax") in _REGISTERED and (cls, "torch") in _REGISTERED:
+        return  # the common case: one set lookup each
     jtu = _tree_util()
-    if jtu is None or cls in _REGISTERED:
-        return
-    jtu.register_pytree_node(cls, flatten, unflatten)
-    _REGISTERED.add(cls)
+    if jtu is not None and (cls, "jax") not in _REGISTERED:
+        jtu.register_pytree_node(cls, flatten, unflatten)
+        _REGISTERED.add((cls, "jax"))
+    tpt = getattr(getattr(sys.modules.get("torch"), "utils", None), "_pytree", None)
+    if tpt is None and "torch" in sys.modules:
+        import torch.utils._pytree as tpt  # a submodule torch imports itself; loaded here
+    if tpt is not None and (cls, "torch") not in _REGISTERED:
+        tpt.register_pytree_node(
+            cls,
+            lambda obj: (list(flatten(obj)[0]), flatten(obj)[1]),
+            lambda children, aux: unflatten(aux, children),
+            serialized_type_name=f"{cls.__module__}.{cls.__qualname__}",
+        )
+        _REGISTERED.add((cls, "torch"))

@@ -7,6 +7,7 @@ to float32.  float32 stays available on request (``dtype="float32"``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -157,6 +158,18 @@ _LEAKS = (
 )
 
 
+@functools.partial(jax.jit, static_argnums=1)
+def _join(parts: list[Any], lead: tuple[int, ...]) -> Any:
+    return jnp.concatenate([jnp.reshape(p, (*lead, -1)) for p in parts], axis=-1)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _split(flat: Any, bounds: tuple[tuple[int, int], ...], shapes: Any) -> list[Any]:
+    lead = tuple(flat.shape[:-1])
+    return [flat[..., a] if s == () else jnp.reshape(flat[..., a:b], (*lead, *s))
+            for (a, b), s in zip(bounds, shapes, strict=True)]  # fmt: skip
+
+
 class JaxBackend(Backend):
     name = "jax"
     plain_path = "jit"
@@ -202,6 +215,14 @@ class JaxBackend(Backend):
 
     def warm_up(self) -> None:
         jax.block_until_ready(jax.jit(jax.grad(lambda y: jnp.sin(y).sum()))(jnp.ones(1)))
+
+    def join(self, parts: Any, lead: tuple[int, ...]) -> Any:
+        """One jitted concatenation (one dispatch, not one per leaf; nests in a caller's trace)."""
+        return _join(list(parts), tuple(lead))
+
+    def split(self, flat: Any, bounds: Any, shapes: Any) -> list[Any]:
+        """One jitted call returning every leaf (one dispatch, not one per leaf)."""
+        return _split(flat, tuple(bounds), tuple(shapes))
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, jax.Array)

@@ -946,6 +946,19 @@ class TorchBackend(Backend):
             "code; docs/performance.md); not compiled. Batched points compile."
         )
 
+    def join(self, parts: Any, lead: tuple[int, ...]) -> Any:
+        """``torch.stack`` of scalar leaves, else ``torch.cat`` (one op, not one per leaf)."""
+        parts = list(parts)
+        if all(tuple(p.shape) == tuple(lead) for p in parts):
+            return torch.stack(parts, dim=-1)
+        return torch.cat([p.reshape(*lead, -1) for p in parts], dim=-1)
+
+    def split(self, flat: Any, bounds: Any, shapes: Any) -> list[Any]:
+        """``unbind`` (one op) for scalar leaves, else slices."""
+        if all(s == () for s in shapes):
+            return list(flat.unbind(-1))
+        return super().split(flat, bounds, shapes)
+
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
 

@@ -189,8 +189,10 @@ def dgsm(
     distributions : sequence of n distributions
         :class:`Uniform`, :class:`Normal`, :class:`LogUniform` or tuples
         ``("uniform", a, b)``, ``("normal", mu, sigma)``, ``("log-uniform", a, b)``
-        (one item is used for every input), or a dict from every name of
-        ``problem.param_names`` to its distribution.
+        (one item is used for every input), or a dict by name: a scalar
+        name of ``problem.param_names`` (``"alpha"``, ``"k[1]"``) or the path
+        of an array-valued leaf (``"k"``: every scalar of the leaf) to its
+        distribution; every input needs one.
     n_samples : int
         Sample size ``N``.
     method : {"sobol", "random"}
@@ -254,14 +256,8 @@ def dgsm(
             f"dgsm needs a scalar-valued problem; {problem.name!r} returns shape "
             f"{problem.output_shape}"
         )
-    if isinstance(distributions, Mapping):  # by name: {"alpha": Uniform(...), ...}
-        names = problem.param_names
-        if set(distributions) != set(names):
-            raise InputError(
-                f"dgsm: distributions given by name need one per input {names}; got "
-                f"{sorted(map(str, distributions))}"
-            )
-        distributions = [distributions[k] for k in names]
+    if isinstance(distributions, Mapping):  # by name: {"alpha": Uniform(...), "k": ...}
+        distributions = spec_of(problem).per_scalar(distributions, "dgsm: distributions")
     dists = as_distributions(distributions, problem.n)
     if not 0.0 < float(confidence) < 1.0:
         raise InputError(f"confidence must lie in (0, 1); got {confidence}")

@@ -19,7 +19,8 @@ small against the variance.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,13 +28,13 @@ import numpy as np
 from .._log import ProgressCounter
 from .._operators_core import covariance_factor
 from ..errors import MomentWarning, OptionError, ShapeError
-from ._common import check_problem, derivatives, point
+from ._common import Named, check_problem, derivatives, point, spec_of
 
 __all__ = ["MomentWarning", "Moments", "moments"]
 
 
 @dataclass(frozen=True)
-class Moments:
+class Moments(Named):
     """Mean and variance of ``f(X)``, ``X ~ N(mu, Sigma)``, by Taylor expansion.
 
     Attributes
@@ -49,6 +50,17 @@ class Moments:
     third_order : float
         ``tau_3``, the neglected third-order variance term (estimated by Taylor mode).
     order : int
+    gradient : ndarray, shape (n,)
+        ``g``, the gradient at ``mean``.
+    variance_contributions : ndarray, shape (n,)
+        The first-order variance split by parameter, ``g_i (Sigma g)_i``
+        (``g_i^2 Sigma_ii`` for a diagonal ``Sigma``; negative terms are
+        possible with correlations); they sum to ``variance_terms["gradient"]``.
+    spec : ParamSpec
+        The parameters' names (``names``) and structure
+        (``tree("variance_contributions")``); ``print(result)`` gives the mean
+        and variance and a table of ``gradient`` and
+        ``variance_contributions``, one row per parameter.
     """
 
     mean: float
@@ -58,6 +70,15 @@ class Moments:
     variance_terms: dict
     third_order: float
     order: int
+    gradient: np.ndarray | None = field(default=None, repr=False)
+    variance_contributions: np.ndarray | None = field(default=None, repr=False)
+    spec: Any = field(default=None, repr=False)
+    _columns = ("gradient", "variance_contributions")
+
+    def __str__(self) -> str:
+        head = f"mean {self.mean:.6g}, variance {self.variance:.6g} (order {self.order})"
+        table = self.table()
+        return head + (f"\n{table}" if table else "")
 
 
 def moments(
@@ -77,8 +98,10 @@ def moments(
     problem : Problem
         Scalar valued.
     mean : array_like, shape (n,)
-    cov : array_like, shape (n, n) or (n,)
-        Symmetric positive semi-definite (1-D: the diagonal).
+    cov : array_like, shape (n, n) or (n,), or dict
+        Symmetric positive semi-definite (1-D: the diagonal).  A dict gives
+        the variances (a diagonal ``Sigma``) by parameter name or leaf path
+        (:meth:`simdiff.ParamSpec.per_scalar`); every parameter needs one.
     order : {1, 2}
         ``1``: ``f(mu)``, ``g^T Sigma g`` (the delta method); ``2``: with the
         mean shift ``tr(Sigma H)/2`` and the variance term ``tr((Sigma H)^2)/2``.
@@ -115,6 +138,8 @@ def moments(
     if order not in (1, 2) or isinstance(order, bool):
         raise OptionError(f"moments: order must be 1 or 2; got {order!r}")
     mu = point(problem, mean, "mean")
+    if isinstance(cov, Mapping):
+        cov = np.asarray(spec_of(problem).per_scalar(cov, "moments: cov"), dtype=np.float64)
     Lr = covariance_factor(problem.n, weights=cov)  # (r, n); validates cov
     d = derivatives(problem, backend)
     r = Lr.shape[0]
@@ -126,6 +151,7 @@ def moments(
         bar.update(1)
         Lg = Lr @ g
         grad_var = float(Lg @ Lg)
+        sigma_g = Lr.T @ Lg  # Sigma g
         shift, hess_var, tau3 = 0.0, 0.0, 0.0
         if r:
             u = Lr.T @ Lg  # Sigma g
@@ -156,4 +182,7 @@ def moments(
         variance_terms={"gradient": grad_var, "hessian": hess_var},
         third_order=tau3,
         order=int(order),
+        gradient=np.asarray(g, dtype=np.float64).reshape(problem.n),
+        variance_contributions=np.asarray(g, dtype=np.float64).reshape(problem.n) * sigma_g,
+        spec=spec_of(problem),
     )

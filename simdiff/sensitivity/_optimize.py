@@ -15,6 +15,7 @@ which it maps to each method's own option names (:data:`GTOL_OPTION`,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,8 +25,8 @@ from .._api import Derivatives
 from .._labelled import columns_table
 from .._log import ProgressCounter, get_logger
 from .._problem import Problem
-from ..errors import InputError, ShapeError
-from ._common import check_problem, derivatives, point
+from ..errors import InputError, InputTypeError, ShapeError
+from ._common import check_problem, derivatives, point, spec_of
 
 __all__ = [
     "FED",
@@ -85,10 +86,19 @@ def _start(problem: Any, x0: Any, what: str) -> np.ndarray:
     return x0
 
 
-def _bounds(bounds: Any, x0: np.ndarray, what: str) -> np.ndarray | None:
-    """Validate ``bounds`` as an (n, 2) array of (low, high) with low <= x0 <= high."""
+def _bounds(bounds: Any, x0: np.ndarray, what: str, spec: Any = None) -> np.ndarray | None:
+    """Validate ``bounds`` as an (n, 2) array of (low, high) with low <= x0 <= high.
+
+    A mapping gives ``(low, high)`` by parameter name or leaf path
+    (:meth:`simdiff.ParamSpec.per_scalar` of ``spec``); a parameter it does
+    not name is unbounded.
+    """
     if bounds is None:
         return None
+    if isinstance(bounds, Mapping):
+        if spec is None:
+            raise InputTypeError(f"{what}: bounds by name need the problem's parameter names")
+        bounds = spec.per_scalar(bounds, f"{what}: bounds", default=(None, None))
     if isinstance(bounds, scipy.optimize.Bounds):
         b = np.stack(np.broadcast_arrays(bounds.lb, bounds.ub), axis=-1).astype(np.float64)
     else:
@@ -248,8 +258,11 @@ def minimize(
         Newton-CG, trust-ncg and trust-krylov; the gradient to the others
         that take one; none to the derivative-free methods.
     backend : {"jax", "torch"}
-    bounds : sequence of (low, high) pairs or scipy.optimize.Bounds, optional
-        ``None`` for an unbounded side.  ``x0`` must lie inside.
+    bounds : sequence of (low, high) pairs, scipy.optimize.Bounds or dict, optional
+        ``None`` for an unbounded side.  ``x0`` must lie inside.  A dict gives
+        ``(low, high)`` by parameter name (``"alpha"``, ``"k[1]"``) or leaf
+        path (``"k"``: every scalar of the leaf); parameters it does not name
+        are unbounded.
     dtype : {"float64", "float32"}, optional
     gtol : float, optional
         Gradient-norm tolerance, passed under the method's own option name
@@ -294,7 +307,7 @@ def minimize(
             f"minimize needs a scalar-valued problem; {problem.name!r} returns shape "
             f"{problem.output_shape} (use simdiff.least_squares for residual vectors)"
         )
-    b = _bounds(bounds, x0, "minimize")
+    b = _bounds(bounds, x0, "minimize", spec_of(problem))
     if method is None:
         method = (
             "L-BFGS-B" if b is not None else ("trust-exact" if problem.n <= 500 else "trust-krylov")
@@ -347,7 +360,8 @@ def least_squares(
         Vector-valued: the residuals ``r(x)``, shape ``(m,)``.
     x0 : array_like, shape (n,), optional
     backend : {"jax", "torch"}
-    bounds : sequence of (low, high) pairs or scipy.optimize.Bounds, optional
+    bounds : sequence of (low, high) pairs, scipy.optimize.Bounds or dict, optional
+        As for :func:`minimize` (a dict by parameter name or leaf path).
     method : {"trf", "dogbox", "lm"}
     dtype : {"float64", "float32"}, optional
     compile : {False, True, "auto"}
@@ -388,7 +402,7 @@ def least_squares(
             f"least_squares needs a vector of residuals; {problem.name!r} returns "
             "a scalar (use simdiff.minimize)"
         )
-    b = _bounds(bounds, x0, "least_squares")
+    b = _bounds(bounds, x0, "least_squares", spec_of(problem))
     if method not in ("trf", "dogbox", "lm"):
         raise InputError(f"unknown method {method!r}; expected one of ['trf', 'dogbox', 'lm']")
     if b is not None and method == "lm":

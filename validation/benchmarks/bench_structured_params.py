@@ -15,6 +15,10 @@ flat array (flat twin), interleaved in 7 rounds (the order alternating) of
 the median of 31 calls after a warm-up; the median over rounds, the ratio structured / flat and the
 difference in microseconds (what the structure adds per call: flattening
 the point, splitting the result, one slice per leaf inside the function).
+The point is given twice: as numpy (leaves numpy arrays and floats; the flat
+twin a numpy vector; results numpy) and as the backend's own arrays (leaves
+``jax.Array`` / ``torch.Tensor``, the flat twin one such vector; results in
+that framework, so the structured side splits a framework array).
 
     python -m validation.benchmarks.bench_structured_params
 """
@@ -79,21 +83,34 @@ def _median_ms(fn: Callable[[], Any]) -> float:
     return 1e3 * statistics.median(times)
 
 
+def _native(backend: str, a: Any) -> Any:
+    """``a`` (numpy or a float) as the backend's own array, float64."""
+    return simdiff.backends.get_backend(backend).from_numpy(np.asarray(a), "float64")
+
+
+def _host(a: Any) -> np.ndarray:
+    return np.asarray(simdiff.backends.backend_of(a).to_numpy(a))
+
+
 def main() -> None:
     print(f"ms per call: median over {ROUNDS} interleaved rounds of the median of {REPEATS}")
     print()
-    print("| problem | n | backend | derivative | flat | structured | structured / flat | "
-          "difference (us) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
-    for name, (tree, flat, point) in cases().items():
-        flat_point = np.asarray(tree.flatten(point))
-        for backend in ("jax", "torch"):
+    print("| problem | n | backend | point | derivative | flat | structured | structured / flat "
+          "| difference (us) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, (tree, flat, numpy_point) in cases().items():
+        for backend, arrays in itertools.product(("jax", "torch"), ("numpy", "native")):
+            point, flat_point = numpy_point, np.asarray(tree.flatten(numpy_point))
+            if arrays == "native":
+                point = {k: _native(backend, v) for k, v in numpy_point.items()}
+                flat_point = _native(backend, flat_point)
             for kind in ("grad", "hessian"):
                 fn = getattr(simdiff, kind)
                 runs: dict[str, list[float]] = {"flat": [], "structured": []}
-                a = np.asarray(fn(flat, flat_point, backend=backend))
-                b = np.asarray(fn(tree, point, backend=backend) if kind == "hessian"
-                               else tree.flatten(fn(tree, point, backend=backend)))  # fmt: skip
+                host = _host
+                a = np.asarray(host(fn(flat, flat_point, backend=backend)))
+                b = fn(tree, point, backend=backend)
+                b = b.to_numpy() if kind == "hessian" else np.asarray(host(tree.flatten(b)))
                 assert np.allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(a).max()), name
                 calls = {
                     "flat": lambda fn=fn, p=flat, x=flat_point, b=backend: fn(p, x, backend=b),
@@ -103,7 +120,7 @@ def main() -> None:
                     for side in ("flat", "structured")[:: 1 if r % 2 == 0 else -1]:
                         runs[side].append(_median_ms(calls[side]))
                 f, s = (statistics.median(runs[k]) for k in ("flat", "structured"))
-                print(f"| {name} | {tree.n} | {backend} | {kind} | {f:.3g} | {s:.3g} | "
+                print(f"| {name} | {tree.n} | {backend} | {arrays} | {kind} | {f:.3g} | {s:.3g} | "
                       f"{s / f:.3f} | {1e3 * (s - f):.0f} |", flush=True)  # fmt: skip
 
 

@@ -1,0 +1,172 @@
+"""Structured parameters at their edges: mixed float precisions, framework-array leaves,
+labelled Hessians leaving torch.func transforms, bounds and variances given by name, and
+names on the moments of a structured problem.
+
+References are the same problem written on the flat vector (its own indices); both sides
+run the same arithmetic up to the order of slicing, so ``rtol = 1e-12``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+import simdiff
+
+RTOL = 1e-12  # same arithmetic on both sides, up to the order of slicing
+K0 = np.array([0.2, -0.4, 0.9])
+
+
+def _core(a, k, ops):
+    return a**2 * ops.sum(k**3) + ops.sum(ops.sin(k)) * a
+
+
+@pytest.fixture(scope="module")
+def pair():
+    tree = simdiff.Problem(lambda q, ops: _core(q["a"], q["k"], ops), x0={"a": 0.7, "k": K0})
+    flat = simdiff.Problem(lambda x, ops: _core(x[0], x[1:], ops), x0=np.r_[0.7, K0])
+    return tree, flat
+
+
+# --------------------------------------------------------------------------- precision
+
+
+def test_mixed_float32_and_float64_leaves_warn_naming_the_leaf(pair):
+    tree, flat = pair
+    point = {"a": np.float32(0.5), "k": K0}
+    with pytest.warns(simdiff.PrecisionWarning, match=r"'a' \(float32\)"):
+        g = simdiff.grad(tree, point)
+    # the float32 leaf is promoted: the result is the float64 one at its float32 value
+    want = simdiff.grad(flat, np.r_[np.float64(np.float32(0.5)), K0])
+    np.testing.assert_allclose(tree.flatten(g), want, rtol=RTOL)
+    torch_point = {"a": torch.tensor(0.5, dtype=torch.float64), "k": torch.tensor(K0).float()}
+    with pytest.warns(simdiff.PrecisionWarning, match=r"'k' \(float32\)"):
+        simdiff.grad(tree, torch_point, backend="torch")
+    with pytest.warns(simdiff.PrecisionWarning, match=r"x0 mixes float precisions.*'k'"):
+        simdiff.Problem(lambda q, ops: _core(q["a"], q["k"], ops),
+                        x0={"a": 0.7, "k": K0.astype(np.float32)})  # fmt: skip
+
+
+def test_one_precision_and_integer_leaves_do_not_warn(pair):
+    tree, _ = pair
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any PrecisionWarning fails
+        simdiff.grad(tree, {"a": 1, "k": K0})  # an int leaf is exact in float64
+        simdiff.grad(tree, {"a": jnp.asarray(0.5), "k": jnp.asarray(K0)})
+        simdiff.Problem(lambda q, ops: q["a"] * ops.sum(q["k"]), x0={"a": 2, "k": K0})
+
+
+# --------------------------------------------------------------------------- framework leaves
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_framework_leaves_in_one_call_and_back_in_the_framework(pair, backend):
+    tree, flat = pair
+    native = simdiff.backends.get_backend(backend)
+    point = {"a": native.from_numpy(np.asarray(0.5), "float64"),
+             "k": native.from_numpy(K0 + 0.1, "float64")}  # fmt: skip
+    x = np.r_[0.5, K0 + 0.1]
+    g = simdiff.grad(tree, point, backend=backend)
+    assert native.is_native(g["a"]) and tuple(g["a"].shape) == ()
+    assert native.is_native(g["k"]) and tuple(g["k"].shape) == (3,)
+    np.testing.assert_allclose(native.to_numpy(tree.flatten(g)), simdiff.grad(flat, x),
+                               rtol=RTOL)  # fmt: skip
+    batch = {key: native.from_numpy(np.stack([native.to_numpy(v)] * 2), "float64")
+             for key, v in point.items()}  # fmt: skip
+    gb = simdiff.grad(tree, batch, backend=backend)
+    assert tuple(gb["k"].shape) == (2, 3)
+    H = simdiff.hessian(tree, point, backend=backend)
+    np.testing.assert_allclose(H.to_numpy(), simdiff.hessian(flat, x), rtol=RTOL)
+
+
+def test_scalar_leaves_split_in_one_call_on_each_backend():
+    spec, _ = simdiff.ParamSpec.from_tree({"b": 1.0, "a": 2.0, "c": np.zeros((2, 2))})
+    flat = np.arange(6.0)
+    for native in (jnp.asarray, torch.as_tensor):
+        tree = spec.unflatten(native(flat))
+        assert float(tree["a"]) == 0.0 and float(tree["b"]) == 1.0
+        np.testing.assert_array_equal(np.asarray(tree["c"]), [[2.0, 3.0], [4.0, 5.0]])
+        np.testing.assert_array_equal(np.asarray(spec.flatten(tree)), flat)
+
+
+# --------------------------------------------------------------------------- torch.func
+
+
+def test_labelled_hessian_leaves_torch_func_vmap(pair):
+    tree, flat = pair
+    xs = np.stack([np.r_[0.7, K0], np.r_[0.9, K0 - 0.2]])
+    batch = {"a": torch.tensor(xs[:, 0]), "k": torch.tensor(xs[:, 1:])}
+    H = torch.func.vmap(lambda q: simdiff.hessian(tree, q))(batch)
+    assert isinstance(H, simdiff.Labelled) and H.shape == (2, 4, 4)
+    assert isinstance(H.data, torch.Tensor)
+    want = simdiff.hessian(flat, xs)
+    np.testing.assert_allclose(H.to_numpy(), want, rtol=RTOL)
+    np.testing.assert_allclose(H["a", "k"].numpy(), want[:, 0, 1:], rtol=RTOL)
+
+
+def test_labelled_hessian_leaves_jax_vmap_inside_jit(pair):
+    tree, flat = pair
+    xs = np.stack([np.r_[0.7, K0], np.r_[0.9, K0 - 0.2]])
+    batch = {"a": jnp.asarray(xs[:, 0]), "k": jnp.asarray(xs[:, 1:])}
+    H = jax.jit(jax.vmap(lambda q: simdiff.hessian(tree, q)))(batch)
+    assert isinstance(H, simdiff.Labelled) and H.shape == (2, 4, 4)
+    np.testing.assert_allclose(H.to_numpy(), simdiff.hessian(flat, xs), rtol=RTOL)
+
+
+# --------------------------------------------------------------------------- by name
+
+
+def test_per_scalar_leaf_paths_names_and_errors():
+    spec, _ = simdiff.ParamSpec.from_tree({"a": 1.0, "k": np.zeros(3)})
+    assert spec.per_scalar({"k": 1, "k[2]": 5, "a": 0}, "w") == [0, 1, 1, 5]
+    assert spec.per_scalar({"k[0]": 2}, "w", default=None) == [None, 2, None, None]
+    with pytest.raises(simdiff.NotFoundError, match=r"w: no parameter named 'b'.*leaves"):
+        spec.per_scalar({"b": 1}, "w")
+    with pytest.raises(simdiff.InputError, match=r"missing \['a'\]"):
+        spec.per_scalar({"k": 1}, "w")
+
+
+def test_minimize_and_least_squares_take_bounds_by_name():
+    q = simdiff.Problem(lambda p, ops: (p["u"] - 1.0) ** 2 + ops.sum((p["w"] + 2.0) ** 2),
+                        x0={"u": 0.0, "w": np.zeros(2)})  # fmt: skip
+    res = simdiff.minimize(q, bounds={"u": (None, 0.5), "w": (-1.0, 1.0), "w[1]": (-3.0, 0.0)})
+    np.testing.assert_allclose(q.flatten(res.params), [0.5, -1.0, -2.0], atol=1e-7)
+    with pytest.raises(simdiff.NotFoundError, match="no parameter named 'v'"):
+        simdiff.minimize(q, bounds={"v": (0.0, 1.0)})
+    r = simdiff.Problem(lambda p, ops: ops.stack([p["u"] - 3.0, 2.0 * (p["s"] - 1.0)]),
+                        x0={"u": 0.0, "s": 0.0})  # fmt: skip
+    fit = simdiff.least_squares(r, bounds={"u": (-1.0, 2.0)})
+    np.testing.assert_allclose(r.flatten(fit.params), [1.0, 2.0], atol=1e-7)  # order s, u
+
+
+def test_dgsm_distributions_by_leaf_path():
+    q = simdiff.Problem(lambda p, ops: p["u"] + ops.sum(p["w"] * np.array([2.0, 3.0])),
+                        x0={"u": 0.0, "w": np.zeros(2)})  # fmt: skip
+    r = simdiff.sensitivity.dgsm(
+        q, {"w": ("uniform", 0.0, 1.0), "u": ("uniform", 0.0, 1.0)}, n_samples=64, n_bootstrap=0
+    )
+    np.testing.assert_allclose(r.nu, [1.0, 4.0, 9.0], rtol=RTOL)  # (df/dx_i)^2 exactly
+    assert r.names == ["u", "w[0]", "w[1]"]
+
+
+def test_moments_carry_names_and_split_the_first_order_variance(pair):
+    tree, flat = pair
+    var = {"a": 0.01, "k": 0.02, "k[2]": 0.03}
+    m = simdiff.sensitivity.moments(tree, {"a": 0.7, "k": K0}, var)
+    mf = simdiff.sensitivity.moments(flat, np.r_[0.7, K0], np.array([0.01, 0.02, 0.02, 0.03]))
+    assert m.mean == pytest.approx(mf.mean, rel=RTOL)
+    assert m.variance == pytest.approx(mf.variance, rel=RTOL)
+    assert m.names == ["a", "k[0]", "k[1]", "k[2]"]
+    g = simdiff.grad(flat, np.r_[0.7, K0])
+    np.testing.assert_allclose(m.gradient, g, rtol=RTOL)
+    np.testing.assert_allclose(m.variance_contributions, g**2 * [0.01, 0.02, 0.02, 0.03],
+                               rtol=RTOL)  # fmt: skip
+    assert m.variance_contributions.sum() == pytest.approx(m.variance_terms["gradient"], rel=1e-12)
+    assert m.tree("variance_contributions")["k"].shape == (3,)
+    text = str(m).splitlines()
+    assert text[0].startswith("mean ") and text[2].split()[0] == "a"
