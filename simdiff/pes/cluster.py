@@ -22,9 +22,11 @@ from .geometry import (
     check_box,
     check_masses,
     check_positions,
+    fits_minimum_image,
     image_displacement,
     pair_index,
 )
+from .images import ImagePairEnergy
 from .potentials import PairPotential
 from .terms import TermEnergy, check_term
 
@@ -260,12 +262,23 @@ def cluster_problem(
             f"positions must have shape (N, {dim}) or ({dim}N,); got shape {np.shape(positions)}"
         )
     n_particles = a.shape[0]
-    b = check_box(box, dim, pair)
+    b = check_box(box, dim, pair, images=True)
     pos = check_positions(a, n_particles, dim, b)
     m = check_masses(masses, n_particles)
     info = ClusterInfo(n_particles, dim, m, b)
     term = PairTerm(pair, b)
     r_cut = getattr(pair, "r_cut", None)
+    meta = {"tags": ("pes",), **(meta or {}), "pes": info}
+    name = name or f"cluster{n_particles}"
+    if not fits_minimum_image(b, r_cut):  # a cell shorter than 2 r_cut: image pairs
+        assert b is not None and r_cut is not None
+        cell = b if isinstance(b, Cell) else Cell(np.diag(b), [True] * 3)
+        skin = 0.1 * float(r_cut) if skin is None else float(skin)
+        if not skin >= 0.0:
+            raise InputError(f"skin must be a non-negative length; got {skin}")
+        images = ImagePairEnergy(PairTerm(pair), n_particles, cell, pos, r_cut=float(r_cut),
+                                 skin=skin, follow=bool(rebuild))  # fmt: skip
+        return Problem(images, pos.reshape(-1), name=name, exact=exact, meta=meta)
     if r_cut is None:
         fn = TermEnergy(term, pair_index(pos), n_particles, dim)
     else:
@@ -277,6 +290,4 @@ def cluster_problem(
                         max_shift=skin / 2, box=b, list_radius=r_cut + skin,
                         follow=bool(rebuild))  # fmt: skip
     check_term(term, fn.index, pos)
-    meta = {"tags": ("pes",), **(meta or {}), "pes": info}
-    return Problem(fn, pos.reshape(-1), name=name or f"cluster{n_particles}", exact=exact,
-                   meta=meta)  # fmt: skip
+    return Problem(fn, pos.reshape(-1), name=name, exact=exact, meta=meta)
