@@ -12,7 +12,14 @@ from ase.neighborlist import primitive_neighbor_list
 
 import simdiff
 from simdiff.errors import NeighbourListError
-from simdiff.pes import Cell, cluster_problem, lennard_jones, smooth_cutoff
+from simdiff.pes import (
+    Cell,
+    cluster_problem,
+    find_minimum,
+    lennard_jones,
+    normal_modes,
+    smooth_cutoff,
+)
 from simdiff.pes.ase_interface import SimdiffCalculator, problem_from_atoms
 from simdiff.pes.images import ImagePairEnergy
 
@@ -130,3 +137,18 @@ def test_a_cell_object_and_a_short_box_are_accepted_with_their_images():
     e = float(p.evaluate())
     assert abs(e - atoms.get_potential_energy()) <= _tol(p.fn.n_terms, abs(e))
     assert p.fn.neighbour_list()["pairs"] == p.fn.n_terms > 2
+
+
+def test_find_minimum_and_normal_modes_on_a_small_cell():
+    """A rattled 4-atom cubic cell (shorter than 2 r_cut) relaxes to the perfect lattice: energy
+    4 times the 1-atom lattice sum, index 0, three zero (translation) modes."""
+    atoms = _rattled("cubic-4")
+    p = problem_from_atoms(atoms, SWITCHED)
+    m = find_minimum(p)
+    assert m.converged and m.index == 0
+    one = problem_from_atoms(bulk("Ar", "fcc", a=1.6), SWITCHED)
+    lattice = 4 * float(one.evaluate())
+    # at the minimum E - E_min ~ |g|^2 / (2 k_min); plus the rounding of both sums
+    assert abs(m.energy - lattice) <= m.grad_norm**2 + _tol(p.fn.n_terms, abs(lattice))
+    nm = normal_modes(p, m.x)
+    assert nm.n_rigid == 3
