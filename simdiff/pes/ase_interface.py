@@ -146,9 +146,8 @@ def atoms_cell(atoms: Atoms) -> np.ndarray | Cell | None:
 def problem_from_atoms(atoms: Atoms, pair: PairPotential, *, skin: float | None = None) -> Problem:
     """The pair energy of ``atoms`` as a simdiff problem (positions, masses and cell from Atoms).
 
-    Any cell whose shortest periodic height is at least twice the cutoff
-    (:func:`atoms_cell`); smaller cells need the image pairs of
-    :class:`SimdiffCalculator` with ``pair=``.
+    Any cell (:func:`atoms_cell`); in one shorter than twice the cutoff the
+    energy sums over image pairs (:func:`~simdiff.pes.cluster_problem`).
 
     Examples
     --------
