@@ -3,6 +3,8 @@ re-allocated on the host with one recompile; energies and derivatives equal all 
 
 from __future__ import annotations
 
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -98,7 +100,7 @@ def test_md_under_jit_follows_the_atoms_and_equals_all_pairs():
     assert np.ptp(reference) > 1.0  # the system moved: not the same point 300 times
 
 
-def test_contraction_overflows_once_and_reallocates_once():
+def test_contraction_overflows_once_and_reallocates_once(caplog):
     """An expanded 38-atom cluster released at rest contracts: pairs come within reach, the
     tight buffer overflows inside the compiled chunk, the host re-allocates once (a second
     trace, for the new capacity) and the rerun from the same start is complete."""
@@ -114,8 +116,10 @@ def test_contraction_overflows_once_and_reallocates_once():
     first, overflowed = chunk(carry, nbrs)
     assert nl.overflowed(overflowed) and int(overflowed.count) > tight
     assert np.isnan(np.asarray(first[3])).any()  # an overflowed list gives NaN, not a number
-    (_, _, positions, energies), nbrs = nl.advance(chunk, carry, nbrs)
+    with caplog.at_level(logging.INFO, logger="simdiff.pes.neighbours"):
+        (_, _, positions, energies), nbrs = nl.advance(chunk, carry, nbrs)
     assert nl.reallocations == 1 and len(traces) == 2
+    assert f"({int(overflowed.count)} pairs needed, capacity {tight})" in caplog.text
     assert nbrs.capacity >= int(overflowed.count) and not nl.overflowed(nbrs)
     assert int(np.asarray(nbrs.count)) > tight
     ops = simdiff.get_ops("jax")

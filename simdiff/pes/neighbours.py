@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._log import get_logger
 from ..backends import get_ops
 from ..errors import InputError, NeighbourListError
 from .cluster import PairTerm
@@ -38,6 +39,8 @@ from .geometry import Cell, check_box, check_positions, image_displacement, pair
 from .potentials import PairPotential
 
 __all__ = ["NeighbourList", "Neighbours"]
+
+_log = get_logger(__name__)
 
 
 class Neighbours(NamedTuple):
@@ -198,13 +201,18 @@ class NeighbourList:
         """A new list at ``x`` whose capacity holds the pairs an overflowed ``nbrs`` needed.
 
         Capacity ``ceil(capacity_multiplier * max(needed, count at x))``:
-        rerun from the same point, the build that overflowed now fits.
+        rerun from the same point, the build that overflowed now fits.  Logged
+        at ``INFO`` on the ``"simdiff.pes.neighbours"`` logger (pairs needed,
+        old and new capacity); :attr:`reallocations` counts them.
         """
         needed = int(np.asarray(nbrs.count))
         a = np.asarray(x, dtype=np.float64)
         here = pair_index(a.reshape(-1, self.dim), self.radius, self.box).shape[0]
         self.reallocations += 1
-        return self.allocate(a, capacity=math.ceil(self.capacity_multiplier * max(needed, here)))
+        capacity = math.ceil(self.capacity_multiplier * max(needed, here))
+        _log.info("neighbour list overflowed (%d pairs needed, capacity %d): re-allocated with "
+                  "capacity %d", needed, nbrs.capacity, capacity)  # fmt: skip
+        return self.allocate(a, capacity=capacity)
 
     def advance(
         self,
