@@ -18,7 +18,6 @@ import simdiff.torch
 from problems.pes import fcc_cluster
 from simdiff.errors import InputError, NeighbourListError
 from simdiff.pes import (
-    Cell,
     NeighbourList,
     cluster_energy,
     cluster_problem,
@@ -254,30 +253,3 @@ def test_bad_input_is_refused_by_name():
     bad[4] = np.nan
     with pytest.raises(InputError, match="particle 1"):
         nl.allocate(bad)
-
-
-def test_triclinic_cell_list_equals_the_cluster_problem():
-    """A 64-atom triclinic fcc cell (heights 3.70 >= 2 r_cut): the list's energy and forces at
-    a point that needed a rebuild inside jit equal cluster_problem's there."""
-    atoms = bulk("Ar", "fcc", a=1.6).repeat(4)
-    cell = Cell(atoms.cell[:], [True] * 3)
-    x0 = atoms.positions.ravel()
-    nl = NeighbourList(PAIR, box=cell, skin=0.2)
-    nbrs = nl.allocate(x0)
-    moved = x0 + 0.15 * np.random.default_rng(5).standard_normal(x0.size)
-
-    @jax.jit
-    def at(x, nb):
-        nb = nl.update(x, nb)
-        e, g = jax.value_and_grad(nl.energy)(x, nb)
-        return e, g, nb
-
-    e, g, nb = at(jnp.asarray(moved), nbrs)
-    assert int(nb.rebuilds) == 1
-    reference = cluster_problem(PAIR, moved, box=cell, skin=0.2)
-    m = int(nb.count)
-    e_ref = float(reference.evaluate())
-    assert abs(float(e) - e_ref) <= 2 * m * EPS * (abs(e_ref) + m)
-    g_ref = simdiff.grad(reference)
-    np.testing.assert_allclose(np.asarray(g), g_ref, rtol=0,
-                               atol=2 * m * EPS * np.abs(g_ref).max())  # fmt: skip
