@@ -13,7 +13,14 @@ from ase.calculators.lj import LennardJones
 
 import simdiff
 from simdiff.errors import InputError
-from simdiff.pes import Cell, cluster_energy, cluster_problem, lennard_jones, smooth_cutoff
+from simdiff.pes import (
+    Cell,
+    NeighbourList,
+    cluster_energy,
+    cluster_problem,
+    lennard_jones,
+    smooth_cutoff,
+)
 from simdiff.pes.ase_interface import SimdiffCalculator, atoms_cell, problem_from_atoms
 
 PAIR = smooth_cutoff(lennard_jones, r_on=1.4, r_cut=1.75)
@@ -117,7 +124,8 @@ def test_minimum_image_derivative_is_the_identity():
 def test_cell_errors_name_the_vector():
     atoms = bulk("Ar", "fcc", a=1.6).repeat(3)  # heights 2.77 < 2 r_cut = 3.5
     with pytest.raises(InputError, match="height across cell vector a is 2.771"):
-        problem_from_atoms(atoms, PAIR)
+        NeighbourList(PAIR, box=Cell(atoms.cell[:], [True] * 3))  # minimum image only
+    assert type(problem_from_atoms(atoms, PAIR).fn).__name__ == "ImagePairEnergy"
     with pytest.raises(InputError, match="cell vector b has length 0"):
         Cell([[4.0, 0, 0], [0, 0, 0], [0, 0, 5.0]], [True, True, True])
     with pytest.raises(InputError, match="zero volume"):

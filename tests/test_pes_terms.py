@@ -352,9 +352,11 @@ def test_term_not_finite_names_term():
 
 
 def test_cutoff_beyond_half_box():
+    """The minimum-image list refuses it naming the vector; cluster_problem sums image pairs."""
     pair = smooth_cutoff(lennard_jones, r_on=2.0, r_cut=2.5)
     with pytest.raises(simdiff.errors.InputError, match=r"r_cut <= min\(box\) / 2"):
-        cluster_problem(pair, fcc_cluster(4), box=4.0)
+        simdiff.pes.NeighbourList(pair, box=4.0)
+    assert type(cluster_problem(pair, fcc_cluster(4), box=4.0).fn).__name__ == "ImagePairEnergy"
 
 
 @pytest.mark.parametrize("tile", [9, 48, 384])

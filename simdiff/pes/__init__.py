@@ -5,7 +5,8 @@ Build an energy :class:`simdiff.Problem` with :func:`cluster_problem`,
 or :func:`muller_brown`, then use the derivative API (``simdiff.grad``,
 ``simdiff.hessian``, ``simdiff.hvp``) or the functions here: :func:`forces`,
 :func:`normal_modes`, :func:`cubic_force_constants`, :func:`find_minimum`,
-:func:`find_saddle`, :func:`stationary_index`.
+:func:`find_saddle`, :func:`stationary_index`.  :class:`NeighbourList` is a
+fixed-capacity neighbour list that follows the atoms inside ``jax.jit``.
 """
 
 from .cluster import PairTerm as PairTerm
@@ -21,6 +22,8 @@ from .geometry import check_positions as check_positions
 from .geometry import cluster_info as cluster_info
 from .geometry import minimum_image as minimum_image
 from .geometry import pair_index as pair_index
+from .neighbours import NeighbourList as NeighbourList
+from .neighbours import Neighbours as Neighbours
 from .normal_modes import NormalModes as NormalModes
 from .normal_modes import internal_basis as internal_basis
 from .normal_modes import mass_weighted_hessian as mass_weighted_hessian

@@ -38,7 +38,7 @@ from .cluster import PairTerm
 from .potentials import PairPotential
 from .terms import TermEnergy, bucket_size
 
-__all__ = ["CellPairs", "StrainedPairSum", "voigt_stress"]
+__all__ = ["CellPairs", "StrainedPairSum", "image_pairs", "voigt_stress"]
 
 
 class StrainedPairSum:
@@ -179,29 +179,7 @@ class CellPairs:
             raise InputError(f"positions must be finite; atom {bad} is at {pos[bad].tolist()}")
         if not self._needs_rebuild(pos, cell, pbc):
             return False
-        n = pos.shape[0]
-        if self.r_cut is None:
-            if pbc.any():
-                raise InputError(
-                    f"a periodic cell (pbc={pbc.tolist()}) needs a pair potential with a cutoff "
-                    "(an r_cut attribute); wrap it with simdiff.pes.smooth_cutoff"
-                )
-            i, j = np.triu_indices(n, k=1)
-            s = np.zeros((i.size, 3))
-        else:
-            _check_cell(cell, pbc)
-            radius = self.r_cut + self.skin
-            small = _small_cell_pairs(pos, cell, pbc, radius)
-            if small is not None:
-                i, j, s = small
-            else:
-                i, j, s = primitive_neighbor_list("ijS", pbc, cell, pos, radius,
-                                                  self_interaction=False)  # fmt: skip
-            # each image pair once: i < j, or an atom and its own image with S > 0 (lexicographic)
-            first = np.where(s[:, 0] != 0, s[:, 0], np.where(s[:, 1] != 0, s[:, 1], s[:, 2]))
-            keep = (i < j) | ((i == j) & (first > 0))
-            i, j, s = i[keep], j[keep], s[keep].astype(np.float64)
-        self.i, self.j, self.shifts = i.astype(np.int64), j.astype(np.int64), s
+        self.i, self.j, self.shifts = image_pairs(pos, cell, pbc, self.r_cut, self.skin)
         self._ref = (pos.copy(), cell.copy(), pbc.copy())
         self.rebuilds += 1
         return True
@@ -298,6 +276,37 @@ class CellPairs:
         layout = energy.assembly()  # repeated pairs (several images) summed by a sparse product
         summed = np.asarray(layout.assembler @ blocks[other].reshape(-1, 9)).reshape(-1, 3, 3)
         return layout.dense(summed)
+
+
+def image_pairs(
+    pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray, r_cut: float | None, skin: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(i, j, S)`` of every image pair closer than ``r_cut + skin``, each once.
+
+    ``d = R_j - R_i + S C``; each pair once: ``i < j``, or an atom and its own
+    image with ``S > 0`` (lexicographically).  Without a cutoff, all pairs of a
+    free cluster (a periodic direction then raises :class:`InputError`).
+    """
+    n = pos.shape[0]
+    if r_cut is None:
+        if pbc.any():
+            raise InputError(
+                f"a periodic cell (pbc={pbc.tolist()}) needs a pair potential with a cutoff "
+                "(an r_cut attribute); wrap it with simdiff.pes.smooth_cutoff"
+            )
+        i, j = np.triu_indices(n, k=1)
+        return i.astype(np.int64), j.astype(np.int64), np.zeros((i.size, 3))
+    _check_cell(cell, pbc)
+    radius = r_cut + skin
+    small = _small_cell_pairs(pos, cell, pbc, radius)
+    if small is not None:
+        i, j, s = small
+    else:
+        i, j, s = primitive_neighbor_list("ijS", pbc, cell, pos, radius,
+                                          self_interaction=False)  # fmt: skip
+    first = np.where(s[:, 0] != 0, s[:, 0], np.where(s[:, 1] != 0, s[:, 1], s[:, 2]))
+    keep = (i < j) | ((i == j) & (first > 0))
+    return i[keep].astype(np.int64), j[keep].astype(np.int64), s[keep].astype(np.float64)
 
 
 #: Candidate image pairs (atom pairs times lattice shifts) up to which a small 3-D periodic

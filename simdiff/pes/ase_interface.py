@@ -27,16 +27,17 @@ import numpy as np
 from .._api import hessian as _hessian
 from .._api import value_and_grad as _value_and_grad
 from .._problem import Problem
-from ..errors import BackendUnavailable, InputError, ShapeError
+from ..errors import BackendUnavailable, InputError, ShapeError, UnsupportedError
 from ._ase_pairs import CellPairs, voigt_stress
-from .cluster import cluster_problem
-from .geometry import Cell
+from .cluster import PairTerm, cluster_problem
+from .geometry import Cell, cluster_info
+from .images import ImagePairEnergy
 from .potentials import PairPotential
 from .terms import TermEnergy
 
 try:
     from ase import Atoms
-    from ase.calculators.calculator import Calculator, all_changes
+    from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
     from ase.vibrations import VibrationsData
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise BackendUnavailable(
@@ -45,6 +46,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 __all__ = [
+    "PropertyUnavailable",
     "SimdiffCalculator",
     "atoms_box",
     "atoms_cell",
@@ -52,6 +54,40 @@ __all__ = [
     "sella_hessian_function",
     "vibrations_data",
 ]
+
+
+class PropertyUnavailable(UnsupportedError, PropertyNotImplementedError):
+    """A property the calculator's problem cannot give (stress or per-atom energies of an energy
+    that is not a pair potential); the message says why.  Also an ASE
+    ``PropertyNotImplementedError``, so ASE code that probes for a property sees the usual error."""
+
+
+def problem_pair(problem: Problem) -> tuple[PairPotential, float] | str:
+    """``(pair, skin)`` of a problem whose energy is a sum of one pair potential over its pairs
+    (built by :func:`~simdiff.pes.cluster_problem`), else the reason it is not one."""
+    fn = problem.fn
+    if isinstance(fn, ImagePairEnergy):
+        return fn.term.pair, 2.0 * fn.max_shift
+    if isinstance(fn, TermEnergy):
+        if fn.pairwise and isinstance(fn.term, PairTerm):
+            return fn.term.pair, 0.0 if fn.max_shift is None else 2.0 * fn.max_shift
+        return (f"its energy is a sum of terms of {fn.k} atoms ({fn.__name__}), not of one pair "
+                "potential, so it has no split into pair energies and no known dependence on a "
+                "cell strain")  # fmt: skip
+    return (f"its energy ({type(fn).__name__} {getattr(fn, '__name__', '')!r}) is a function of "
+            "the coordinates alone: its dependence on a cell strain and its split into atoms are "
+            "unknown")  # fmt: skip
+
+
+def _problem_cell(problem: Problem) -> tuple[np.ndarray | None, np.ndarray]:
+    """The cell vectors (rows; ``None`` in free space) and periodic directions of a problem."""
+    info = cluster_info(problem)
+    box = None if info is None else info.box
+    if box is None:
+        return None, np.zeros(3, dtype=bool)
+    if isinstance(box, Cell):
+        return box.matrix, box.pbc
+    return np.diag(box), np.ones(3, dtype=bool)
 
 
 def atoms_box(atoms: Atoms) -> np.ndarray | None:
@@ -110,9 +146,8 @@ def atoms_cell(atoms: Atoms) -> np.ndarray | Cell | None:
 def problem_from_atoms(atoms: Atoms, pair: PairPotential, *, skin: float | None = None) -> Problem:
     """The pair energy of ``atoms`` as a simdiff problem (positions, masses and cell from Atoms).
 
-    Any cell whose shortest periodic height is at least twice the cutoff
-    (:func:`atoms_cell`); smaller cells need the image pairs of
-    :class:`SimdiffCalculator` with ``pair=``.
+    Any cell (:func:`atoms_cell`); in one shorter than twice the cutoff the
+    energy sums over image pairs (:func:`~simdiff.pes.cluster_problem`).
 
     Examples
     --------
@@ -136,7 +171,11 @@ class SimdiffCalculator(Calculator):
     problem : Problem, optional
         An energy of the flat Cartesian coordinates ``atoms.positions.ravel()``
         (shape ``(3N,)``), or of the components ``components`` of it: gives
-        ``energy``, ``free_energy`` and ``forces``.
+        ``energy``, ``free_energy`` and ``forces``; where the problem is a pair
+        potential over its pairs (:func:`~simdiff.pes.cluster_problem`,
+        :func:`problem_from_atoms`) also ``stress`` and ``energies``, for Atoms
+        in the problem's cell.  Other energies raise
+        :class:`PropertyUnavailable` for those two, saying why.
     pair : callable, optional
         Instead of ``problem``: a pair potential, evaluated for whatever Atoms
         the calculator is given (any cell: orthorhombic or triclinic, periodic
@@ -212,6 +251,7 @@ class SimdiffCalculator(Calculator):
             self.pairs = CellPairs(pair, skin=default if skin is None else float(skin),
                                    backend=backend)  # fmt: skip
         self.counts = {"energy_and_forces": 0, "hessian": 0}
+        self._problem_pairs: CellPairs | None = None
 
     # ------------------------------------------------------------------ problem and point
     def problem_for(self, atoms: Atoms) -> Problem:
@@ -270,6 +310,53 @@ class SimdiffCalculator(Calculator):
         e, g = _value_and_grad(p, self._x(atoms, p), backend=self.backend)
         forces = -self._embed(np.asarray(g), len(atoms)).reshape(-1, 3)
         self.results = {"energy": float(e), "free_energy": float(e), "forces": forces + 0.0}
+        wanted = [k for k in ("stress", "energies") if k in (properties or ())]
+        if wanted:
+            out = self._pairs_of_problem(p, atoms, wanted[0]).evaluate(
+                atoms.get_positions(),
+                np.asarray(atoms.cell[:], dtype=np.float64),
+                np.asarray(atoms.pbc),
+            )
+            self.results["energies"] = out["energies"]
+            if atoms.cell.rank == 3:
+                self.results["stress"] = voigt_stress(out["strain_derivative"], atoms.cell[:])
+
+    def _pairs_of_problem(self, problem: Problem, atoms: Atoms, prop: str) -> CellPairs:
+        """The image pairs of the problem's pair potential, for ``stress`` and ``energies``.
+
+        Raises :class:`PropertyUnavailable` where the problem is not a pair
+        potential over its pairs, and :class:`~simdiff.errors.InputError` where
+        the Atoms' cell or periodicity is not the problem's (the problem's
+        energy would not be the one whose strain derivative is asked for).
+        """
+        found = problem_pair(problem)
+        why = found if isinstance(found, str) else None
+        if why is None and self.components is not None:
+            why = "the calculator evaluates only some components of the positions"
+        if why is not None:
+            raise PropertyUnavailable(
+                f"SimdiffCalculator(problem={problem.name!r}) cannot give {prop!r}: {why}. "
+                "Build the problem with simdiff.pes.cluster_problem (or problem_from_atoms), or "
+                "use SimdiffCalculator(pair=...)"
+            )
+        assert not isinstance(found, str)
+        matrix, pbc = _problem_cell(problem)
+        cell = np.asarray(atoms.cell[:], dtype=np.float64)
+        same = np.array_equal(pbc, np.asarray(atoms.pbc, dtype=bool)) and (
+            matrix is None or np.allclose(cell[pbc], matrix[pbc], rtol=1e-12, atol=0.0)
+        )
+        if not same:
+            raise InputError(
+                f"SimdiffCalculator(problem={problem.name!r}): the Atoms' cell "
+                f"{cell.round(6).tolist()} (pbc {np.asarray(atoms.pbc).tolist()}) is not the "
+                f"problem's ({None if matrix is None else matrix.round(6).tolist()}, pbc "
+                f"{pbc.tolist()}); a problem's cell is fixed (for a changing cell, e.g. "
+                "FrechetCellFilter, use SimdiffCalculator(pair=...))"
+            )
+        pair, skin = found
+        if self._problem_pairs is None or self._problem_pairs.pair is not pair:
+            self._problem_pairs = CellPairs(pair, skin=skin, backend=self.backend)
+        return self._problem_pairs
 
     def get_hessian(self, atoms: Atoms | None = None) -> np.ndarray:
         """The exact Hessian at ``atoms`` (default: the last ones), shape ``(3N, 3N)``, eV/Å²."""

@@ -1,10 +1,11 @@
 """Lift a pair potential to the energy of N particles and build a :class:`simdiff.Problem`.
 
 The energy is the sum over pairs ``i < j`` of ``pair(r_ij)``, in free space or
-in an orthorhombic periodic box by the minimum-image convention, written as a
-sum of terms (:class:`~simdiff.pes.TermEnergy`): its Hessian is assembled from
-one 6x6 block per pair.  With a cutoff only the pairs within reach at the given
-geometry are terms.  The problem's input is the flat coordinate vector ``x``
+in a periodic cell by the minimum-image convention, written as a sum of terms
+(:class:`~simdiff.pes.TermEnergy`): its Hessian is assembled from one 6x6 block
+per pair.  With a cutoff only the pairs within reach at the given geometry are
+terms; in a cell shorter than twice the cutoff, the image pairs
+(:mod:`simdiff.pes.images`).  The problem's input is the flat coordinate vector ``x``
 of shape ``(N * dim,)`` (particle-major: ``x.reshape(N, dim)`` are the positions).
 """
 
@@ -22,9 +23,11 @@ from .geometry import (
     check_box,
     check_masses,
     check_positions,
+    fits_minimum_image,
     image_displacement,
     pair_index,
 )
+from .images import ImagePairEnergy
 from .potentials import PairPotential
 from .terms import TermEnergy, check_term
 
@@ -180,9 +183,13 @@ def cluster_problem(
         Periodic box: the lengths of an orthorhombic one, a ``(3, 3)`` matrix
         of cell vectors (rows; periodic in all directions), or a
         :class:`~simdiff.pes.Cell` (triclinic, or periodic in some directions
-        only: slabs, wires).  Minimum image by fractional coordinates.  Needs a
-        potential with a cutoff at most half the shortest periodic height
-        (``min(box) / 2`` for a box; :func:`~simdiff.pes.smooth_cutoff`).
+        only: slabs, wires).  Needs a potential with a cutoff
+        (:func:`~simdiff.pes.smooth_cutoff`).  Minimum image by fractional
+        coordinates where the cutoff is at most half the shortest periodic
+        height (``min(box) / 2`` for a box); in a smaller cell the energy sums
+        over the image pairs within reach
+        (:class:`~simdiff.pes.images.ImagePairEnergy`), an atom's pairs with
+        its own images included.
     masses : float or array_like of shape (N,), optional
         Positive particle masses (default 1), used by normal-mode analysis.
     skin : float, optional
@@ -209,7 +216,9 @@ def cluster_problem(
     Problem
         Scalar energy of ``x`` with shape ``(3N,)``; ``problem.fn`` is a
         :class:`~simdiff.pes.TermEnergy` of the pairs, so ``simdiff.hessian``
-        assembles the Hessian from one 6x6 block per pair.
+        assembles the Hessian from one 6x6 block per pair (in a cell shorter
+        than twice the cutoff, an :class:`~simdiff.pes.images.ImagePairEnergy`
+        with the dense AD Hessian).
 
     Notes
     -----
@@ -236,7 +245,7 @@ def cluster_problem(
         ``positions`` is not ``(N, 3)`` or ``(3N,)``, or ``masses`` has the wrong shape.
     InputError
         (a ``ValueError``) No particles, coincident particles, non-positive
-        masses, a bad box or a cutoff beyond half the box, a negative skin.
+        masses, a bad box, a periodic box without a cutoff, a negative skin.
 
     Examples
     --------
@@ -260,12 +269,23 @@ def cluster_problem(
             f"positions must have shape (N, {dim}) or ({dim}N,); got shape {np.shape(positions)}"
         )
     n_particles = a.shape[0]
-    b = check_box(box, dim, pair)
+    b = check_box(box, dim, pair, images=True)
     pos = check_positions(a, n_particles, dim, b)
     m = check_masses(masses, n_particles)
     info = ClusterInfo(n_particles, dim, m, b)
     term = PairTerm(pair, b)
     r_cut = getattr(pair, "r_cut", None)
+    meta = {"tags": ("pes",), **(meta or {}), "pes": info}
+    name = name or f"cluster{n_particles}"
+    if not fits_minimum_image(b, r_cut):  # a cell shorter than 2 r_cut: image pairs
+        assert b is not None and r_cut is not None
+        cell = b if isinstance(b, Cell) else Cell(np.diag(b), [True] * 3)
+        skin = 0.1 * float(r_cut) if skin is None else float(skin)
+        if not skin >= 0.0:
+            raise InputError(f"skin must be a non-negative length; got {skin}")
+        images = ImagePairEnergy(PairTerm(pair), n_particles, cell, pos, r_cut=float(r_cut),
+                                 skin=skin, follow=bool(rebuild))  # fmt: skip
+        return Problem(images, pos.reshape(-1), name=name, exact=exact, meta=meta)
     if r_cut is None:
         fn = TermEnergy(term, pair_index(pos), n_particles, dim)
     else:
@@ -277,6 +297,4 @@ def cluster_problem(
                         max_shift=skin / 2, box=b, list_radius=r_cut + skin,
                         follow=bool(rebuild))  # fmt: skip
     check_term(term, fn.index, pos)
-    meta = {"tags": ("pes",), **(meta or {}), "pes": info}
-    return Problem(fn, pos.reshape(-1), name=name or f"cluster{n_particles}", exact=exact,
-                   meta=meta)  # fmt: skip
+    return Problem(fn, pos.reshape(-1), name=name, exact=exact, meta=meta)

@@ -23,8 +23,10 @@ __all__ = [
     "check_masses",
     "check_positions",
     "cluster_info",
+    "fits_minimum_image",
     "image_displacement",
     "image_displacement_np",
+    "image_pair_index",
     "minimum_image",
     "pair_index",
 ]
@@ -278,12 +280,14 @@ def check_masses(masses: Any, n_particles: int) -> np.ndarray:
     return m
 
 
-def check_box(box: Any, dim: int, pair: Any) -> np.ndarray | Cell | None:
+def check_box(box: Any, dim: int, pair: Any, images: bool = False) -> np.ndarray | Cell | None:
     """Box lengths of shape ``(dim,)``, a :class:`Cell`, or ``None``; the pair cutoff must be at
-    most half the box (half the shortest periodic height of a cell).
+    most half the box (half the shortest periodic height of a cell) unless ``images``.
 
     A ``(3, 3)`` matrix is a cell periodic in all directions; a diagonal one
-    is the box of its lengths.
+    is the box of its lengths.  With ``images=True`` a cell shorter than twice
+    the cutoff passes (its energy sums over image pairs; :func:`fits_minimum_image`
+    tells which is which).
     """
     if box is None:
         return None
@@ -294,7 +298,7 @@ def check_box(box: Any, dim: int, pair: Any) -> np.ndarray | Cell | None:
         else:
             box = Cell(m, [True] * 3)
     if isinstance(box, Cell):
-        return _check_cell_cutoff(box, pair)
+        return _check_cell_cutoff(box, pair, images)
     b = np.asarray(box, dtype=np.float64)
     if b.ndim == 0:
         b = np.full(dim, float(b))
@@ -307,20 +311,31 @@ def check_box(box: Any, dim: int, pair: Any) -> np.ndarray | Cell | None:
             f"(minimum image); got no cutoff, box={b.tolist()} (wrap the potential with "
             "simdiff.pes.smooth_cutoff)"
         )
-    if r_cut > 0.5 * b.min():
+    if r_cut > 0.5 * b.min() and not images:
         k = int(np.argmin(b))
         raise InputError(
             "a periodic box needs a pair potential with a cutoff r_cut <= min(box) / 2 "
             f"(minimum image); got r_cut={r_cut}, box={b.tolist()}: box vector {'xyz'[k]} "
             f"(length {b[k]:.6g}) is shorter than 2 r_cut = {2 * r_cut:.6g}, so an atom would "
-            "interact with more than one image of another. Use a larger box, or "
-            "simdiff.pes.ase_interface.SimdiffCalculator(pair=...), whose image pairs cover "
-            "small cells"
+            "interact with more than one image of another (simdiff.pes.cluster_problem sums "
+            "over image pairs there)"
         )
     return b
 
 
-def _check_cell_cutoff(cell: Cell, pair: Any) -> Cell:
+def fits_minimum_image(box: np.ndarray | Cell | None, r_cut: float | None) -> bool:
+    """Whether every pair within ``r_cut`` interacts through one image only (the minimum image):
+    ``r_cut`` at most half the shortest periodic height (always true in free space)."""
+    if box is None or r_cut is None:
+        return True
+    if isinstance(box, Cell):
+        if not box.pbc.any():
+            return True
+        return bool(r_cut <= 0.5 * np.where(box.pbc, box.heights(), np.inf).min())
+    return bool(r_cut <= 0.5 * np.min(box))
+
+
+def _check_cell_cutoff(cell: Cell, pair: Any, images: bool = False) -> Cell:
     r_cut = getattr(pair, "r_cut", None)
     if not cell.pbc.any():
         return cell
@@ -332,14 +347,13 @@ def _check_cell_cutoff(cell: Cell, pair: Any) -> Cell:
         )
     heights = np.where(cell.pbc, cell.heights(), np.inf)
     k = int(np.argmin(heights))
-    if r_cut > 0.5 * heights[k]:
+    if r_cut > 0.5 * heights[k] and not images:
         raise InputError(
             f"a periodic cell needs a pair potential with a cutoff r_cut <= half its shortest "
             f"periodic height; got r_cut={r_cut}: the height across cell vector {'abc'[k]} is "
             f"{heights[k]:.6g}, shorter than 2 r_cut = {2 * r_cut:.6g}, so an atom would "
-            "interact with more than one image of another. Use a larger cell, or "
-            "simdiff.pes.ase_interface.SimdiffCalculator(pair=...), whose image pairs cover "
-            "small cells"
+            "interact with more than one image of another (simdiff.pes.cluster_problem sums "
+            "over image pairs there)"
         )
     return cell
 
@@ -360,6 +374,49 @@ def _cell_pair_index(pos: np.ndarray, radius: float, cell: Cell) -> np.ndarray:
     keep = i != j
     pairs = np.unique(np.sort(np.stack([i[keep], j[keep]], axis=1), axis=1), axis=0)
     return pairs.reshape(-1, 2).astype(np.int64)
+
+
+def image_pair_index(
+    positions: np.ndarray, radius: float, cell: Cell
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Image pairs ``(i, j, S)`` closer than ``radius`` for the positions as given, each once.
+
+    The displacement of pair ``t`` is ``R[j_t] - R[i_t] + S_t C`` (``S_t``
+    integers, zero in non-periodic directions), an atom's pairs with its own
+    images included: each pair once, ``i < j``, or ``i == j`` with the first
+    nonzero component of ``S`` positive.  For cells of any size, also shorter
+    than twice ``radius``; a k-d tree over the images within reach of the
+    wrapped positions.
+
+    Examples
+    --------
+    >>> cell = Cell(np.eye(3), [True, True, True])
+    >>> i, j, s = image_pair_index(np.zeros((1, 3)), 1.1, cell)   # one atom, six neighbours
+    >>> i.tolist(), s.astype(int).tolist()
+    ([0, 0, 0], [[0, 0, 1], [0, 1, 0], [1, 0, 0]])
+    """
+    pos = np.asarray(positions, dtype=np.float64)
+    n = pos.shape[0]
+    frac = pos @ cell.inverse
+    whole = cell.mask * np.floor(frac)  # wrapped = pos - whole @ C
+    wrapped = pos - whole @ cell.matrix
+    reach = np.where(cell.pbc, np.ceil(radius / cell.heights()), 0).astype(int)
+    grid = np.stack(np.meshgrid(*[np.arange(-r, r + 1) for r in reach], indexing="ij"), -1)
+    grid = grid.reshape(-1, 3).astype(np.float64)
+    images = (wrapped[None, :, :] + (grid @ cell.matrix)[:, None, :]).reshape(-1, 3)
+    found = scipy.spatial.cKDTree(wrapped).sparse_distance_matrix(
+        scipy.spatial.cKDTree(images), float(radius), output_type="ndarray"
+    )
+    i = found["i"].astype(np.int64)
+    k = found["j"].astype(np.int64)
+    j, s = k % n, grid[k // n]
+    # the shift for the positions as given: wrapped_j + S C - wrapped_i = R_j - R_i + S' C
+    s = s + whole[i] - whole[j]
+    first = np.where(s[:, 0] != 0, s[:, 0], np.where(s[:, 1] != 0, s[:, 1], s[:, 2]))
+    keep = (i < j) | ((i == j) & (first > 0))
+    i, j, s = i[keep], j[keep], s[keep]
+    order = np.lexsort((s[:, 2], s[:, 1], s[:, 0], j, i))
+    return i[order], j[order], s[order]
 
 
 def pair_index(positions: Any, r_cut: float | None = None, box: Any = None) -> np.ndarray:
