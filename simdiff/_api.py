@@ -870,7 +870,7 @@ class Derivatives(OperatorMethods):
                 if traced:
                     out = _plain(fn)(*native)
                 elif guarded:
-                    with self.backend.leak_guard():  # a leak at this point raises, at the op
+                    with self.backend.leak_guard(self.problem.trusted_packages):  # a leak at this point raises, at the op
                         out = fn(*native)
                 else:
                     out = fn(*native)
@@ -938,7 +938,7 @@ class Derivatives(OperatorMethods):
         watched.
         """
         guarded = guard and self.probe
-        context = self.backend.leak_guard() if guarded else nullcontext()
+        context = self.backend.leak_guard(self.problem.trusted_packages) if guarded else nullcontext()
         try:
             with warnings.catch_warnings(), context:
                 for message in self.backend.leak_warnings:

@@ -526,12 +526,13 @@ class Backend:
         """What ``exc`` says the problem did to leave the traced computation, or None."""
         return None
 
-    def leak_guard(self) -> AbstractContextManager[Any]:
+    def leak_guard(self, trusted: frozenset[str] = frozenset()) -> AbstractContextManager[Any]:
         """A context in which a value with a derivative cannot leave the computation silently.
 
         Entered around every eager derivative call of :class:`simdiff.Derivatives`
         (not only the probed first one).  Nothing where the tracer catches leaks
-        (JAX); torch: :class:`simdiff.backends._torch_leaks.LeakGuard`.
+        (JAX); torch: :class:`simdiff.backends._torch_leaks.LeakGuard`.  ``trusted``:
+        the problem's ``trusted_packages``, whose own deliberate detaches pass.
         """
         return contextlib.nullcontext()
 

@@ -105,10 +105,40 @@ def guard_message(exc: BaseException) -> str | None:
     return GUARDED.get(name)
 
 
+def _exempt(module: object) -> bool:
+    """Whether code of ``module`` detaches on purpose: torch's, simdiff's, functorch's, or a
+    package trusted by the guards active on this thread (``LeakGuard(trusted=...)``)."""
+    if not isinstance(module, str):
+        return False
+    top = module.partition(".")[0]
+    return top in _OWN_PACKAGES or top in getattr(_active, "trusted", ())
+
+
 def _from_problem() -> bool:
-    """Whether the caller of the watched operation (two frames up) is outside torch and simdiff."""
-    module = sys._getframe(2).f_globals.get("__name__", "")
-    return not (isinstance(module, str) and module.partition(".")[0] in _OWN_PACKAGES)
+    """Whether the caller of the watched operation (two frames up) is the problem's code."""
+    return not _exempt(sys._getframe(2).f_globals.get("__name__", ""))
+
+
+#: torch's grad-mode decorators: ``@torch.no_grad()`` wraps the function in a closure of
+#: this module that enters the mode (``func`` is the decorated function), via ``clone``
+#: of ``torch.autograd.grad_mode`` for ``set_grad_enabled``.
+_DECORATOR = "torch.utils._contextlib"
+_GRAD_MODE = "torch.autograd.grad_mode"
+
+
+def _mode_from_problem() -> bool:
+    """Whether the problem's code switches a grad mode: called from its own frame, or by
+    torch's decorator around one of its functions (whose module decides, not torch's)."""
+    frame: Any = sys._getframe(2)
+    for _ in range(3):  # past set_grad_enabled's clone() to the decorator's closure
+        module = frame.f_globals.get("__name__", "")
+        if module != _GRAD_MODE or frame.f_back is None:
+            break
+        frame = frame.f_back
+    if module == _DECORATOR:
+        func = frame.f_locals.get("func")
+        return not _exempt(getattr(func, "__module__", None))
+    return not _exempt(module)
 
 
 def _guarding() -> bool:
@@ -185,7 +215,7 @@ def _watching_mode(cls: type, method: str, off: Callable[..., bool]) -> Callable
     original = getattr(cls, method)
 
     def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _guarding() and off(self, *args, **kwargs) and _from_problem():
+        if _guarding() and off(self, *args, **kwargs) and _mode_from_problem():
             raise _leak("torch.no_grad")
         return original(self, *args, **kwargs)
 
@@ -239,7 +269,11 @@ def _install() -> None:
 class LeakGuard:
     """Context manager: the watched methods raise on tensors that require grad (this thread).
 
-    Nested and concurrent guards are independent (a per-thread depth).
+    Nested and concurrent guards are independent (a per-thread depth).  ``trusted``:
+    top-level names of third-party packages whose own code may detach or switch
+    gradients off while this guard is the innermost one (``Problem.trusted_packages``);
+    ``x.item()``, ``float(x)`` and the rest of the anywhere-watched operations stay
+    errors in every package.
 
     Examples
     --------
@@ -255,7 +289,11 @@ class LeakGuard:
     1.0
     """
 
-    __slots__ = ()
+    __slots__ = ("_saved", "_trusted")
+
+    def __init__(self, trusted: frozenset[str] = frozenset()) -> None:
+        self._trusted = trusted
+        self._saved: frozenset[str] = frozenset()
 
     def __enter__(self) -> LeakGuard:
         global _installed
@@ -264,8 +302,11 @@ class LeakGuard:
                 if not _installed:
                     _install()
                     _installed = True
+        self._saved = getattr(_active, "trusted", frozenset())
+        _active.trusted = self._trusted
         _active.depth = getattr(_active, "depth", 0) + 1
         return self
 
     def __exit__(self, *exc: object) -> None:
         _active.depth -= 1
+        _active.trusted = self._saved
