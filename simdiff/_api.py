@@ -870,7 +870,9 @@ class Derivatives(OperatorMethods):
                 if traced:
                     out = _plain(fn)(*native)
                 elif guarded:
-                    with self.backend.leak_guard(self.problem.trusted_packages):  # a leak at this point raises, at the op
+                    with self.backend.leak_guard(
+                        self.problem.trusted_packages
+                    ):  # a leak at this point raises, at the op
                         out = fn(*native)
                 else:
                     out = fn(*native)
@@ -895,6 +897,21 @@ class Derivatives(OperatorMethods):
         return tree_map(lambda y: A.convert_out(y, xsrc, self.backend), out)
 
     def _leak(self, exc: Exception, kind: str) -> Exception:
+        """``LeakError`` naming the cause if ``exc`` means a leak; ``UnsupportedError`` if it
+        is the framework refusing a construct in the problem (``Backend.refusal_cause``);
+        else ``exc`` itself."""
+        leak = self._leak_error(exc, kind)
+        if leak is not exc or isinstance(exc, SimdiffError):
+            return leak
+        refusal = self.backend.refusal_cause(exc)
+        if refusal is None:
+            return exc
+        return UnsupportedError(
+            f"simdiff.{kind} of problem {self.problem.name!r} on {self.backend.name}: "
+            f"{refusal} ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+        )
+
+    def _leak_error(self, exc: Exception, kind: str) -> Exception:
         """``LeakError`` naming the cause if ``exc`` means a leak; else ``exc`` itself.
 
         The chain of causes is read too: a leak raised while ``torch.compile``
@@ -938,7 +955,9 @@ class Derivatives(OperatorMethods):
         watched.
         """
         guarded = guard and self.probe
-        context = self.backend.leak_guard(self.problem.trusted_packages) if guarded else nullcontext()
+        context = (
+            self.backend.leak_guard(self.problem.trusted_packages) if guarded else nullcontext()
+        )
         try:
             with warnings.catch_warnings(), context:
                 for message in self.backend.leak_warnings:

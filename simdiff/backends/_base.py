@@ -526,6 +526,11 @@ class Backend:
         """What ``exc`` says the problem did to leave the traced computation, or None."""
         return None
 
+    def refusal_cause(self, exc: BaseException) -> str | None:
+        """What the problem did that the framework's transforms refuse (``exc`` raised by
+        the framework while a derivative ran), with the way out; None if ``exc`` is not one."""
+        return None
+
     def leak_guard(self, trusted: frozenset[str] = frozenset()) -> AbstractContextManager[Any]:
         """A context in which a value with a derivative cannot leave the computation silently.
 

@@ -710,6 +710,18 @@ _LEAK_ERRORS = (
     ("data-dependent control flow", "a Python `if`/`while` on an array value"),
 )
 
+#: torch.func's refusals of a construct inside the problem: (fragment of torch's message,
+#: what simdiff says)
+_REFUSALS = (
+    (
+        "it must override the setup_context staticmethod",
+        "the problem calls a torch.autograd.Function written in the old style (forward(ctx, "
+        "...)), which torch.func transforms (Hessians, HVPs, JVPs, batched calls) refuse; it "
+        "needs a setup_context staticmethod (torch's 'Extending torch.func with "
+        "autograd.Function'), or use a derivative torch computes with plain autograd (grad, vjp)",
+    ),
+)
+
 
 #: AOTAutograd's donated buffers (a backward that frees what it saved) refuse a second
 #: backward through the graph, and a VJP's pullback keeps the graph for more than one
@@ -869,6 +881,13 @@ class TorchBackend(Backend):
         requires grad while it is entered, and the problem's own graph cuts (not those of
         ``trusted`` packages) too (:mod:`simdiff.backends._torch_leaks`)."""
         return LeakGuard(trusted)
+
+    def refusal_cause(self, exc: BaseException) -> str | None:
+        if isinstance(exc, RuntimeError):
+            for fragment, cause in _REFUSALS:
+                if fragment in str(exc):
+                    return cause
+        return None
 
     def leak_cause(self, exc: BaseException) -> str | None:
         guarded = guard_message(exc)
