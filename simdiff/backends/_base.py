@@ -531,13 +531,16 @@ class Backend:
         the framework while a derivative ran), with the way out; None if ``exc`` is not one."""
         return None
 
-    def leak_guard(self, trusted: frozenset[str] = frozenset()) -> AbstractContextManager[Any]:
+    def leak_guard(
+        self, trusted: frozenset[str] = frozenset(), strict: bool = False
+    ) -> AbstractContextManager[Any]:
         """A context in which a value with a derivative cannot leave the computation silently.
 
         Entered around every eager derivative call of :class:`simdiff.Derivatives`
         (not only the probed first one).  Nothing where the tracer catches leaks
         (JAX); torch: :class:`simdiff.backends._torch_leaks.LeakGuard`.  ``trusted``:
-        the problem's ``trusted_packages``, whose own deliberate detaches pass.
+        the problem's ``trusted_packages``, whose own deliberate detaches pass;
+        ``strict``: ``Derivatives(probe="strict")``, every operation watched.
         """
         return contextlib.nullcontext()
 

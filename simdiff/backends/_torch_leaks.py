@@ -257,6 +257,50 @@ _METHODS["new_tensor"] = _watching_new_tensor(torch.Tensor.new_tensor)
 _FUNCTIONS = {"tensor": _watching_tensor(torch.tensor), "detach": _watching_detach(torch.detach)}
 
 
+class _Strict(torch.overrides.TorchFunctionMode):
+    """Every torch call of the problem passes here (``probe="strict"``): the watched
+    operations by whatever reference they are called (``torch._C.TensorBase.detach(x)``,
+    ``torch.tensor`` or ``Tensor.detach`` bound before the wrappers were installed),
+    judged like the wrappers judge them.  Costs a Python call per torch operation."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = getattr(func, "__name__", "")
+        if name == "__get__":  # x.data: torch passes type(x).data.__get__ (ours, or torch's)
+            owner = getattr(func, "__self__", None)
+            name = "data" if owner is _DATA_DESCRIPTOR or owner is _METHODS["data"] else ""
+        if name in _STRICT and args and _guarding():
+            watched = (
+                _holds_graph(args[0])
+                if name == "tensor"
+                else (name == "new_tensor" and len(args) > 1 and _holds_graph(args[1]))
+                or (isinstance(args[0], torch.Tensor) and args[0].requires_grad)
+            )
+            if watched and (name in _ANYWHERE or not _exempt(_caller_module())):
+                raise _leak(_STRICT[name])
+        return func(*args, **(kwargs or {}))
+
+
+def _caller_module() -> object:
+    """The module of the Python code that called the torch operation (the mode is entered
+    from C: frame 0 is this function, 1 the mode's ``__torch_function__``)."""
+    return sys._getframe(2).f_globals.get("__name__", "")
+
+
+_DATA_DESCRIPTOR: Any = torch._C.TensorBase.__dict__["data"]
+#: operations the strict mode watches, and the name its error gives (``GUARDED``'s keys)
+_STRICT = {
+    "item": "Tensor.item",
+    "tolist": "Tensor.tolist",
+    "__float__": "Tensor.__float__",
+    "__int__": "Tensor.__int__",
+    "detach": "Tensor.detach",
+    "detach_": "Tensor.detach_",
+    "data": "Tensor.data",
+    "tensor": "torch.tensor",
+    "new_tensor": "Tensor.new_tensor",
+}
+
+
 def _install() -> None:
     for name, method in _METHODS.items():
         setattr(torch.Tensor, name, method)
@@ -289,11 +333,12 @@ class LeakGuard:
     1.0
     """
 
-    __slots__ = ("_saved", "_trusted")
+    __slots__ = ("_mode", "_saved", "_trusted")
 
-    def __init__(self, trusted: frozenset[str] = frozenset()) -> None:
+    def __init__(self, trusted: frozenset[str] = frozenset(), strict: bool = False) -> None:
         self._trusted = trusted
         self._saved: frozenset[str] = frozenset()
+        self._mode = _Strict() if strict else None
 
     def __enter__(self) -> LeakGuard:
         global _installed
@@ -305,8 +350,12 @@ class LeakGuard:
         self._saved = getattr(_active, "trusted", frozenset())
         _active.trusted = self._trusted
         _active.depth = getattr(_active, "depth", 0) + 1
+        if self._mode is not None:
+            self._mode.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
         _active.depth -= 1
         _active.trusted = self._saved

@@ -876,11 +876,11 @@ class TorchBackend(Backend):
 
     leak_warnings = ("Converting a tensor with requires_grad=True to a scalar",)
 
-    def leak_guard(self, trusted: frozenset[str] = frozenset()) -> LeakGuard:
+    def leak_guard(self, trusted: frozenset[str] = frozenset(), strict: bool = False) -> LeakGuard:
         """``x.item()``, ``x.tolist()``, ``float(x)``, ``int(x)`` raise on a tensor that
         requires grad while it is entered, and the problem's own graph cuts (not those of
         ``trusted`` packages) too (:mod:`simdiff.backends._torch_leaks`)."""
-        return LeakGuard(trusted)
+        return LeakGuard(trusted, strict)
 
     def refusal_cause(self, exc: BaseException) -> str | None:
         if isinstance(exc, RuntimeError):

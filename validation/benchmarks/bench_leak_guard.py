@@ -97,7 +97,7 @@ def main() -> None:
             rng.shuffle(order)
             for config in order:
                 if config != "guard":
-                    torch_backend.leak_guard = lambda self, *trusted: contextlib.nullcontext()  # type: ignore[method-assign]
+                    torch_backend.leak_guard = lambda self, *args: contextlib.nullcontext()  # type: ignore[method-assign]
                 if config == "bare":
                     _bare()
                 try:
