@@ -20,19 +20,24 @@ applied to a tensor that requires grad:
   ``x.detach().numpy()``), ``torch.tensor(x)`` and ``x.new_tensor(y)`` with
   ``x``/``y`` a tensor, or a list or tuple holding one, and entering
   ``torch.no_grad()``, ``torch.inference_mode()`` or
-  ``torch.set_grad_enabled(False)``: when called from the problem's code, not from
-  torch's or simdiff's own modules (``ops.stop_gradient`` is
-  ``x.detach()`` on purpose; ``torch.utils.checkpoint`` detaches what it
-  saves).  The caller's module is read from its frame (``sys._getframe``),
-  only when the tensor requires grad and a guard is active.
+  ``torch.set_grad_enabled(False)`` (as a block or as a decorator): when called
+  from the problem's code, not from torch's or simdiff's own modules
+  (``ops.stop_gradient`` is ``x.detach()`` on purpose;
+  ``torch.utils.checkpoint`` detaches what it saves) nor from the problem's
+  ``trusted_packages``.  The caller's module is read from its frame
+  (``sys._getframe``), only when the tensor requires grad and a guard is
+  active; for torch's grad-mode decorator, the decorated function's module.
 
 On every other tensor, and on every other thread, they do what torch does.
-``x.numpy()`` on such a tensor already raises in torch.  What stays out of
-reach: ``torch.tensor`` imported under another name before the first guard
-(``from torch import tensor``), functions decorated with ``@torch.no_grad()``
-(torch's decorator enters the mode from torch's module), C extensions, and code run by
-``torch.compile`` (the wrappers are torch's own while Dynamo traces, and a
-compiled graph does not run Python; see docs/errors.md).
+``x.numpy()`` on such a tensor already raises in torch.  What the wrappers
+cannot reach: a ``torch.tensor`` or ``Tensor.detach`` bound before the first
+guard (``from torch import tensor``), the C type's own methods
+(``torch._C.TensorBase.detach(x)``; the type is immutable), C extensions, and
+code run by ``torch.compile`` (the wrappers are torch's own while Dynamo
+traces, and a compiled graph does not run Python; see docs/errors.md).  The
+first two are seen by the strict guard (``LeakGuard(strict=True)``,
+``Derivatives(probe="strict")``): a ``TorchFunctionMode`` through which every
+torch operation passes, whatever reference called it.
 
 Cost: the methods are replaced on ``torch.Tensor`` (and ``torch.tensor`` in
 the ``torch`` module) once, at the first guard, by wrappers that do what
@@ -91,8 +96,20 @@ _ANYWHERE = frozenset(("item", "tolist", "__float__", "__int__"))
 _OWN_PACKAGES = frozenset(("torch", "simdiff", "functorch"))
 
 _PREFIX = "simdiff leak guard: "
+_NONE: frozenset[str] = frozenset()
 _lock = threading.Lock()
-_active = threading.local()
+
+
+class _Active(threading.local):
+    """Per thread: how many guards are entered, and the innermost one's trusted packages
+    (class defaults, so that a thread that never entered a guard reads them without the
+    AttributeError a ``getattr`` default costs)."""
+
+    depth = 0
+    trusted = _NONE
+
+
+_active = _Active()
 _installed = False
 
 
@@ -111,7 +128,7 @@ def _exempt(module: object) -> bool:
     if not isinstance(module, str):
         return False
     top = module.partition(".")[0]
-    return top in _OWN_PACKAGES or top in getattr(_active, "trusted", ())
+    return top in _OWN_PACKAGES or top in _active.trusted
 
 
 def _from_problem() -> bool:
@@ -144,7 +161,7 @@ def _mode_from_problem() -> bool:
 def _guarding() -> bool:
     """A guard is active on this thread and Dynamo is not tracing (checked first: Dynamo
     traces no thread-local read)."""
-    return not torch.compiler.is_compiling() and getattr(_active, "depth", 0) > 0
+    return not torch.compiler.is_compiling() and _active.depth > 0
 
 
 def _leak(where: str) -> RuntimeError:
@@ -337,7 +354,7 @@ class LeakGuard:
 
     def __init__(self, trusted: frozenset[str] = frozenset(), strict: bool = False) -> None:
         self._trusted = trusted
-        self._saved: frozenset[str] = frozenset()
+        self._saved: frozenset[str] = _NONE
         self._mode = _Strict() if strict else None
 
     def __enter__(self) -> LeakGuard:
@@ -347,9 +364,10 @@ class LeakGuard:
                 if not _installed:
                     _install()
                     _installed = True
-        self._saved = getattr(_active, "trusted", frozenset())
-        _active.trusted = self._trusted
-        _active.depth = getattr(_active, "depth", 0) + 1
+        saved = self._saved = _active.trusted
+        if saved or self._trusted:  # the innermost guard's trust holds (none: nothing to set)
+            _active.trusted = self._trusted
+        _active.depth += 1
         if self._mode is not None:
             self._mode.__enter__()
         return self
@@ -358,4 +376,5 @@ class LeakGuard:
         if self._mode is not None:
             self._mode.__exit__(None, None, None)
         _active.depth -= 1
-        _active.trusted = self._saved
+        if self._saved or self._trusted:
+            _active.trusted = self._saved
