@@ -254,3 +254,22 @@ def test_only_torch_and_simdiff_packages_are_exempt(module):
     d.grad(X0)
     with pytest.raises(simdiff.LeakError, match=r"x\.detach\(\)"):
         d.grad(FAR)
+
+
+@pytest.mark.parametrize("probe", [True, "strict"])
+@pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
+def test_printing_a_tensor_is_no_leak(probe, kind, capsys):
+    """``print(x)`` reads the values into a string (torch's formatting calls ``tolist``),
+    which carries nothing back into the computation: the guard lets it pass."""
+
+    def fn(x, ops):
+        print("x =", x, f"{x[0]:.3f}", repr(x[1]))
+        return x[0] * x[1] + x[1] ** 2
+
+    p = simdiff.Problem(fn, x0=X0, backends=("torch",))
+    d = simdiff.Derivatives(p, backend="torch", probe=probe)
+    call = _calls(d)[kind]
+    call(X0)
+    want = {"grad": [3.0, 8.0], "hessian": [[0.0, 1.0], [1.0, 2.0]], "hvp": [0.0, 1.0]}[kind]
+    np.testing.assert_allclose(call(FAR), want, rtol=1e-14)
+    assert "x = " in capsys.readouterr().out

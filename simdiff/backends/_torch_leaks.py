@@ -15,7 +15,8 @@ Inside :class:`LeakGuard`, on the thread that entered it, these raise
 problem, the operation and the fix, see ``TorchBackend.leak_cause``) when
 applied to a tensor that requires grad:
 
-- ``x.item()``, ``x.tolist()``, ``float(x)``, ``int(x)``: anywhere;
+- ``x.item()``, ``x.tolist()``, ``float(x)``, ``int(x)``: anywhere but in torch's
+  tensor formatting (``print(x)`` reads the values into a string);
 - ``x.detach()``, ``torch.detach(x)``, ``x.detach_()``, ``x.data`` (and so
   ``x.detach().numpy()``), ``torch.tensor(x)`` and ``x.new_tensor(y)`` with
   ``x``/``y`` a tensor, or a list or tuple holding one, and entering
@@ -136,6 +137,16 @@ def _from_problem() -> bool:
     return not _exempt(sys._getframe(2).f_globals.get("__name__", ""))
 
 
+#: torch's tensor formatting (``print(x)``, ``repr``, f-strings): it reads the values into
+#: a string, which carries nothing back into the computation
+_PRINTING = "torch._tensor_str"
+
+
+def _not_printing() -> bool:
+    """Whether the caller of the watched operation (two frames up) is not torch's printing."""
+    return sys._getframe(2).f_globals.get("__name__") != _PRINTING
+
+
 #: torch's grad-mode decorators: ``@torch.no_grad()`` wraps the function in a closure of
 #: this module that enters the mode (``func`` is the decorated function), via ``clone``
 #: of ``torch.autograd.grad_mode`` for ``set_grad_enabled``.
@@ -175,7 +186,11 @@ def _watching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     anywhere = name in _ANYWHERE
 
     def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if _guarding() and self.requires_grad and (anywhere or _from_problem()):
+        if (
+            _guarding()
+            and self.requires_grad
+            and (_not_printing() if anywhere else _from_problem())
+        ):
             raise _leak(f"Tensor.{name}")
         return original(self, *args, **kwargs)
 
@@ -292,7 +307,8 @@ class _Strict(torch.overrides.TorchFunctionMode):
                 else (name == "new_tensor" and len(args) > 1 and _holds_graph(args[1]))
                 or (isinstance(args[0], torch.Tensor) and args[0].requires_grad)
             )
-            if watched and (name in _ANYWHERE or not _exempt(_caller_module())):
+            module = _caller_module()
+            if watched and (module != _PRINTING if name in _ANYWHERE else not _exempt(module)):
                 raise _leak(_STRICT[name])
         return func(*args, **(kwargs or {}))
 
