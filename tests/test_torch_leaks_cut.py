@@ -42,6 +42,11 @@ def _no_grad_decorated(v):
     return 1.0 * v
 
 
+@torch.no_grad
+def _no_grad_bare_decorated(v):  # the decorator without parentheses
+    return 1.0 * v
+
+
 @torch.inference_mode()
 def _inference_decorated(v):
     return 1.0 * v
@@ -54,6 +59,7 @@ def _grad_disabled_decorated(v):
 
 CUTS = {
     "no_grad_decorated": (_no_grad_decorated, r"torch\.no_grad\(\)"),
+    "no_grad_bare_decorated": (_no_grad_bare_decorated, r"torch\.no_grad\(\)"),
     "inference_decorated": (_inference_decorated, r"torch\.no_grad\(\)"),
     "set_grad_enabled_decorated": (_grad_disabled_decorated, r"torch\.no_grad\(\)"),
     "no_grad": (_no_grad_copy, r"torch\.no_grad\(\)"),
