@@ -289,7 +289,12 @@ class Derivatives(OperatorMethods):
         at that op), so a leak that appears only at other points (behind a
         branch) is caught there; a compiled callable's first call runs it
         eagerly once under the guard before the trace (docs/errors.md says
-        what the guard cannot see).
+        what the guard cannot see).  ``"strict"`` (torch, ``compile=False``):
+        as ``True``, and the guard also sees these operations when called by a
+        reference it could not wrap (``torch._C.TensorBase.detach(x)``, a
+        ``torch.tensor`` imported before simdiff), at the cost of a Python
+        call per torch operation (``python -m
+        validation.benchmarks.bench_leak_guard --strict``).
 
     structured : bool
         For a problem with structured parameters (``problem.param_spec``):
@@ -329,7 +334,7 @@ class Derivatives(OperatorMethods):
         dtype: Any = None,
         compile: bool | str = False,
         check_finite: bool = True,
-        probe: bool | None = None,
+        probe: bool | str | None = None,
         structured: bool = True,
     ) -> None:
         if not isinstance(problem, Problem):
@@ -340,7 +345,16 @@ class Derivatives(OperatorMethods):
         self.dtype = A.resolve_dtype(dtype)
         self.compile = check_compile(compile, self.backend)
         self.check_finite = bool(check_finite)
+        if probe not in (None, True, False, "strict"):
+            raise OptionError(f"Derivatives probe must be True, False or 'strict'; got {probe!r}")
+        if probe == "strict" and self.compile is not False and self.backend.optional_compiler:
+            raise OptionError(
+                "Derivatives probe='strict' watches every torch operation from Python, which "
+                f"a compiled graph does not run; use compile=False (got compile={compile!r})"
+            )
         self.probe = self.check_finite if probe is None else bool(probe)
+        #: ``probe="strict"``: the leak guard sees every operation (``Backend.leak_guard``).
+        self.strict_leaks = probe == "strict"
         #: Whether results of a problem with structured parameters come back in their
         #: structure (False: flat arrays, what simdiff's own analyses compute on).
         self.structured = bool(structured)
@@ -870,7 +884,7 @@ class Derivatives(OperatorMethods):
                 if traced:
                     out = _plain(fn)(*native)
                 elif guarded:
-                    with self.backend.leak_guard():  # a leak at this point raises, at the op
+                    with self._leak_guard():  # a leak at this point raises, at the op
                         out = fn(*native)
                 else:
                     out = fn(*native)
@@ -895,6 +909,21 @@ class Derivatives(OperatorMethods):
         return tree_map(lambda y: A.convert_out(y, xsrc, self.backend), out)
 
     def _leak(self, exc: Exception, kind: str) -> Exception:
+        """``LeakError`` naming the cause if ``exc`` means a leak; ``UnsupportedError`` if it
+        is the framework refusing a construct in the problem (``Backend.refusal_cause``);
+        else ``exc`` itself."""
+        leak = self._leak_error(exc, kind)
+        if leak is not exc or isinstance(exc, SimdiffError):
+            return leak
+        refusal = self.backend.refusal_cause(exc)
+        if refusal is None:
+            return exc
+        return UnsupportedError(
+            f"simdiff.{kind} of problem {self.problem.name!r} on {self.backend.name}: "
+            f"{refusal} ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+        )
+
+    def _leak_error(self, exc: Exception, kind: str) -> Exception:
         """``LeakError`` naming the cause if ``exc`` means a leak; else ``exc`` itself.
 
         The chain of causes is read too: a leak raised while ``torch.compile``
@@ -925,6 +954,10 @@ class Derivatives(OperatorMethods):
             f"{str(source).splitlines()[0]})"
         )
 
+    def _leak_guard(self) -> Any:
+        """The backend's leak guard for this problem (its trusted packages, the strict mode)."""
+        return self.backend.leak_guard(self.problem.trusted_packages, self.strict_leaks)
+
     def _guarded(
         self, thunk: Callable[[], Any], kind: str, fn: Any = None, guard: bool = True
     ) -> Any:
@@ -938,7 +971,7 @@ class Derivatives(OperatorMethods):
         watched.
         """
         guarded = guard and self.probe
-        context = self.backend.leak_guard() if guarded else nullcontext()
+        context = self._leak_guard() if guarded else nullcontext()
         try:
             with warnings.catch_warnings(), context:
                 for message in self.backend.leak_warnings:

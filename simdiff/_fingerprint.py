@@ -134,8 +134,7 @@ class _Hasher:
                 return
             self.put("array", a.dtype.str, a.shape, _bytes_digest(a))
             if isinstance(obj, np.ndarray) and obj.flags.writeable:
-                self.keep("value", _ARRAY_LAYOUT, obj)
-                self.keep("value", np.ndarray.tobytes, obj)
+                self.keep("value", _array_state, obj)
             return
         if isinstance(obj, types.ModuleType):
             self.put("module", obj.__name__, _library_version(obj.__name__) or "")
@@ -159,12 +158,7 @@ class _Hasher:
                 self.visit(v)
             return
         if isinstance(obj, dict):
-            self.keep("items", _KEYS, obj)
-            self.keep("items", _VALUES, obj)
-            self.put("dict", len(obj))
-            for k, v in sorted(obj.items(), key=lambda kv: _sub_digest(kv[0])):
-                self.visit(k)
-                self.visit(v)
+            self._dict(obj, watch=True)
             return
         if isinstance(obj, set):
             self.keep("value", frozenset, obj)
@@ -223,11 +217,31 @@ class _Hasher:
         if definition is not None:  # the object says what defines it (a Problem, a cache)
             self.put("defined", type(obj).__module__, type(obj).__qualname__)
             if hasattr(obj, "__dict__"):
-                self.keep("items", _KEYS, obj.__dict__)
-                self.keep("items", _VALUES, obj.__dict__)
-            self.visit(definition(obj))
+                self.keep("items", _ENTRIES, obj.__dict__)
+            defined = definition(obj)
+            # held here only (a dict built by the call; getrefcount's own argument is the
+            # other reference): nothing can change it later, so it is not watched
+            if type(defined) is dict and sys.getrefcount(defined) <= 2:
+                self.stack.append(id(defined))
+                try:
+                    self._dict(defined, watch=False)
+                finally:
+                    self.stack.pop()
+            else:
+                self.visit(defined)
             return
         self._instance(obj)
+
+    def _dict(self, obj: dict[Any, Any], watch: bool) -> None:
+        """A dict's items; watched unless ``watch`` is false: a temporary no one else holds
+        (a copy made here, a definition built by ``__fingerprint__``), which cannot change
+        (what it holds is visited, and watched, all the same)."""
+        if watch:
+            self.keep("items", _ENTRIES, obj)
+        self.put("dict", len(obj))
+        for k, v in sorted(obj.items(), key=lambda kv: _sub_digest(kv[0])):
+            self.visit(k)
+            self.visit(v)
 
     def _function(self, fn: types.FunctionType) -> None:
         self.keep("items", _FUNCTION_STATE, fn)
@@ -242,7 +256,7 @@ class _Hasher:
             self.put("function", fn.__qualname__, code)
             globs = fn.__globals__
             for name in sorted(names):
-                self.keep("object", operator.methodcaller("get", name, _MISSING), globs)
+                self.keep("object", _global_reader(name), globs)
                 if name in globs:
                     self.put("global", name)
                     self.visit(globs[name])
@@ -262,8 +276,7 @@ class _Hasher:
         self.put("class", cls.__module__, cls.__qualname__, library or "")
         if library is not None:
             return
-        self.keep("items", _KEYS, cls.__dict__)
-        self.keep("items", _VALUES, cls.__dict__)
+        self.keep("items", _ENTRIES, cls.__dict__)
         for base in cls.__mro__[1:]:
             self.visit(base)
         for name, value in sorted(vars(cls).items()):
@@ -285,9 +298,12 @@ class _Hasher:
         self.keep("object", _CLASS, obj)
         self.visit(cls)
         if state is not None:
-            self.keep("items", _KEYS, state)
-            self.keep("items", _VALUES, state)
-            self.visit(dict(state))
+            self.keep("items", _ENTRIES, state)
+            self.stack.append(id(state))
+            try:
+                self._dict(dict(state), watch=False)  # a copy: the state itself is watched
+            finally:
+                self.stack.pop()
         if slots:
             self.keep("items", _slots_reader(tuple(slots)), obj)
         for s in slots:
@@ -305,10 +321,30 @@ def _bytes_digest(a: np.ndarray) -> bytes:
 
 
 # Readers of what can change in place, C-level where possible (the check runs on every call).
-_ARRAY_LAYOUT = operator.attrgetter("shape", "strides", "dtype")
+
+
+def _array_state(a: np.ndarray) -> tuple[Any, ...]:
+    """What a writable array holds: its layout and its bytes (one watched entry)."""
+    return (a.shape, a.strides, a.dtype, a.tobytes())
+
+
 _ALL = operator.itemgetter(slice(None))
-_KEYS = operator.methodcaller("keys")
-_VALUES = operator.methodcaller("values")
+
+
+def _entries(mapping: Any) -> tuple[Any, ...]:
+    """A dict's (or mapping proxy's) keys, then its values: one watched entry for both."""
+    return (*mapping, *mapping.values())
+
+
+_ENTRIES = _entries
+
+
+@functools.cache
+def _global_reader(name: str) -> Any:
+    """``globals.get(name)``, one reader per name, so that a global seen twice is watched once."""
+    return operator.methodcaller("get", name, _MISSING)
+
+
 _FUNCTION_STATE = operator.attrgetter("__code__", "__defaults__", "__kwdefaults__", "__closure__")
 _CELL = operator.attrgetter("cell_contents")  # an empty cell raises: the check then fails
 _CLASS = operator.attrgetter("__class__")
@@ -336,8 +372,13 @@ class _Watch:
         self.objects: list[tuple[Any, Any, int, Any]] = []
         self.items: list[tuple[Any, Any, tuple[int, ...], Any]] = []
         self.values: list[tuple[Any, Any, Any]] = []
+        self._kept: set[tuple[int, int]] = set()
 
     def keep(self, kind: str, read: Any, obj: Any) -> None:
+        key = (id(read), id(obj))  # both kept alive by the entry: the ids stay theirs
+        if key in self._kept:  # the same thing reached twice (a function named by two closures)
+            return
+        self._kept.add(key)
         try:
             seen = read(obj)
         except ValueError:  # an empty cell: watched as changed until it is filled

@@ -145,6 +145,15 @@ class Problem:
         How accurate ``fn`` and ``exact`` are (an adaptive solver's tolerance,
         a discretisation error, a finite-difference step): what
         :func:`simdiff.check` needs to compare fairly.
+    trusted_packages : tuple of str, optional
+        Top-level names of third-party packages (``("torchdiffeq",)``) whose
+        own code may call ``x.detach()``, ``x.data``, ``torch.tensor(x)`` or
+        enter ``torch.no_grad()`` during a derivative call on torch: the
+        leak guard lets those pass when the calling frame's module is in one
+        of them, trusting the package to keep the derivative right (its own
+        ``autograd.Function``, say).  The problem's code stays watched: the
+        package ``fn`` is defined in is refused here, and ``x.item()``,
+        ``float(x)`` stay errors in every package.  Default: none.
 
     Attributes
     ----------
@@ -165,6 +174,9 @@ class Problem:
     0.0
     """
 
+    #: see ``trusted_packages`` above (set in ``__init__``; none for a subclass that skips it)
+    trusted_packages: frozenset[str] = frozenset()
+
     def __init__(
         self,
         fn: Callable[[Any, Any], Any],
@@ -175,6 +187,7 @@ class Problem:
         backends: tuple[str, ...] | None = None,
         meta: Mapping[str, Any] | None = None,
         check_options: CheckOptions | None = None,
+        trusted_packages: tuple[str, ...] = (),
     ) -> None:
         if not callable(fn):
             raise InputTypeError(f"Problem needs a callable fn(x, ops); got {type(fn).__name__}")
@@ -213,6 +226,9 @@ class Problem:
             raise InputError(f"unknown backends {sorted(unknown)}; expected a subset of {BACKENDS}")
         self.backends = tuple(backends) if backends else BACKENDS
         self.meta = dict(meta or {})
+        #: Third-party packages whose own code may detach or switch gradients off during a
+        #: derivative call on torch (the leak guard, :mod:`simdiff.backends._torch_leaks`).
+        self.trusted_packages: frozenset[str] = _trusted(trusted_packages, fn)
         self._output_shape: tuple[int, ...] | None = None
         #: What simdiff builds for this problem (see :class:`~simdiff._cache.DerivativeCache`):
         #: owned by the problem, freed with it.
@@ -514,7 +530,33 @@ def _only(f: Callable[[Any], Any], backend: str) -> Callable[[Any, Any], Any]:
         return f(x)
 
     fn.__name__ = getattr(f, "__name__", "fn")
+    fn.user_function = f  # type: ignore[attr-defined]  # the user's code, for trusted_packages
     return fn
+
+
+def _trusted(packages: Any, fn: Callable[..., Any]) -> frozenset[str]:
+    """``trusted_packages`` checked: top-level package names, none of them ``fn``'s own."""
+    if isinstance(packages, str) or not isinstance(packages, (tuple, list, frozenset, set)):
+        raise OptionError(
+            "Problem trusted_packages must be a tuple of package names such as "
+            f"('torchdiffeq',); got {packages!r}"
+        )
+    for name in packages:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise OptionError(
+                "Problem trusted_packages must hold top-level package names (identifiers, no "
+                f"dots); got {name!r}"
+            )
+    user = inspect.unwrap(getattr(fn, "user_function", fn))
+    module = getattr(user, "__module__", None)
+    own = module.partition(".")[0] if isinstance(module, str) else None
+    if own in packages:
+        raise OptionError(
+            f"Problem trusted_packages names {own!r}, the package fn is defined in: the "
+            "problem's own code stays watched by the leak guard; trust the third-party "
+            "package that detaches, not the code that calls it"
+        )
+    return frozenset(packages)
 
 
 def _named(f: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:

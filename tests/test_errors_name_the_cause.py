@@ -29,6 +29,16 @@ def test_fn_returning_a_python_constant_has_zero_derivatives(backend) -> None:
     np.testing.assert_array_equal(simdiff.hessian(p, backend=backend), np.zeros((2, 2)))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["hessian", "hvp", "jacobian"])
+def test_a_python_constant_as_the_first_call_has_zero_derivatives(backend, kind) -> None:
+    """The first call of a kind other than grad runs the leak probe's VJP on the constant."""
+    p = simdiff.Problem(lambda x, ops: 3.0, x0=np.ones(2))
+    args = (np.ones(2),) if kind == "hvp" else ()
+    got = getattr(simdiff, kind)(p, *args, backend=backend)
+    np.testing.assert_array_equal(got, np.zeros({"hessian": (2, 2), "hvp": 2, "jacobian": 2}[kind]))
+
+
 def test_fn_with_the_wrong_number_of_arguments_is_refused_at_construction() -> None:
     with pytest.raises(InputTypeError, match=r"fn\(x, ops\).*<lambda>\(x\) is not"):
         simdiff.Problem(lambda x: x.sum(), x0=np.ones(2))

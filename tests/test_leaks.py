@@ -123,7 +123,7 @@ def test_without_the_guard_the_later_leak_is_a_wrong_gradient(monkeypatch):
     import contextlib
 
     monkeypatch.setattr(type(get_backend("torch")), "leak_guard",
-                        lambda self: contextlib.nullcontext())  # fmt: skip
+                        lambda self, *args: contextlib.nullcontext())  # fmt: skip
     p = simdiff.Problem(_leaks_beyond_one, x0=np.array([0.5, 2.0]))
     d = simdiff.Derivatives(p, backend="torch")
     d.grad(p.x0)

@@ -37,7 +37,31 @@ def _grad_disabled_copy(v):
         return 1.0 * v
 
 
+@torch.no_grad()
+def _no_grad_decorated(v):
+    return 1.0 * v
+
+
+@torch.no_grad
+def _no_grad_bare_decorated(v):  # the decorator without parentheses
+    return 1.0 * v
+
+
+@torch.inference_mode()
+def _inference_decorated(v):
+    return 1.0 * v
+
+
+@torch.set_grad_enabled(False)
+def _grad_disabled_decorated(v):
+    return 1.0 * v
+
+
 CUTS = {
+    "no_grad_decorated": (_no_grad_decorated, r"torch\.no_grad\(\)"),
+    "no_grad_bare_decorated": (_no_grad_bare_decorated, r"torch\.no_grad\(\)"),
+    "inference_decorated": (_inference_decorated, r"torch\.no_grad\(\)"),
+    "set_grad_enabled_decorated": (_grad_disabled_decorated, r"torch\.no_grad\(\)"),
     "no_grad": (_no_grad_copy, r"torch\.no_grad\(\)"),
     "inference_mode": (_inference_copy, r"torch\.no_grad\(\)"),
     "set_grad_enabled": (_grad_disabled_copy, r"torch\.no_grad\(\)"),
@@ -88,13 +112,43 @@ def test_cut_away_from_x0_is_a_leak_error(leak, kind):
         call(FAR)
 
 
-def test_without_the_guard_the_cut_is_a_wrong_gradient(monkeypatch):
+@pytest.mark.parametrize("leak", ["detach", "no_grad_decorated"])
+def test_without_the_guard_the_cut_is_a_wrong_gradient(monkeypatch, leak):
     """What the guard prevents: d/dx1 misses x0 = 2 (true [3, 8])."""
     monkeypatch.setattr(type(get_backend("torch")), "leak_guard",
-                        lambda self: contextlib.nullcontext())  # fmt: skip
-    d = simdiff.Derivatives(_problem(CUTS["detach"][0], "unguarded"), backend="torch")
+                        lambda self, *args: contextlib.nullcontext())  # fmt: skip
+    d = simdiff.Derivatives(_problem(CUTS[leak][0], "unguarded"), backend="torch")
     d.grad(X0)
     np.testing.assert_allclose(d.grad(FAR), [3.0, 6.0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
+def test_a_decorated_problem_function_is_a_leak_error_on_every_call(kind):
+    """``@torch.no_grad()`` on ``fn`` itself: torch's decorator is called from simdiff's
+    builder, but the decorated function is the problem's."""
+
+    @torch.no_grad()
+    def fn(x, ops):
+        return x[0] * x[1] + x[1] ** 2
+
+    d = simdiff.Derivatives(simdiff.Problem(fn, x0=X0, backends=("torch",)), backend="torch")
+    for _ in range(2):
+        with pytest.raises(simdiff.LeakError, match=r"torch\.no_grad\(\)"):
+            _calls(d)[kind](FAR)
+
+
+def test_torchs_own_decorated_functions_stay_exempt():
+    """A function of a torch module decorated with ``@torch.no_grad()`` (torch's own
+    bookkeeping) passes: the decorated function's module decides, and it is torch's."""
+    scope = {"__name__": "torch._simdiff_test_helper", "torch": torch}
+    exec("@torch.no_grad()\ndef size(v):\n    return v.shape[0]\n", scope)
+
+    def fn(x, ops):
+        return x[0] * x[1] * scope["size"](x) / 2 + x[1] ** 2
+
+    d = simdiff.Derivatives(simdiff.Problem(fn, x0=X0, backends=("torch",)), backend="torch")
+    d.grad(X0)
+    np.testing.assert_allclose(d.grad(FAR), [3.0, 8.0], rtol=1e-14)
 
 
 def test_stop_gradient_and_values_without_a_derivative_pass():
@@ -206,3 +260,22 @@ def test_only_torch_and_simdiff_packages_are_exempt(module):
     d.grad(X0)
     with pytest.raises(simdiff.LeakError, match=r"x\.detach\(\)"):
         d.grad(FAR)
+
+
+@pytest.mark.parametrize("probe", [True, "strict"])
+@pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
+def test_printing_a_tensor_is_no_leak(probe, kind, capsys):
+    """``print(x)`` reads the values into a string (torch's formatting calls ``tolist``),
+    which carries nothing back into the computation: the guard lets it pass."""
+
+    def fn(x, ops):
+        print("x =", x, f"{x[0]:.3f}", repr(x[1]))
+        return x[0] * x[1] + x[1] ** 2
+
+    p = simdiff.Problem(fn, x0=X0, backends=("torch",))
+    d = simdiff.Derivatives(p, backend="torch", probe=probe)
+    call = _calls(d)[kind]
+    call(X0)
+    want = {"grad": [3.0, 8.0], "hessian": [[0.0, 1.0], [1.0, 2.0]], "hvp": [0.0, 1.0]}[kind]
+    np.testing.assert_allclose(call(FAR), want, rtol=1e-14)
+    assert "x = " in capsys.readouterr().out

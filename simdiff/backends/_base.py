@@ -526,12 +526,21 @@ class Backend:
         """What ``exc`` says the problem did to leave the traced computation, or None."""
         return None
 
-    def leak_guard(self) -> AbstractContextManager[Any]:
+    def refusal_cause(self, exc: BaseException) -> str | None:
+        """What the problem did that the framework's transforms refuse (``exc`` raised by
+        the framework while a derivative ran), with the way out; None if ``exc`` is not one."""
+        return None
+
+    def leak_guard(
+        self, trusted: frozenset[str] = frozenset(), strict: bool = False
+    ) -> AbstractContextManager[Any]:
         """A context in which a value with a derivative cannot leave the computation silently.
 
         Entered around every eager derivative call of :class:`simdiff.Derivatives`
         (not only the probed first one).  Nothing where the tracer catches leaks
-        (JAX); torch: :class:`simdiff.backends._torch_leaks.LeakGuard`.
+        (JAX); torch: :class:`simdiff.backends._torch_leaks.LeakGuard`.  ``trusted``:
+        the problem's ``trusted_packages``, whose own deliberate detaches pass;
+        ``strict``: ``Derivatives(probe="strict")``, every operation watched.
         """
         return contextlib.nullcontext()
 

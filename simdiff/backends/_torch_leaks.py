@@ -15,24 +15,30 @@ Inside :class:`LeakGuard`, on the thread that entered it, these raise
 problem, the operation and the fix, see ``TorchBackend.leak_cause``) when
 applied to a tensor that requires grad:
 
-- ``x.item()``, ``x.tolist()``, ``float(x)``, ``int(x)``: anywhere;
+- ``x.item()``, ``x.tolist()``, ``float(x)``, ``int(x)``: anywhere but in torch's
+  tensor formatting (``print(x)`` reads the values into a string);
 - ``x.detach()``, ``torch.detach(x)``, ``x.detach_()``, ``x.data`` (and so
   ``x.detach().numpy()``), ``torch.tensor(x)`` and ``x.new_tensor(y)`` with
   ``x``/``y`` a tensor, or a list or tuple holding one, and entering
   ``torch.no_grad()``, ``torch.inference_mode()`` or
-  ``torch.set_grad_enabled(False)``: when called from the problem's code, not from
-  torch's or simdiff's own modules (``ops.stop_gradient`` is
-  ``x.detach()`` on purpose; ``torch.utils.checkpoint`` detaches what it
-  saves).  The caller's module is read from its frame (``sys._getframe``),
-  only when the tensor requires grad and a guard is active.
+  ``torch.set_grad_enabled(False)`` (as a block or as a decorator): when called
+  from the problem's code, not from torch's or simdiff's own modules
+  (``ops.stop_gradient`` is ``x.detach()`` on purpose;
+  ``torch.utils.checkpoint`` detaches what it saves) nor from the problem's
+  ``trusted_packages``.  The caller's module is read from its frame
+  (``sys._getframe``), only when the tensor requires grad and a guard is
+  active; for torch's grad-mode decorator, the decorated function's module.
 
 On every other tensor, and on every other thread, they do what torch does.
-``x.numpy()`` on such a tensor already raises in torch.  What stays out of
-reach: ``torch.tensor`` imported under another name before the first guard
-(``from torch import tensor``), functions decorated with ``@torch.no_grad()``
-(torch's decorator enters the mode from torch's module), C extensions, and code run by
-``torch.compile`` (the wrappers are torch's own while Dynamo traces, and a
-compiled graph does not run Python; see docs/errors.md).
+``x.numpy()`` on such a tensor already raises in torch.  What the wrappers
+cannot reach: a ``torch.tensor`` or ``Tensor.detach`` bound before the first
+guard (``from torch import tensor``), the C type's own methods
+(``torch._C.TensorBase.detach(x)``; the type is immutable), C extensions, and
+code run by ``torch.compile`` (the wrappers are torch's own while Dynamo
+traces, and a compiled graph does not run Python; see docs/errors.md).  The
+first two are seen by the strict guard (``LeakGuard(strict=True)``,
+``Derivatives(probe="strict")``): a ``TorchFunctionMode`` through which every
+torch operation passes, whatever reference called it.
 
 Cost: the methods are replaced on ``torch.Tensor`` (and ``torch.tensor`` in
 the ``torch`` module) once, at the first guard, by wrappers that do what
@@ -91,8 +97,20 @@ _ANYWHERE = frozenset(("item", "tolist", "__float__", "__int__"))
 _OWN_PACKAGES = frozenset(("torch", "simdiff", "functorch"))
 
 _PREFIX = "simdiff leak guard: "
+_NONE: frozenset[str] = frozenset()
 _lock = threading.Lock()
-_active = threading.local()
+
+
+class _Active(threading.local):
+    """Per thread: how many guards are entered, and the innermost one's trusted packages
+    (class defaults, so that a thread that never entered a guard reads them without the
+    AttributeError a ``getattr`` default costs)."""
+
+    depth = 0
+    trusted = _NONE
+
+
+_active = _Active()
 _installed = False
 
 
@@ -105,16 +123,56 @@ def guard_message(exc: BaseException) -> str | None:
     return GUARDED.get(name)
 
 
+def _exempt(module: object) -> bool:
+    """Whether code of ``module`` detaches on purpose: torch's, simdiff's, functorch's, or a
+    package trusted by the guards active on this thread (``LeakGuard(trusted=...)``)."""
+    if not isinstance(module, str):
+        return False
+    top = module.partition(".")[0]
+    return top in _OWN_PACKAGES or top in _active.trusted
+
+
 def _from_problem() -> bool:
-    """Whether the caller of the watched operation (two frames up) is outside torch and simdiff."""
-    module = sys._getframe(2).f_globals.get("__name__", "")
-    return not (isinstance(module, str) and module.partition(".")[0] in _OWN_PACKAGES)
+    """Whether the caller of the watched operation (two frames up) is the problem's code."""
+    return not _exempt(sys._getframe(2).f_globals.get("__name__", ""))
+
+
+#: torch's tensor formatting (``print(x)``, ``repr``, f-strings): it reads the values into
+#: a string, which carries nothing back into the computation
+_PRINTING = "torch._tensor_str"
+
+
+def _not_printing() -> bool:
+    """Whether the caller of the watched operation (two frames up) is not torch's printing."""
+    return sys._getframe(2).f_globals.get("__name__") != _PRINTING
+
+
+#: torch's grad-mode decorators: ``@torch.no_grad()`` wraps the function in a closure of
+#: this module that enters the mode (``func`` is the decorated function), via ``clone``
+#: of ``torch.autograd.grad_mode`` for ``set_grad_enabled``.
+_DECORATOR = "torch.utils._contextlib"
+_GRAD_MODE = "torch.autograd.grad_mode"
+
+
+def _mode_from_problem() -> bool:
+    """Whether the problem's code switches a grad mode: called from its own frame, or by
+    torch's decorator around one of its functions (whose module decides, not torch's)."""
+    frame: Any = sys._getframe(2)
+    for _ in range(3):  # past set_grad_enabled's clone() to the decorator's closure
+        module = frame.f_globals.get("__name__", "")
+        if module != _GRAD_MODE or frame.f_back is None:
+            break
+        frame = frame.f_back
+    if module == _DECORATOR:
+        func = frame.f_locals.get("func")
+        return not _exempt(getattr(func, "__module__", None))
+    return not _exempt(module)
 
 
 def _guarding() -> bool:
     """A guard is active on this thread and Dynamo is not tracing (checked first: Dynamo
     traces no thread-local read)."""
-    return not torch.compiler.is_compiling() and getattr(_active, "depth", 0) > 0
+    return not torch.compiler.is_compiling() and _active.depth > 0
 
 
 def _leak(where: str) -> RuntimeError:
@@ -128,7 +186,11 @@ def _watching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     anywhere = name in _ANYWHERE
 
     def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if _guarding() and self.requires_grad and (anywhere or _from_problem()):
+        if (
+            _guarding()
+            and self.requires_grad
+            and (_not_printing() if anywhere else _from_problem())
+        ):
             raise _leak(f"Tensor.{name}")
         return original(self, *args, **kwargs)
 
@@ -185,7 +247,7 @@ def _watching_mode(cls: type, method: str, off: Callable[..., bool]) -> Callable
     original = getattr(cls, method)
 
     def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _guarding() and off(self, *args, **kwargs) and _from_problem():
+        if _guarding() and off(self, *args, **kwargs) and _mode_from_problem():
             raise _leak("torch.no_grad")
         return original(self, *args, **kwargs)
 
@@ -227,6 +289,51 @@ _METHODS["new_tensor"] = _watching_new_tensor(torch.Tensor.new_tensor)
 _FUNCTIONS = {"tensor": _watching_tensor(torch.tensor), "detach": _watching_detach(torch.detach)}
 
 
+class _Strict(torch.overrides.TorchFunctionMode):
+    """Every torch call of the problem passes here (``probe="strict"``): the watched
+    operations by whatever reference they are called (``torch._C.TensorBase.detach(x)``,
+    ``torch.tensor`` or ``Tensor.detach`` bound before the wrappers were installed),
+    judged like the wrappers judge them.  Costs a Python call per torch operation."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = getattr(func, "__name__", "")
+        if name == "__get__":  # x.data: torch passes type(x).data.__get__ (ours, or torch's)
+            owner = getattr(func, "__self__", None)
+            name = "data" if owner is _DATA_DESCRIPTOR or owner is _METHODS["data"] else ""
+        if name in _STRICT and args and _guarding():
+            watched = (
+                _holds_graph(args[0])
+                if name == "tensor"
+                else (name == "new_tensor" and len(args) > 1 and _holds_graph(args[1]))
+                or (isinstance(args[0], torch.Tensor) and args[0].requires_grad)
+            )
+            module = _caller_module()
+            if watched and (module != _PRINTING if name in _ANYWHERE else not _exempt(module)):
+                raise _leak(_STRICT[name])
+        return func(*args, **(kwargs or {}))
+
+
+def _caller_module() -> object:
+    """The module of the Python code that called the torch operation (the mode is entered
+    from C: frame 0 is this function, 1 the mode's ``__torch_function__``)."""
+    return sys._getframe(2).f_globals.get("__name__", "")
+
+
+_DATA_DESCRIPTOR: Any = torch._C.TensorBase.__dict__["data"]
+#: operations the strict mode watches, and the name its error gives (``GUARDED``'s keys)
+_STRICT = {
+    "item": "Tensor.item",
+    "tolist": "Tensor.tolist",
+    "__float__": "Tensor.__float__",
+    "__int__": "Tensor.__int__",
+    "detach": "Tensor.detach",
+    "detach_": "Tensor.detach_",
+    "data": "Tensor.data",
+    "tensor": "torch.tensor",
+    "new_tensor": "Tensor.new_tensor",
+}
+
+
 def _install() -> None:
     for name, method in _METHODS.items():
         setattr(torch.Tensor, name, method)
@@ -239,7 +346,11 @@ def _install() -> None:
 class LeakGuard:
     """Context manager: the watched methods raise on tensors that require grad (this thread).
 
-    Nested and concurrent guards are independent (a per-thread depth).
+    Nested and concurrent guards are independent (a per-thread depth).  ``trusted``:
+    top-level names of third-party packages whose own code may detach or switch
+    gradients off while this guard is the innermost one (``Problem.trusted_packages``);
+    ``x.item()``, ``float(x)`` and the rest of the anywhere-watched operations stay
+    errors in every package.
 
     Examples
     --------
@@ -255,7 +366,12 @@ class LeakGuard:
     1.0
     """
 
-    __slots__ = ()
+    __slots__ = ("_mode", "_saved", "_trusted")
+
+    def __init__(self, trusted: frozenset[str] = frozenset(), strict: bool = False) -> None:
+        self._trusted = trusted
+        self._saved: frozenset[str] = _NONE
+        self._mode = _Strict() if strict else None
 
     def __enter__(self) -> LeakGuard:
         global _installed
@@ -264,8 +380,17 @@ class LeakGuard:
                 if not _installed:
                     _install()
                     _installed = True
-        _active.depth = getattr(_active, "depth", 0) + 1
+        saved = self._saved = _active.trusted
+        if saved or self._trusted:  # the innermost guard's trust holds (none: nothing to set)
+            _active.trusted = self._trusted
+        _active.depth += 1
+        if self._mode is not None:
+            self._mode.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
         _active.depth -= 1
+        if self._saved or self._trusted:
+            _active.trusted = self._saved

@@ -710,6 +710,18 @@ _LEAK_ERRORS = (
     ("data-dependent control flow", "a Python `if`/`while` on an array value"),
 )
 
+#: torch.func's refusals of a construct inside the problem: (fragment of torch's message,
+#: what simdiff says)
+_REFUSALS = (
+    (
+        "it must override the setup_context staticmethod",
+        "the problem calls a torch.autograd.Function written in the old style (forward(ctx, "
+        "...)), which torch.func transforms (Hessians, HVPs, JVPs, batched calls) refuse; it "
+        "needs a setup_context staticmethod (torch's 'Extending torch.func with "
+        "autograd.Function'), or use a derivative torch computes with plain autograd (grad, vjp)",
+    ),
+)
+
 
 #: AOTAutograd's donated buffers (a backward that frees what it saved) refuse a second
 #: backward through the graph, and a VJP's pullback keeps the graph for more than one
@@ -864,10 +876,18 @@ class TorchBackend(Backend):
 
     leak_warnings = ("Converting a tensor with requires_grad=True to a scalar",)
 
-    def leak_guard(self) -> LeakGuard:
+    def leak_guard(self, trusted: frozenset[str] = frozenset(), strict: bool = False) -> LeakGuard:
         """``x.item()``, ``x.tolist()``, ``float(x)``, ``int(x)`` raise on a tensor that
-        requires grad while it is entered (:mod:`simdiff.backends._torch_leaks`)."""
-        return LeakGuard()
+        requires grad while it is entered, and the problem's own graph cuts (not those of
+        ``trusted`` packages) too (:mod:`simdiff.backends._torch_leaks`)."""
+        return LeakGuard(trusted, strict)
+
+    def refusal_cause(self, exc: BaseException) -> str | None:
+        if isinstance(exc, RuntimeError):
+            for fragment, cause in _REFUSALS:
+                if fragment in str(exc):
+                    return cause
+        return None
 
     def leak_cause(self, exc: BaseException) -> str | None:
         guarded = guard_message(exc)

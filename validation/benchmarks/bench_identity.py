@@ -5,6 +5,10 @@ fingerprint (a shallow check of what could have changed in place, see
 simdiff/_fingerprint.py) and its point (``Problem.check_point``).  This times
 steady ``simdiff.grad`` calls of catalogue problems with the recheck and with
 it replaced by a no-op, interleaved in rounds, and prints the median ratio.
+On a shared machine that ratio is noise around a few percent, so it also
+times the recheck alone (``DerivativeCache.refresh``, the fastest of the
+rounds of ``--calls * 20`` calls) and prints its share of the fastest steady
+call ("share"), with the number of entries the recheck compares.
 
 Run: ``python -m validation.benchmarks.bench_identity [--rounds 7] [--calls 50]``
 """
@@ -37,7 +41,8 @@ def main() -> None:
     args = ap.parse_args()
     real = DerivativeCache.refresh
     registry = catalogue().registry()
-    print(f"{'problem':18s} {'backend':7s} {'checked us':>11s} {'unchecked us':>13s} ratio")
+    print(f"{'problem':18s} {'backend':7s} {'checked us':>11s} {'unchecked us':>13s} ratio "
+          f"{'entries':>7s} {'recheck us':>10s} {'share':>6s}")  # fmt: skip
     for name in PROBLEMS:
         p = registry[name]()
         derivative = simdiff.grad if p.is_scalar else simdiff.jacobian
@@ -57,8 +62,11 @@ def main() -> None:
                 off.append(_time(call, args.calls))
             DerivativeCache.refresh = real  # type: ignore[method-assign]
             ratio = float(np.median(np.array(on) / np.array(off)))
+            alone = min(_time(p.cache.refresh, 20 * args.calls) for _ in range(args.rounds))
+            entries = len(p.cache._identity._watch or ())
             print(f"{name:18s} {backend:7s} {np.median(on) * 1e6:11.1f} "
-                  f"{np.median(off) * 1e6:13.1f} {ratio:.3f}")  # fmt: skip
+                  f"{np.median(off) * 1e6:13.1f} {ratio:.3f} {entries:7d} "
+                  f"{alone * 1e6:10.2f} {alone / min(on):6.1%}")  # fmt: skip
 
 
 if __name__ == "__main__":

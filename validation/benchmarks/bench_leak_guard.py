@@ -11,10 +11,13 @@ that plus torch's own methods put back in place of the guard's wrappers
 ("bare torch": what a process that never entered a guard runs; the wrappers
 stay in place once installed, so "without" still pays their pass-through,
 e.g. on simdiff's own ``x.detach()`` calls).  Also printed: the cost of
-entering and leaving the guard alone.
+entering and leaving the guard alone.  ``--strict`` adds a fourth
+configuration, ``Derivatives(probe="strict")`` (every torch operation through
+the guard's TorchFunctionMode), and its ratio to the default guard.
 
     python -m validation.benchmarks.bench_leak_guard
     python -m validation.benchmarks.bench_leak_guard --rounds 7 --calls 200 lj38 rosenbrock4
+    python -m validation.benchmarks.bench_leak_guard --strict --rounds 7 --calls 30
 """
 
 from __future__ import annotations
@@ -53,9 +56,9 @@ DEFAULT = ("rosenbrock4", "muller-brown", "ishigami", "lj7", "lj38", "ode_rk4_de
            "lotka_volterra")  # fmt: skip
 
 
-def _call(name: str):  # type: ignore[no-untyped-def]
+def _call(name: str, probe: bool | str = True):  # type: ignore[no-untyped-def]
     p = problems.get(name)
-    d = simdiff.Derivatives(p, "torch")
+    d = simdiff.Derivatives(p, "torch", probe=probe)
     x = p.x0
     if p.is_scalar:
         return lambda: d.grad(x)
@@ -75,6 +78,7 @@ def main() -> None:
     ap.add_argument("names", nargs="*", default=list(DEFAULT))
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=100)
+    ap.add_argument("--strict", action="store_true", help="also time probe='strict'")
     args = ap.parse_args()
     torch_backend = type(get_backend("torch"))
     guarded = torch_backend.leak_guard
@@ -83,35 +87,42 @@ def main() -> None:
         with LeakGuard():
             pass
     print(f"guard enter+exit alone: {(time.perf_counter() - start) * 10:.2f} us")
+    strict = " strict (us) | strict/guard (median) |" if args.strict else ""
     print("| problem | derivative | with guard (us) | without (us) | bare torch (us) "
-          "| guard/bare (median) | guard/bare (fastest) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          f"| guard/bare (median) | guard/bare (fastest) |{strict}")  # fmt: skip
+    print("|---|---|---|---|---|---|---|" + "---|---|" * args.strict)
     rng = random.Random(0)
     for name in args.names:
         f = _call(name)
-        for _ in range(5):
-            f()  # first calls: probe, traces
-        times: dict[str, list[float]] = {"guard": [], "none": [], "bare": []}
+        calls = {"guard": f, "none": f, "bare": f}
+        if args.strict:
+            calls["strict"] = _call(name, probe="strict")
+        for g in calls.values():
+            for _ in range(5):
+                g()  # first calls: probe, traces
+        times: dict[str, list[float]] = {config: [] for config in calls}
         for _ in range(args.rounds):
-            order = ["guard", "none", "bare"]
+            order = list(calls)
             rng.shuffle(order)
             for config in order:
-                if config != "guard":
-                    torch_backend.leak_guard = lambda self: contextlib.nullcontext()  # type: ignore[method-assign]
+                if config in ("none", "bare"):
+                    torch_backend.leak_guard = lambda self, *args: contextlib.nullcontext()  # type: ignore[method-assign]
                 if config == "bare":
                     _bare()
                 try:
-                    times[config].append(_per_call(f, args.calls))
+                    times[config].append(_per_call(calls[config], args.calls))
                 finally:
                     torch_backend.leak_guard = guarded  # type: ignore[method-assign]
                     _torch_leaks._install()
         g, n, b = (statistics.median(times[c]) for c in ("guard", "none", "bare"))
         fastest = min(times["guard"]) / min(times["bare"])
         kind = "grad" if problems.get(name).is_scalar else "vjp"
-        print(
-            f"| {name} | {kind} | {g * 1e6:.1f} | {n * 1e6:.1f} | {b * 1e6:.1f} | {g / b:.3f} "
-            f"| {fastest:.3f} |"
-        )
+        row = f"| {name} | {kind} | {g * 1e6:.1f} | {n * 1e6:.1f} | {b * 1e6:.1f} | {g / b:.3f} "
+        row += f"| {fastest:.3f} |"
+        if args.strict:
+            st = statistics.median(times["strict"])
+            row += f" {st * 1e6:.1f} | {st / g:.2f} |"
+        print(row)
 
 
 if __name__ == "__main__":

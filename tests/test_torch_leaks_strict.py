@@ -1,0 +1,90 @@
+"""``Derivatives(probe="strict")`` on torch: graph cuts by references the leak guard cannot
+wrap (the C type's own methods, ``torch.tensor`` bound before the wrappers existed) are a
+LeakError at the op, on every call; under the default guard they stay a wrong gradient.
+
+As in tests/test_torch_leaks_cut.py: each problem is clean at x0 and cuts behind a branch
+taken at FAR = (2, 3), where the true gradient of ``x0 x1 + x1^2`` is ``[3, 8]`` and the cut
+``x0 stop(x1) + x1^2`` gives ``[3, 6]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import simdiff
+
+X0 = np.array([0.5, 2.0])
+FAR = np.array([2.0, 3.0])
+
+#: torch's own functions, whatever the guard has replaced on ``torch`` and ``torch.Tensor``
+#: (what a module that ran ``from torch import tensor`` before simdiff holds)
+_TENSOR = torch._C._VariableFunctions.tensor
+_BASE = torch._C.TensorBase
+
+CUTS = {
+    "base_detach": (lambda v: _BASE.detach(v), r"x\.detach\(\)"),
+    "base_detach_": (lambda v: _BASE.detach_(1.0 * v), r"x\.detach_\(\)"),
+    "base_data": (lambda v: _BASE.__dict__["data"].__get__(v), r"x\.data"),
+    "bound_tensor": (lambda v: _TENSOR(v), r"torch\.tensor\(x\)"),
+    "bound_tensor_of_list": (lambda v: _TENSOR([v, v])[0], r"torch\.tensor\(x\)"),
+    "base_item": (lambda v: _BASE.item(v) + 0.0 * v, r"x\.item\(\)"),
+}
+
+
+def _problem(cut, name):
+    def fn(x, ops):
+        if float(ops.stop_gradient(x[0])) > 1.0:
+            return x[0] * cut(x[1]) + x[1] ** 2
+        return x[0] * x[1] + x[1] ** 2
+
+    return simdiff.Problem(fn, x0=X0, name=name, backends=("torch",))
+
+
+def _call(d, kind, x):
+    if kind == "hvp":
+        return d.hvp(np.array([1.0, 0.0]), x)
+    return getattr(d, kind)(x)
+
+
+@pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
+@pytest.mark.parametrize("leak", sorted(CUTS))
+def test_strict_catches_what_no_wrapper_sees(leak, kind):
+    cut, names_op = CUTS[leak]
+    d = simdiff.Derivatives(_problem(cut, leak), backend="torch", probe="strict")
+    want = {"grad": [2.0, 4.5], "hessian": [[0.0, 1.0], [1.0, 2.0]], "hvp": [0.0, 1.0]}[kind]
+    np.testing.assert_allclose(_call(d, kind, X0), want, rtol=1e-14)
+    for _ in range(2):  # every call
+        with pytest.raises(simdiff.LeakError, match=names_op):
+            _call(d, kind, FAR)
+
+
+@pytest.mark.filterwarnings("ignore:To copy construct from a tensor")  # torch's, printed
+@pytest.mark.parametrize("leak", ["base_detach", "bound_tensor", "base_item"])
+def test_under_the_default_guard_they_are_a_wrong_gradient(leak):
+    """What strict adds: the default guard does not see these (true gradient [3, 8])."""
+    d = simdiff.Derivatives(_problem(CUTS[leak][0], leak), backend="torch")
+    d.grad(X0)
+    np.testing.assert_allclose(d.grad(FAR), [3.0, 6.0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["lj13", "ode_rk4_decay", "rosenbrock4"])
+def test_strict_is_silent_on_catalogue_problems(name):
+    """simdiff's own detaches (ops.stop_gradient, the ODE's step control) are exempt."""
+    import problems
+
+    p = problems.get(name)
+    d = simdiff.Derivatives(p, backend="torch", probe="strict")
+    plain = simdiff.Derivatives(p, backend="torch")
+    x1 = np.asarray(p.x0, dtype=float) * (1 + 1e-3)
+    for x in (p.x0, x1):
+        np.testing.assert_allclose(d.grad(x), plain.grad(x), rtol=1e-12, atol=0)
+
+
+def test_strict_needs_eager_torch_and_a_known_value():
+    p = _problem(CUTS["base_detach"][0], "opts")
+    with pytest.raises(simdiff.OptionError, match="compile=False"):
+        simdiff.Derivatives(p, backend="torch", compile=True, probe="strict")
+    with pytest.raises(simdiff.OptionError, match="True, False or 'strict'"):
+        simdiff.Derivatives(p, backend="torch", probe="yes")
