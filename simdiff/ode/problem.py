@@ -13,7 +13,7 @@ import numpy as np
 from .._params import ParamSpec, TreeRhs, is_tree
 from .._problem import CheckOptions, Problem
 from ..backends import get_backend
-from ..errors import InputError, InputTypeError, ShapeError, SolverError
+from ..errors import InputError, InputTypeError, ShapeError, SimdiffError, SolverError
 from ._base import Rhs, SolveInfo, Solver, status_message
 from .adjoint import Adjoint, make_adjoint
 from .auto import SolverChoice, choose_solver, stiffness_note
@@ -373,6 +373,25 @@ class ODEProblem(Problem):
         against its stability limit) at the parameters and initial state of ``x``."""
         p, y0 = self.split(np.asarray(x, dtype=np.float64), get_backend("numpy").ops())
         self.solver.check(self.rhs, np.asarray(y0), self.t_span[0], self.save_at, np.asarray(p))
+
+    def failure_at(self, x: Any, *, backend: str = "numpy") -> Exception | None:
+        """The :class:`SolverError` an eager solve at ``x`` raises, or None.
+
+        As :meth:`simdiff.Problem.failure_at` (which evaluates on numpy), except
+        for a stiff solver whose Jacobian comes by AD (no ``jac=``): numpy's
+        is a central difference, finite where the AD Jacobian of a compiled
+        call was not (``sqrt`` at 0), so the solve is repeated eagerly on
+        ``backend``, the context that failed.
+        """
+        by_ad = self.solver.stiff and getattr(self.solver, "jac", "given") is None
+        if not by_ad or backend == "numpy" or not self.supports(backend):
+            return super().failure_at(x, backend=backend)
+        try:
+            with np.errstate(all="ignore"):
+                self.evaluate(x, backend=backend)
+        except SimdiffError as exc:
+            return exc
+        return None
 
     @property
     def compiles_parts(self) -> str | None:  # type: ignore[override]
