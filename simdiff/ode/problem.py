@@ -381,10 +381,10 @@ class ODEProblem(Problem):
         for a stiff solver whose Jacobian comes by AD (no ``jac=``): numpy's
         is a central difference, finite where the AD Jacobian of a compiled
         call was not (``sqrt`` at 0), so the solve is repeated eagerly on
-        ``backend``, the context that failed.
+        ``backend``, the context that failed (where it differentiates).
         """
         by_ad = self.solver.stiff and getattr(self.solver, "jac", "given") is None
-        if not by_ad or backend == "numpy" or not self.supports(backend):
+        if not by_ad or not self.supports(backend) or not get_backend(backend).differentiable:
             return super().failure_at(x, backend=backend)
         try:
             with np.errstate(all="ignore"):
