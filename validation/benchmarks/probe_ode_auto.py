@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> None:
         solve = _seconds(lambda q=q: q.solve_info(), args.repeats)
         cells = [name, f"{q.solver.rtol:g}", c.solver, str(c.limited_steps),
                  f"{c.stiffness_ratio:.2f}", str(c.pilot_steps), f"{c.t_reached:.4g}",
-                 f"{c.explicit_steps_at_start:.3g}", f"{1e3 * decide:.1f}", f"{1e3 * solve:.1f}"]  # fmt: skip
+                 f"{c.explicit_steps_at_start:.3g}", f"{1e3 * decide:.1f}",
+                 f"{1e3 * solve:.1f}"]  # fmt: skip
         print("| " + " | ".join(cells) + " |")
     print()
     print(f"stiff choice: Rodas3 at rtol >= {LOOSE_RTOL:g}, Rodas5P below")
