@@ -390,7 +390,9 @@ class Derivatives(OperatorMethods):
         adds a last record ``kind="neighbour_list"``: ``pairs``, ``rebuilds``
         (the list was rebuilt at a new geometry that many times; the
         callables above are those built for the current list), ``follow``,
-        ``skin``, ``radius``.
+        ``skin``, ``radius``.  An ODE problem built with ``solver="auto"`` adds a
+        record ``kind="solver_choice"`` (:class:`simdiff.ode.auto.SolverChoice`:
+        the chosen ``solver``, ``stiff``, ``stiffness_ratio``, ``reason``, ...).
 
         ``traced_calls`` counts the calls made with traced inputs (inside
         ``jax.jit``/``vmap``/``grad`` or a ``torch.func`` transform; there
@@ -411,6 +413,7 @@ class Derivatives(OperatorMethods):
             base["shape"] = (self.problem.n,)
             out += [{**r, **base, "piece_kind": r["kind"], "piece_shape": r["shape"],
                      "piece_calls": r["calls"]} for r in pieces]  # fmt: skip
+        out += self.problem.cache_notes()  # what the problem decided when built
         account = getattr(self.problem.fn, "neighbour_list", None)
         lists = account() if callable(account) else None
         if lists is not None:  # a cutoff neighbour list: its size and rebuilds so far

@@ -341,6 +341,11 @@ class Problem:
         these parameters).
         """
 
+    def cache_notes(self) -> list[dict[str, Any]]:
+        """Records :meth:`Derivatives.cache_info` appends: what the problem decided when it
+        was built (an ODE's ``solver="auto"`` choice); none by default."""
+        return []
+
     def tightened(self, factor: float) -> Problem | None:
         """The same problem with its adaptive solver's tolerances divided by ``factor``, or None.
 

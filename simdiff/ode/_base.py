@@ -140,22 +140,40 @@ def hermite(theta: Any, data: tuple[Any, Any, Any, Any]) -> Any:
     )
 
 
-def status_message(status: int, t: float, t1: float, y: Any, solver: Solver) -> str:
-    """The message of the :class:`~simdiff.errors.SolverError` for a failed solve."""
+def status_message(
+    status: int, t: float, t1: float, y: Any, solver: Solver, steps: int | None = None,
+    note: str = "",
+) -> str:  # fmt: skip
+    """The message of the :class:`~simdiff.errors.SolverError` for a failed solve.
+
+    ``steps`` (attempted steps, where known) and ``note`` (what the problem
+    adds: the stiffness at ``t`` for an explicit solver, the ``solver="auto"``
+    choice) complete it.
+    """
     state = np.array2string(np.asarray(y), precision=6, separator=", ")
+    after = "" if steps is None else f" after {steps} attempted steps"
     if status == 1:
         hint = (
-            "the system may be stiff: try solver='rodas3'"
+            "the system may be stiff: try solver='rodas3' (loose rtol) or 'rodas5p' "
+            "(tight rtol), or solver='auto'"
             if not solver.stiff
             else "raise max_steps or loosen rtol/atol"
         )
         return (
             f"{solver.name}: max_steps={getattr(solver, 'max_steps', '?')} exhausted at "
-            f"t={t:.6g} before the end t={t1:.6g} (state {state}); {hint}"
+            f"t={t:.6g} before the end t={t1:.6g} (state {state}){note}; {hint}"
         )
     if status == 2:
+        if solver.stiff:
+            return (
+                f"{solver.name}: the step returned non-finite values at t={t:.6g}, y={state}"
+                f"{after}, down to a step of 1e-12 of the interval: the right-hand side, its "
+                "Jacobian df/dy or the linear system W = I - h*gamma*J is not finite or "
+                f"singular there{note}"
+            )
         return (
-            f"{solver.name}: the right-hand side returned non-finite values at t={t:.6g}, y={state}"
+            f"{solver.name}: the right-hand side returned non-finite values at t={t:.6g}, "
+            f"y={state}{after}{note}"
         )
     if status == 3:
         return (

@@ -28,9 +28,10 @@ DOPRI5 = ButcherTableau(
     order=5,
 )
 #: ``b - b_hat``: the 5th-order minus the embedded 4th-order weights.
-_ERROR = (
+ERROR_WEIGHTS = (
     71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40,
 )  # fmt: skip
+_ERROR = ERROR_WEIGHTS
 
 
 #: Dense output of Dormand–Prince (Shampine's quartic, as in SciPy's RK45): the state at

@@ -13,9 +13,10 @@ import numpy as np
 from .._params import ParamSpec, TreeRhs, is_tree
 from .._problem import CheckOptions, Problem
 from ..backends import get_backend
-from ..errors import InputError, InputTypeError, ShapeError, SolverError
+from ..errors import InputError, InputTypeError, ShapeError, SimdiffError, SolverError
 from ._base import Rhs, SolveInfo, Solver, status_message
 from .adjoint import Adjoint, make_adjoint
+from .auto import SolverChoice, choose_solver, stiffness_note
 from .dopri5 import Dopri5
 from .events import Event, EventSet, takes_event
 from .fixed import FixedStep
@@ -31,6 +32,7 @@ SOLVERS = (
     "dopri5",
     "rodas3",
     "rodas5p",
+    "auto",
     "diffrax-tsit5",
     "diffrax-dopri5",
     "diffrax-kvaerno5",
@@ -60,6 +62,11 @@ def make_solver(solver: str | Solver, **options: Any) -> Solver:
         return Rodas3(**options)
     if solver == "rodas5p":
         return Rodas5P(**options)
+    if solver == "auto":
+        raise InputError(
+            "solver='auto' chooses from the problem's stiffness, so it needs the problem: "
+            "pass it to ODEProblem(..., solver='auto') or simdiff.ode.solve(..., solver='auto')"
+        )
     if isinstance(solver, str) and solver.startswith("diffrax-"):
         from .diffrax_engine import Diffrax  # imports jax and diffrax: only when asked for
 
@@ -147,7 +154,13 @@ class ODEProblem(Problem):
         flattened trajectory ``ys.reshape(-1)`` (vector-valued, length ``m * dim``).
     solver : str or Solver
         A name in :data:`SOLVERS` (default ``"dopri5"``) or a solver object
-        (:class:`FixedStep`, :class:`Dopri5`, :class:`Rodas3`, :class:`Diffrax`).
+        (:class:`FixedStep`, :class:`Dopri5`, :class:`Rodas3`,
+        :class:`Rodas5P`, :class:`Diffrax`).  ``"auto"`` chooses Dopri5, or
+        for a stiff system Rodas5P (Rodas3 at ``rtol >= 1e-3``), once, at
+        construction, from Hairer's stiffness test on a short Dormand–Prince
+        pilot at ``x0`` (:mod:`simdiff.ode.auto`); ``solver_choice`` and
+        ``Derivatives(problem).cache_info()`` say which and why, and every
+        backend runs that solver.
     wrt : {"params", "y0", "both"}
     adjoint : Adjoint or {"checkpoint", "direct", "forward"}, optional
         How derivatives go through the step loop (:mod:`simdiff.ode.adjoint`):
@@ -235,9 +248,16 @@ class ODEProblem(Problem):
         self.save_at = save
         self.observable = observable
         self.wrt = wrt
-        self.solver = make_solver(solver, **solver_options)
         self.adjoint = make_adjoint(adjoint)
         self._check_rhs()
+        #: What ``solver="auto"`` chose at construction and why (None for a named solver).
+        self.solver_choice: SolverChoice | None = None
+        if isinstance(solver, str) and solver == "auto":
+            self.solver, self.solver_choice = choose_solver(
+                rhs, y0, t0, float(save[-1]), params, **solver_options
+            )
+        else:
+            self.solver = make_solver(solver, **solver_options)
         self.solver.check(rhs, y0, t0, save, params)
         self.events = self._make_events(events, max_events)
         x0 = {"params": params, "y0": y0, "both": np.concatenate([params, y0])}[wrt]
@@ -297,9 +317,14 @@ class ODEProblem(Problem):
             "save_at": self.save_at,
             "wrt": self.wrt,
             "solver": self.solver,
+            **({} if self.solver_choice is None else {"solver_choice": "auto"}),
             "adjoint": self.adjoint,
             **({} if self.events is None else {"events": self.events}),
         }
+
+    def cache_notes(self) -> list[dict[str, Any]]:
+        """The ``solver="auto"`` choice as a ``cache_info()`` record (none for a named solver)."""
+        return [] if self.solver_choice is None else [self.solver_choice.record()]
 
     def tightened(self, factor: float) -> ODEProblem | None:
         """This problem with the adaptive solver's ``rtol`` and ``atol`` divided by ``factor``.
@@ -348,6 +373,25 @@ class ODEProblem(Problem):
         against its stability limit) at the parameters and initial state of ``x``."""
         p, y0 = self.split(np.asarray(x, dtype=np.float64), get_backend("numpy").ops())
         self.solver.check(self.rhs, np.asarray(y0), self.t_span[0], self.save_at, np.asarray(p))
+
+    def failure_at(self, x: Any, *, backend: str = "numpy") -> Exception | None:
+        """The :class:`SolverError` an eager solve at ``x`` raises, or None.
+
+        As :meth:`simdiff.Problem.failure_at` (which evaluates on numpy), except
+        for a stiff solver whose Jacobian comes by AD (no ``jac=``): numpy's
+        is a central difference, finite where the AD Jacobian of a compiled
+        call was not (``sqrt`` at 0), so the solve is repeated eagerly on
+        ``backend``, the context that failed (where it differentiates).
+        """
+        by_ad = self.solver.stiff and getattr(self.solver, "jac", "given") is None
+        if not by_ad or not self.supports(backend) or not get_backend(backend).differentiable:
+            return super().failure_at(x, backend=backend)
+        try:
+            with np.errstate(all="ignore"):
+                self.evaluate(x, backend=backend)
+        except SimdiffError as exc:
+            return exc
+        return None
 
     @property
     def compiles_parts(self) -> str | None:  # type: ignore[override]
@@ -400,9 +444,45 @@ class ODEProblem(Problem):
                 events=self.events,
             )  # fmt: skip
 
+    def failure_note(self, status: int, t: float, y: np.ndarray, p: Any = None) -> str:
+        """What the :class:`SolverError` of a failed solve at ``(t, y)`` adds (``p``: the
+        parameters as numpy, default ``self.params``).
+
+        An explicit solver that exhausted ``max_steps``: the spectral radius of
+        ``df/dy`` at ``(t, y)`` and the longest stable step
+        (:func:`~simdiff.ode.auto.stiffness_note`).  A solver that
+        ``solver="auto"`` chose: that it was chosen at ``x0``, with the reason.
+        """
+        text = ""
+        if status == 1 and not self.solver.stiff and hasattr(self.solver, "rtol"):
+            params = self.params if p is None else np.asarray(p, dtype=np.float64)
+            text = stiffness_note(self.rhs, t, y, params, float(self.save_at[-1]))
+        if self.solver_choice is not None:
+            text += (
+                f"; solver='auto' chose {self.solver_choice.solver} at x0 "
+                f"({self.solver_choice.reason})"
+            )
+            if status == 1 and not self.solver.stiff:
+                text += (
+                    ", but the solve is stiffer here than the pilot found (a later time or "
+                    "another point): pass solver='rodas5p'"
+                )
+        return text
+
+    def _note(self, p: Any, ops: Any) -> Callable[[int, float, np.ndarray], str]:
+        """:meth:`failure_note` with the parameters ``p`` of context ``ops`` read as numpy."""
+
+        def note(status: int, t: float, y: np.ndarray) -> str:
+            pc = ops.concrete(ops.stop_gradient(p))
+            return self.failure_note(status, t, y, None if pc is None else np.asarray(pc))
+
+        return note
+
     def _fn(self, x: Any, ops: Any) -> Any:
         ys, info = self._solve(x, ops)
-        raise_on_failure(info, self.save_at[-1], self.solver, ops)
+        raise_on_failure(
+            info, self.save_at[-1], self.solver, ops, self._note(self.split(x, ops)[0], ops)
+        )
         if self.observable is None:
             return ops.reshape(ys, (-1,))
         if self.events is not None and takes_event(self.observable):
@@ -441,9 +521,15 @@ class ODEProblem(Problem):
         """
         _, info = self._run(x, backend, check=False)
         status = int(info.status)
+        steps = int(info.n_accepted) + int(info.n_rejected)
+        point = self.x0 if x is None else np.asarray(self.flatten(x), dtype=np.float64)
+        p = self.split(point, get_backend("numpy").ops())[0]
+        note = self.failure_note(status, float(info.t), np.asarray(info.y), p) if status else ""
         return {
             "status": status,
-            "message": status_message(status, float(info.t), self.save_at[-1], info.y, self.solver)
+            "message": status_message(
+                status, float(info.t), self.save_at[-1], info.y, self.solver, steps, note
+            )
             if status
             else "success",
             "t": float(info.t),
@@ -462,7 +548,11 @@ class ODEProblem(Problem):
         fields = (info.status, info.t, info.y, info.n_accepted, info.n_rejected)
         info = SolveInfo(*(np.asarray(be.to_numpy(v) if be.is_native(v) else v) for v in fields))
         if check:
-            raise_on_failure(info, self.save_at[-1], self.solver, get_backend("numpy").ops())
+            p = self.split(x, get_backend("numpy").ops())[0]
+            raise_on_failure(
+                info, self.save_at[-1], self.solver, get_backend("numpy").ops(),
+                lambda status, t, y: self.failure_note(status, t, y, p),
+            )  # fmt: skip
         return np.asarray(be.to_numpy(ys) if be.is_native(ys) else ys), info
 
 
@@ -481,19 +571,26 @@ def _tree_events(events: Any, spec: ParamSpec) -> Any:
     ]  # fmt: skip
 
 
-def raise_on_failure(info: SolveInfo, t1: float, solver: Solver, ops: Any) -> None:
+def raise_on_failure(
+    info: SolveInfo, t1: float, solver: Solver, ops: Any,
+    note: Callable[[int, float, np.ndarray], str] | None = None,
+) -> None:  # fmt: skip
     """Raise :class:`SolverError` for a failed solve, when the status can be read.
 
     Under ``jax.jit``/``vmap`` tracing, or ``torch.func.vmap``, the status is
     symbolic (``ops.concrete`` gives ``None``): the NaN-poisoned output
-    carries the failure instead.
+    carries the failure instead.  ``note(status, t, y)`` adds to the message
+    (:meth:`ODEProblem.failure_note`).
     """
     status = ops.concrete(info.status)
     if status is None or int(status) == 0:
         return
-    raise SolverError(
-        status_message(int(status), float(ops.concrete(info.t)), t1, ops.concrete(info.y), solver)
-    )
+    t = float(ops.concrete(info.t))
+    y = np.asarray(ops.concrete(ops.stop_gradient(info.y)), dtype=np.float64)
+    counts = [ops.concrete(info.n_accepted), ops.concrete(info.n_rejected)]
+    steps = None if any(c is None for c in counts) else int(sum(float(c) for c in counts))
+    text = "" if note is None else note(int(status), t, y)
+    raise SolverError(status_message(int(status), t, t1, y, solver, steps, text))
 
 
 def solve(

@@ -269,6 +269,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("probe_torch_chunks_transforms.txt", "probe_torch_chunks", ("--transforms",)),
     Benchmark("probe_torch_forward_ad.txt", "probe_torch_forward_ad"),
     Benchmark("probe_torch_loop_hops.txt", "probe_torch_loop_hops"),
+    Benchmark("probe_ode_auto.txt", "probe_ode_auto", ("--repeats", "5")),  # docs/ode.md
     Benchmark("probe_torch_pde_hvp.txt", "probe_torch_pde_hvp"),
     Benchmark("probe_torch_pde_loop.txt", "probe_torch_pde_loop"),
     Benchmark("probe_torch_rosenbrock.txt", "probe_torch_rosenbrock", ("--repeats", "200")),
