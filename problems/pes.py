@@ -125,6 +125,9 @@ def morse_h2() -> simdiff.Problem:
         [[0.0, 0.0, 0.0], [0.0, 0.0, H2["r0"]]],
         masses=[1.00782503, 1.00782503],
         name="morse-h2",
+        # x0 is the minimum (for the harmonic wavenumber), where the gradient is zero up to
+        # rounding: check a stretched, tilted bond instead
+        check_options=simdiff.CheckOptions(x=(0.01, -0.02, 0.0, 0.03, 0.01, 1.05 * H2["r0"])),
         meta={
             "tags": ("pes", "small"),
             "units": {"energy": "eV", "length": "angstrom", "mass": "amu"},

@@ -1143,7 +1143,7 @@ def cached_derivatives(
 def _flat(problem: Problem, a: Any, what: str = "x") -> Any:
     """``a`` as the flat vector where it is a tree of ``problem``'s parameters (flattened once,
     here, before the backend is chosen and the point checked), else ``a`` itself."""
-    spec = problem.param_spec
+    spec = getattr(problem, "param_spec", None)  # not a Problem: the caller's check says so
     if spec is None or a is None or not spec.is_input(a):
         return a
     return spec.flatten(a, what)

@@ -59,6 +59,11 @@ class CheckOptions:
         ``0.1 * max(1, max |x|)``).
     max_exact_order : int, optional
         Highest order for which ``exact["derivative"]`` is valid (default: all).
+    x : sequence of float, optional
+        The point :func:`simdiff.check` uses when it is given none (default
+        ``x0``): for a problem whose ``x0`` is a stationary point (a minimum
+        used for normal modes), where the first derivatives are zero up to
+        rounding and no relative tolerance can resolve them.
 
     Examples
     --------
@@ -76,6 +81,7 @@ class CheckOptions:
     fd_rtol: float = 0.0
     fd_step: float | None = None
     max_exact_order: int | None = None
+    x: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("solver_rtol", "reference_rtol", "fd_rtol"):
@@ -89,6 +95,11 @@ class CheckOptions:
             raise OptionError(
                 f"CheckOptions.fd_step must be a positive finite float or None; got {step!r}"
             )
+        if self.x is not None:
+            pt = tuple(float(v) for v in np.asarray(self.x, dtype=np.float64).ravel())
+            if not all(math.isfinite(v) for v in pt):
+                raise OptionError(f"CheckOptions.x must be finite; got {self.x!r}")
+            object.__setattr__(self, "x", pt)
         order = self.max_exact_order
         if order is not None and (not isinstance(order, int) or order < 0):
             raise OptionError(

@@ -53,11 +53,20 @@ def _exception_classes() -> dict[str, type[BaseException]]:
     return found
 
 
+#: Exception classes defined outside errors.py, and why (each still derives from SimdiffError).
+OUTSIDE = {
+    "simdiff.pes.ase_interface.PropertyUnavailable": "also ASE's PropertyNotImplementedError, "
+    "which errors.py cannot name without importing ase with every simdiff import",
+}
+
+
 def test_every_exception_class_is_in_errors() -> None:
     classes = _exception_classes()
     assert "simdiff.errors.SimdiffError" in classes  # the walk found the errors module
-    outside = sorted(name for name, cls in classes.items() if cls.__module__ != "simdiff.errors")
+    outside = sorted(name for name, cls in classes.items()
+                     if cls.__module__ != "simdiff.errors" and name not in OUTSIDE)  # fmt: skip
     assert outside == [], f"move {outside} into simdiff/errors.py"
+    assert set(OUTSIDE) <= set(classes), "a listed class is gone: shrink OUTSIDE"
     for name, cls in classes.items():
         base = simdiff.SimdiffWarning if issubclass(cls, Warning) else simdiff.SimdiffError
         assert issubclass(cls, base), f"{name} does not derive from {base.__name__}"
@@ -78,7 +87,8 @@ def test_no_exception_class_is_defined_outside_errors_in_the_source() -> None:
                 if isinstance(node, ast.ClassDef):
                     bases = {b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")
                              for b in node.bases}  # fmt: skip
-                    if bases & exception_names:
+                    qual = ".".join((*path.relative_to(ROOT).with_suffix("").parts, node.name))
+                    if bases & exception_names and qual not in OUTSIDE:
                         outside.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert outside == []
 

@@ -239,7 +239,11 @@ def _validate(
     if any(not isinstance(k, int) or k < 1 for k in orders):
         raise InputError(f"orders must be positive integers; got {list(orders)}")
     validate_exact(problem.exact, where=f"check({problem.name!r})")
-    x = problem.x0 if x is None else np.asarray(x, dtype=np.float64)
+    if x is None:
+        at = problem.check_options.x
+        x = problem.x0 if at is None else np.asarray(at, dtype=np.float64)
+    else:
+        x = np.asarray(x, dtype=np.float64)
     if x.shape != (problem.n,):
         raise ShapeError(f"check: x must have shape ({problem.n},); got {x.shape}")
     return x, [b for b in backends if problem.supports(b)]
@@ -313,7 +317,8 @@ def check(
         Its :class:`~simdiff.CheckOptions` declare a solver's or a
         reference's accuracy and the finite-difference step.
     x : array_like, shape (n,), optional
-        The point (default ``problem.x0``).
+        The point (default ``problem.check_options.x`` where the problem
+        declares one, else ``problem.x0``).
     derivatives : sequence of str
         Subset of :data:`DERIVATIVES`.  Scalar-only derivatives (grad, hessian,
         hvp) are marked ``n/a`` on vector-valued problems, with the reason.

@@ -166,6 +166,7 @@ def cluster_problem(
     name: str | None = None,
     exact: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
+    check_options: Any = None,
 ) -> Problem:
     """The energy of N particles interacting by ``pair`` as a :class:`simdiff.Problem`.
 
@@ -210,6 +211,8 @@ def cluster_problem(
     exact, meta : dict, optional
         Passed to :class:`simdiff.Problem`; ``meta["pes"]`` is set to a
         :class:`ClusterInfo` and ``meta["tags"]`` defaults to ``("pes",)``.
+    check_options : simdiff.CheckOptions, optional
+        Passed to :class:`simdiff.Problem`.
 
     Returns
     -------
@@ -285,7 +288,8 @@ def cluster_problem(
             raise InputError(f"skin must be a non-negative length; got {skin}")
         images = ImagePairEnergy(PairTerm(pair), n_particles, cell, pos, r_cut=float(r_cut),
                                  skin=skin, follow=bool(rebuild))  # fmt: skip
-        return Problem(images, pos.reshape(-1), name=name, exact=exact, meta=meta)
+        return Problem(images, pos.reshape(-1), name=name, exact=exact, meta=meta,
+                       check_options=check_options)  # fmt: skip
     if r_cut is None:
         fn = TermEnergy(term, pair_index(pos), n_particles, dim)
     else:
@@ -297,4 +301,6 @@ def cluster_problem(
                         max_shift=skin / 2, box=b, list_radius=r_cut + skin,
                         follow=bool(rebuild))  # fmt: skip
     check_term(term, fn.index, pos)
-    return Problem(fn, pos.reshape(-1), name=name, exact=exact, meta=meta)
+    return Problem(
+        fn, pos.reshape(-1), name=name, exact=exact, meta=meta, check_options=check_options
+    )
