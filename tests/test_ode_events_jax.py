@@ -44,3 +44,29 @@ def test_event_jvp_matches_closed_form_jax(decay_forward):
     assert simdiff.jvp(decay_forward, v, backend="jax")[()] == pytest.approx(
         -0.5 * np.log(2) / K**2, abs=1e-10
     )
+
+
+def test_terminal_event_record_jax_matches_eager():
+    """JAX's loop stops before the step with the event and locates it after the loop;
+    the record and the saved rows after the event are those of the eager (numpy) loop.
+    Two terminal events: the second (y = 0.6) fires first."""
+
+    def observable(ys, ops, ev):
+        return ops.stack([ev.t, ev.y[0], ev.fired, ev.index, ev.count, ev.times[0],
+                          ev.which[0], ev.times[1], ys[1, 0], ys[-1, 0]])  # fmt: skip
+
+    prob = ODEProblem(lambda t, y, p, ops: -p[0] * y, [1.0], (0.0, 5.0), [K],
+                      events=[Event(lambda t, y, p, ops: y[0] - 0.5),
+                              Event(lambda t, y, p, ops: y[0] - 0.6, direction=-1)],
+                      save_at=[0.0, 0.1, 1.0, 5.0], observable=observable,
+                      rtol=1e-10, atol=1e-12, max_events=4)  # fmt: skip
+    got = np.asarray(simdiff.Derivatives(prob, "jax", check_finite=False).value())
+    want = np.asarray(prob.evaluate())
+    t6 = np.log(1 / 0.6) / K
+    assert want[0] == pytest.approx(t6, abs=1e-9)
+    assert want[1] == pytest.approx(0.6, abs=1e-9)
+    assert list(want[2:5]) == [1.0, 1.0, 1.0] and want[6] == 1.0 and np.isnan(want[7])
+    assert want[8] == pytest.approx(np.exp(-K * 0.1), rel=1e-9)  # saved before the event
+    assert want[9] == pytest.approx(0.6, abs=1e-9)  # after the event: the state at it
+    np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-12, atol=1e-14)
+    assert np.isnan(got[7])
