@@ -105,7 +105,9 @@ def drive(
     info : SolveInfo
     """
     adjoint.check(int(max_steps))
-    ev = None if events is None else (events[0], events[1](p), events[2](p))
+    # the dense output brackets event times on values only (EventSet.locate)
+    ev = None if events is None else (
+        events[0], events[1](tree_map(ops.stop_gradient, p)), events[2](p))  # fmt: skip
     if ops.compile_part is not None and key is not None and ev is None:
         ys, info = _compiled_loop(
             stepper, p, state0, y0, t0, save_at, ops, h0=h0, controller=controller,
@@ -174,6 +176,11 @@ def _traced_loop(
         controller.memory0(ops),
     )
     limit = float(max_steps)
+    # Terminal events only: the loop stops *before* the step in which one fires,
+    # and that step's event is located once, after the loop (_deferred_event).
+    # The loop's body then holds no root finding, which in reverse mode on JAX
+    # is linearised, stored and transposed at every step of every block.
+    deferred = ev is not None and all(ev[0].terminal)
     if ev is not None:
         evs, dense, restart = ev
         sg = ops.stop_gradient
@@ -181,22 +188,31 @@ def _traced_loop(
         tol = ZERO * (1.0 + ops.abs(g0))
         n_ev, n_rec = evs.n, int(evs.max_events)
         gaps = ops.asarray(list(evs.min_gap))
-        carry0 = carry0 + ((  # noqa: RUF005
-            g0,  # conditions at the start of the next step
-            ops.full((n_ev,), -float("inf")),  # last firing time of each event
-            zero,  # firings
-            ops.full((n_rec,), float("nan")),  # their times
-            ops.full((n_rec,), -1.0),  # and events
-            zero,  # 1.0 once a terminal event fired
-            ops.asarray(float("nan")),  # its time
-            ops.full((dim,), float("nan")),  # its state
-            zero,  # event failure: 3 chattering, 4 more than max_events
-            ops.asarray(-1.0),  # the terminal event's index
-        ),)
+        if deferred:
+            carry0 = carry0 + ((  # noqa: RUF005
+                g0,  # conditions at the start of the next step
+                zero,  # the step (stop-gradient) in which a terminal event fired
+                ops.full((n_ev,), 0.0) > 1.0,  # the events that fired in it
+            ),)
+        else:
+            carry0 = carry0 + ((  # noqa: RUF005
+                g0,  # conditions at the start of the next step
+                ops.full((n_ev,), -float("inf")),  # last firing time of each event
+                zero,  # firings
+                ops.full((n_rec,), float("nan")),  # their times
+                ops.full((n_rec,), -1.0),  # and events
+                zero,  # 1.0 once a terminal event fired
+                ops.asarray(float("nan")),  # its time
+                ops.full((dim,), float("nan")),  # its state
+                zero,  # event failure: 3 chattering, 4 more than max_events
+                ops.asarray(-1.0),  # the terminal event's index
+            ),)
 
     def running(c: tuple) -> Any:
         go = (c[3] < m) & (c[7] < 0.5) & (c[5] + c[6] < limit)
-        if ev is not None:
+        if deferred:
+            go = go & (ops.sum(ops.where(c[10][2], 1.0, 0.0)) < 0.5)
+        elif ev is not None:
             go = go & (c[10][5] < 0.5) & (c[10][8] < 0.5)
         return go
 
@@ -232,10 +248,22 @@ def _traced_loop(
         y_out = ops.where(accept, y_new, y)
         extra: tuple = ()
         if ev is not None:
-            g_prev, last, count, times_ev, which, term, t_ev, y_ev, code, index = c[10]
+            g_prev = c[10][0]
             g_new = sg(evs.values(sg(t_new), sg(y_new), sg(p), ops))
             trig = evs.triggered(g_prev, g_new, tol, ops) & accept
             any_trig = ops.sum(ops.where(trig, 1.0, 0.0)) > 0.5
+        if deferred:
+            # the step that fires is not taken: the loop stops at its start
+            accept = accept & ~any_trig
+            hits = hits & ~any_trig
+            t_new = ops.where(any_trig, t, t_new)
+            y_out = ops.where(any_trig, y, y_out)
+            extra = ((
+                ops.where(accept, g_new, g_prev), ops.where(any_trig, h_try, c[10][1]),
+                ops.where(any_trig, trig, c[10][2]),
+            ),)  # fmt: skip
+        elif ev is not None:
+            last, count, times_ev, which, term, t_ev, y_ev, code, index = c[10][1:]
             k, te, ye, yp, terminal, state_new, g_next = ops.cond(
                 any_trig, fire, quiet, t, h_try, y, state, y_new, trig, g_prev, state_new, g_new
             )
@@ -263,14 +291,15 @@ def _traced_loop(
             ),)  # fmt: skip
         saved = ops.where((slot & hits)[:, None], y_new[None, :], saved)
         state = tree_map(lambda new, old: ops.where(accept, new, old), state_new, state)
+        taken = accept if not deferred else accept | any_trig  # the firing step counts
         return (  # noqa: RUF005
-            t_new if ev is not None else ops.stop_gradient(t_new),
+            t_new if ev is not None and not deferred else ops.stop_gradient(t_new),
             y_out,
             ops.stop_gradient(ops.where(done, h, h_next)),
             idx + ops.where(hits, 1.0, 0.0),
             saved,
-            n_acc + ops.where(accept, 1.0, 0.0),
-            n_rej + ops.where(~accept & ~done, 1.0, 0.0),
+            n_acc + ops.where(taken, 1.0, 0.0),
+            n_rej + ops.where(~taken & ~done, 1.0, 0.0),
             ops.maximum(bad, ops.where(failed & ~done, 1.0, 0.0)),
             state,
             tree_map(
@@ -284,7 +313,11 @@ def _traced_loop(
     if ev is None:
         status = ops.where(bad > 0.5, 2.0, ops.where(idx >= m, 0.0, 1.0))
     else:
-        _, _, count, times_ev, which, term, t_ev, y_ev, code, index = out[10]
+        if deferred:
+            t, y, fields = _deferred_event(out, step, evs, dense, p, ops)
+        else:
+            fields = out[10][1:]
+        _, count, times_ev, which, term, t_ev, y_ev, code, index = fields
         ended = term > 0.5
         saved = ops.where(ended & (slots >= idx)[:, None], y_ev[None, :], saved)
         status = ops.where(bad > 0.5, 2.0, ops.where(code > 0.5, code, ops.where(
@@ -302,6 +335,38 @@ def _traced_loop(
     return ys, SolveInfo(
         status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej, events=record
     )
+
+
+def _deferred_event(out: tuple, step: Step, evs: Any, dense: Any, p: Any, ops: Any) -> tuple:
+    """The terminal event of a loop that stopped at the start of the step in which it fired.
+
+    ``out`` is the final carry of :func:`_traced_loop` with terminal events
+    only: ``(t, y, state)`` the start of that step and ``out[10]`` the
+    conditions there, the step's length and the events that fired in it.  The
+    step is taken again and the event located in it
+    (:meth:`~simdiff.ode.events.EventSet.locate`, the arithmetic of the
+    in-loop and eager paths); where none fired the step is 0 and the values
+    are computed and discarded.  Returns ``(t, y, fields)``: the time and
+    state at the event (where one fired) and the event fields of the in-loop
+    carry after its conditions (last firing times, count, times, events,
+    terminal flag, time, state, failure code, index).
+    """
+    t, y, state = out[0], out[1], out[8]
+    g_prev, h_ev, trig = out[10]
+    sg = ops.stop_gradient
+    y_new = sg(step(sg(t), sg(y), h_ev, tree_map(sg, state))[0])  # for the dense output only
+    _, k, te, ye, _, _ = evs.locate(t, h_ev, y, state, y_new, trig, g_prev, p, dense, ops, step)
+    fired = ops.sum(ops.where(trig, 1.0, 0.0)) > 0.5
+    n_rec = int(evs.max_events)
+    first = (ops.arange(float(n_rec)) == 0.0) & fired
+    one = ops.where(fired, 1.0, 0.0)
+    nan = ops.asarray(float("nan"))
+    fields = (
+        ops.where(trig, sg(te), -float("inf")), one, ops.where(first, te, nan),
+        ops.where(first, k, -1.0), one, ops.where(fired, te, nan),
+        ops.where(fired, ye, nan), ops.asarray(0.0), ops.where(fired, k, -1.0),
+    )  # fmt: skip
+    return ops.where(fired, te, t), ops.where(fired, ye, y), fields
 
 
 def _compiled_loop(

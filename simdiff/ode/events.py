@@ -328,9 +328,12 @@ class EventSet:
         (boolean 0-d).  Events not in ``trig`` are computed and discarded (a
         ``vmap`` runs every lane), so every value stays finite.
         """
-        data, interp = dense(t, y, h, state, y_new)
         sg = ops.stop_gradient
-        data_c, t_c, h_c, p_c = tree_map(sg, data), sg(t), sg(h), sg(p)
+        t_c, h_c, p_c = sg(t), sg(h), sg(p)
+        # the dense output brackets the root on values only: built from values, so
+        # no derivative of it is traced
+        data_c, interp = dense(t_c, sg(y), h_c, tree_map(sg, state), sg(y_new))
+        data_c = tree_map(sg, data_c)
         thetas = []
         for k, ev in enumerate(self.events):
 

@@ -371,6 +371,8 @@ class ODEProblem(Problem):
     def check_point(self, x: np.ndarray) -> None:
         """The solver's construction check (``solver.check``: an explicit fixed step
         against its stability limit) at the parameters and initial state of ``x``."""
+        if not self._solver_checks:
+            return
         p, y0 = self.split(np.asarray(x, dtype=np.float64), get_backend("numpy").ops())
         self.solver.check(self.rhs, np.asarray(y0), self.t_span[0], self.save_at, np.asarray(p))
 
@@ -392,6 +394,19 @@ class ODEProblem(Problem):
         except SimdiffError as exc:
             return exc
         return None
+
+    @property
+    def _solver_checks(self) -> bool:
+        """Whether the solver checks anything before a solve (it overrides ``Solver.check``)."""
+        return type(self.solver).check is not Solver.check
+
+    @property
+    def checks_points(self) -> bool:
+        """Whether :meth:`check_points` does anything: only a solver that checks
+        (:class:`~simdiff.ode.FixedStep`), or ``fn``'s own check; otherwise every
+        derivative call skips the conversion of its points."""
+        own = callable(getattr(self.fn, "check_points", None))
+        return own or self._solver_checks
 
     @property
     def compiles_parts(self) -> str | None:  # type: ignore[override]
