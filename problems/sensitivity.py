@@ -8,6 +8,9 @@
   by fixed-step RK4 (:func:`simdiff.ode.rk_integrate`): observations of both
   species (vector output) and the time-averaged prey (scalar output).  It
   stands in for the ODE catalogue's model until that lands.
+- A least-squares fit of exponential decay ``y(t) = A exp(-k1 k2 t)`` in
+  ``(A, log k1, log k2)``: only ``A`` and ``log k1 + log k2`` are identifiable,
+  the direction ``log k1 - log k2`` is not (a flat profile likelihood).
 
 ``meta["distributions"]`` gives the input distributions the indices refer to,
 as tuples accepted by :func:`simdiff.sensitivity.as_distributions`.
@@ -212,9 +215,84 @@ def lotka_volterra_mean_prey() -> simdiff.Problem:
     )
 
 
+# --------------------------------------------------------------------------- non-identifiable fit
+
+DECAY_TIMES = np.linspace(0.0, 2.0, 12)
+DECAY_SIGMA = 0.05
+DECAY_TRUE = (2.0, 1.3)  # A, k = k1 k2
+
+
+def _decay_data() -> np.ndarray:
+    a, k = DECAY_TRUE
+    noise = np.random.default_rng(30).standard_normal(DECAY_TIMES.shape[0])
+    return a * np.exp(-k * DECAY_TIMES) + DECAY_SIGMA * noise
+
+
+DECAY_DATA = _decay_data()
+
+
+def decay_product_fit_fn(x, ops):
+    """L = 1/2 sum ((A exp(-exp(x1 + x2) t_i) - y_i) / sigma)^2 with x = (A, log k1, log k2)."""
+    t = ops.asarray(DECAY_TIMES)
+    r = (x[0] * ops.exp(-ops.exp(x[1] + x[2]) * t) - ops.asarray(DECAY_DATA)) / DECAY_SIGMA
+    return 0.5 * ops.sum(r**2)
+
+
+def _decay_parts(x: np.ndarray):
+    """Residuals r, Jacobian columns (dr/dA, dr/ds) and second derivatives, s = x1 + x2."""
+    a, k, t = x[0], np.exp(x[1] + x[2]), DECAY_TIMES
+    e = np.exp(-k * t)
+    r = (a * e - DECAY_DATA) / DECAY_SIGMA
+    ja, js = e / DECAY_SIGMA, -a * k * t * e / DECAY_SIGMA
+    jas = -k * t * e / DECAY_SIGMA
+    jss = -a * k * t * e * (1.0 - k * t) / DECAY_SIGMA
+    return r, ja, js, jas, jss
+
+
+def _decay_value(x) -> float:
+    r = _decay_parts(np.asarray(x, dtype=np.float64))[0]
+    return float(0.5 * r @ r)
+
+
+def _decay_grad(x) -> np.ndarray:
+    r, ja, js, _, _ = _decay_parts(np.asarray(x, dtype=np.float64))
+    gs = r @ js
+    return np.array([r @ ja, gs, gs])
+
+
+def _decay_hessian(x) -> np.ndarray:
+    r, ja, js, jas, jss = _decay_parts(np.asarray(x, dtype=np.float64))
+    haa, has, hss = ja @ ja, ja @ js + r @ jas, js @ js + r @ jss
+    return np.array([[haa, has, has], [has, hss, hss], [has, hss, hss]])
+
+
+def decay_product_fit() -> simdiff.Problem:
+    """Least-squares misfit of y = A exp(-k1 k2 t): the Hessian is singular in (0, 1, -1)."""
+    return simdiff.Problem(
+        decay_product_fit_fn,
+        x0=np.array([1.5, 0.0, 0.0]),
+        name="decay_product_fit",
+        exact={"value": _decay_value, "grad": _decay_grad, "hessian": _decay_hessian},
+        meta={
+            "tags": ("sensitivity", "closed-form", "small", "optimisation", "non-identifiable"),
+            "parameters": ("A", "log_k1", "log_k2"),
+            "times": DECAY_TIMES,
+            "data": DECAY_DATA,
+            "sigma": DECAY_SIGMA,
+            "true_params": DECAY_TRUE,
+            "identifiable": "A and log k1 + log k2 (the rate k1 k2)",
+            "non_identifiable": "log k1 - log k2: the objective is constant along (0, 1, -1), "
+            "so the Hessian is singular everywhere and the profiles of log_k1 and log_k2 are flat",
+            "citation": "structural non-identifiability of a product of rates: Raue et al. "
+            "(2009), Bioinformatics 25, 1923",
+        },
+    )
+
+
 ENTRIES = {
     "ishigami": ishigami,
     "sobol_g": sobol_g,
     "lv4_observations": lotka_volterra_observations,
     "lv4_mean_prey": lotka_volterra_mean_prey,
+    "decay_product_fit": decay_product_fit,
 }
