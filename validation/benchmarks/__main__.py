@@ -243,6 +243,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("bench_structured_params.txt", "bench_structured_params"),
     # docs/sensitivity.md (bench_profile writes its JSON itself, atomically)
     Benchmark("profile_likelihood_lv.json", "bench_profile", stdout=False),
+    Benchmark("check_decay_product_fit.txt", "simdiff.cli", ("check", "decay_product_fit")),
     # probes (docs/performance.md, "Probes")
     Benchmark("probe_compile_crash.txt", "probe_compile_crash"),
     Benchmark("probe_inductor_complex_cast.txt", "probe_inductor_complex_cast"),
