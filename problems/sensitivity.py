@@ -279,7 +279,7 @@ def decay_product_fit() -> simdiff.Problem:
             "times": DECAY_TIMES,
             "data": DECAY_DATA,
             "sigma": DECAY_SIGMA,
-            "true_params": DECAY_TRUE,
+            "true_values": {"A": DECAY_TRUE[0], "k1 k2": DECAY_TRUE[1]},  # of the data
             "identifiable": "A and log k1 + log k2 (the rate k1 k2)",
             "non_identifiable": "log k1 - log k2: the objective is constant along (0, 1, -1), "
             "so the Hessian is singular everywhere and the profiles of log_k1 and log_k2 are flat",
