@@ -35,15 +35,10 @@ ALLOWED = {
     **{
         f"probe_{name}.py": "not converted yet"
         for name in (
-            "catalogue",
-            "compile_crash",
             "ode_compiled_loop",
             "torch_chunks",
-            "torch_forward_ad",
             "torch_loop_hops",
             "torch_pde_loop",
-            "torch_rosenbrock",
-            "torch_scan",
             "torch_taylor_loop",
         )
     },
