@@ -32,16 +32,6 @@ ALLOWED = {
     "bench_pes_phonons.py": "not converted yet (edited in parallel when the timer landed)",
     "bench_profile.py": "not converted yet (edited in parallel when the timer landed)",
     "bench_structured_params.py": "not converted yet (edited in parallel when the timer landed)",
-    **{
-        f"probe_{name}.py": "not converted yet"
-        for name in (
-            "ode_compiled_loop",
-            "torch_chunks",
-            "torch_loop_hops",
-            "torch_pde_loop",
-            "torch_taylor_loop",
-        )
-    },
 }
 
 CLOCKS = {"perf_counter", "perf_counter_ns", "process_time", "process_time_ns", "monotonic"}
