@@ -11,13 +11,23 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["Summary", "balanced_orders", "first_call", "interleaved", "median_time", "timed"]
+__all__ = [
+    "Summary",
+    "balanced_orders",
+    "first_call",
+    "first_call_cpu",
+    "interleaved",
+    "median_time",
+    "timed",
+]
+
+K = TypeVar("K", bound=Hashable)
 
 
 def timed(call: Callable[[], Any], inner: int = 1) -> float:
@@ -33,6 +43,23 @@ def first_call(call: Callable[[], Any]) -> tuple[Any, float]:
     start = time.perf_counter()
     out = call()
     return out, time.perf_counter() - start
+
+
+def first_call_cpu(call: Callable[[], Any]) -> tuple[Any, float, float]:
+    """``(result, seconds, cpu_seconds)`` of one call; CPU time of this process.
+
+    CPU seconds above wall seconds mean the call ran on several threads (a
+    compiler's worker pool, a parallel backend).
+
+    Examples
+    --------
+    >>> out, wall, cpu = first_call_cpu(lambda: sum(range(1000)))
+    >>> out, wall >= 0.0, cpu >= 0.0
+    (499500, True, True)
+    """
+    start, cpu = time.perf_counter(), time.process_time()
+    out = call()
+    return out, time.perf_counter() - start, time.process_time() - cpu
 
 
 def median_time(call: Callable[[], Any], repeats: int, inner: int = 1) -> float:
@@ -68,22 +95,29 @@ def balanced_orders(n: int) -> list[list[int]]:
 
 
 def interleaved(
-    calls: Mapping[str, Callable[[], Any]],
+    calls: Mapping[K, Callable[[], Any]],
     rounds: int,
     *,
-    inner: int | Mapping[str, int] = 1,
+    inner: int | Mapping[K, int] = 1,
     seed: int = 0,
-    skip: Callable[[str, int], bool] | None = None,
-) -> dict[str, list[float]]:
+    skip: Callable[[K, int], bool] | None = None,
+) -> dict[K, list[float]]:
     """Seconds per call of each configuration, one sample per round, in shuffled order.
 
     ``inner`` calls make one sample (a number, or one per name); ``skip(name,
     round)`` true leaves a configuration out of a round (a slow eager path
-    measured in fewer rounds).
+    measured in fewer rounds).  Names are any hashable keys (strings, tuples).
+
+    Examples
+    --------
+    >>> calls = {"a": lambda: None, "b": lambda: None}
+    >>> t = interleaved(calls, 3, skip=lambda k, r: k == "b" and r > 0)
+    >>> {k: len(v) for k, v in t.items()}
+    {'a': 3, 'b': 1}
     """
     names = list(calls)
     per = {k: inner if isinstance(inner, int) else inner[k] for k in names}
-    out: dict[str, list[float]] = {k: [] for k in names}
+    out: dict[K, list[float]] = {k: [] for k in names}
     rng = random.Random(seed)
     for r in range(rounds):
         rng.shuffle(names)

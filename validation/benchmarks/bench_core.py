@@ -11,8 +11,6 @@ repeats).  Prints a markdown table of steady-state times and ratios.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +18,7 @@ import numpy as np
 import torch
 
 import simdiff
+from simdiff.evidence._timing import Summary, interleaved
 
 jax.config.update("jax_enable_x64", True)  # before any jax array is made
 
@@ -87,25 +86,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for fn in configs.values():  # first calls (compile) out of the way
         fn()
     np.testing.assert_allclose(np.asarray(dj.hessian(xj)), dt.hessian(xt).numpy(), rtol=1e-10)
-    times: dict[str, list[float]] = {k: [] for k in configs}
-    order = list(configs)
-    rng = np.random.default_rng(0)
-    for _ in range(args.repeats):
-        # interleaved, so load changes hit every config alike; shuffled, because the
-        # config that runs first in a round is measurably slower (cache effects)
-        rng.shuffle(order)
-        for name in order:
-            t0 = time.perf_counter()
-            configs[name]()
-            times[name].append(time.perf_counter() - t0)
+    # interleaved, so load changes hit every config alike; shuffled, because the
+    # config that runs first in a round is measurably slower (cache effects)
+    times = interleaved(configs, args.repeats)
     rows = []
     base = {"jax": "jax: jax.jit(jax.hessian(f))", "torch": "torch: torch.func.hessian(f)"}
     print(f"Hessian of LJ-{args.atoms} ({3 * args.atoms} inputs), median of {args.repeats}")
     print("| configuration | median ms | ratio to hand-written |")
     print("|---|---|---|")
     for name, ts in times.items():
-        med = statistics.median(ts)
-        ref = statistics.median(times[base[name.split(":")[0]]])
+        med = Summary.of(ts).median
+        ref = Summary.of(times[base[name.split(":")[0]]]).median
         rows.append({"config": name, "median_s": med, "ratio": med / ref})
         print(f"| {name} | {1e3 * med:.2f} | {med / ref:.3f} |")
     return rows

@@ -6,15 +6,14 @@ of compiling it: the catalogue's ``heat_modes`` (64 points, 10 ETDRK4 steps,
 the same coefficients, nonlinearity zero as in the diffusion equation)
 written directly in torch and in JAX with the coefficients precomputed, so
 that ``torch.compile(fullgraph=True)`` takes the whole function.  Gradient
-and dense Hessian (torch rev-rev, JAX fwd-rev), interleaved rounds, medians.
+and dense Hessian (torch rev-rev, JAX fwd-rev): the median of 3 x rounds calls,
+interleaved in a shuffled order (``simdiff.evidence._timing.interleaved``).
 
     python -m validation.benchmarks.bench_heat_compiled
 """
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from validation.benchmarks.bench_torch import median_ms
+from simdiff.evidence._timing import Summary, first_call, interleaved
 
 N, T, KAPPA, STEPS, CONTOUR = 64, 0.5, 0.3, 10, 64
 X0 = np.array([1.0, -0.5, 0.25, 0.4, 0.8, 0.3, -0.6, 0.1])
@@ -75,11 +74,6 @@ def energy(xp: Any, fft: Any, c: dict[str, Any], basis: Any) -> Callable[[Any], 
     return f
 
 
-def _median_time(fn: Callable[[], Any], n: int = 3) -> float:
-    """Median seconds of ``n`` calls, no warm-up call (the benchmarks' timer)."""
-    return median_ms(fn, n, warm=False) / 1e3
-
-
 def main(rounds: int = 15) -> None:
     torch.set_default_dtype(torch.float64)
     jax.config.update("jax_enable_x64", True)
@@ -93,10 +87,8 @@ def main(rounds: int = 15) -> None:
         tg = torch.func.grad(tf) if kind == "grad" else torch.func.jacrev(torch.func.jacrev(tf))
         jg = jax.jit(jax.grad(jf) if kind == "grad" else jax.jacfwd(jax.jacrev(jf)))
         jg(jx).block_until_ready()
-        t0 = time.perf_counter()
         tc = torch.compile(tg, fullgraph=True)
-        got = tc(tx)
-        compile_s = time.perf_counter() - t0
+        got, compile_s = first_call(lambda tc=tc: tc(tx))
         want = tg(tx)
         rel = float((got - want).abs().max() / want.abs().max())
         calls = {
@@ -104,11 +96,8 @@ def main(rounds: int = 15) -> None:
             "compiled": lambda tc=tc: tc(tx),
             "jax": lambda jg=jg: jg(jx).block_until_ready(),
         }
-        samples: dict[str, list[float]] = {k: [] for k in calls}
-        for _ in range(rounds):
-            for k, call in calls.items():
-                samples[k].append(_median_time(call))
-        e, co, j = (statistics.median(samples[k]) for k in ("eager", "compiled", "jax"))
+        samples = interleaved(calls, 3 * rounds)
+        e, co, j = (Summary.of(samples[k]).median for k in ("eager", "compiled", "jax"))
         print(
             f"{kind}: JAX {j * 1e3:.3f} ms, torch eager {e * 1e3:.3f} ms ({e / j:.1f}x), "
             f"torch compiled {co * 1e3:.3f} ms ({co / j:.1f}x), compile {compile_s:.1f} s, "

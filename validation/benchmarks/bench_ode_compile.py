@@ -8,21 +8,20 @@ Run in a fresh process with an empty Inductor cache::
 Prints the first compiled gradient and value (seconds, compile included), the
 graphs Dynamo built, where the compile time went (``torch._dynamo.utils.compile_times``:
 Dynamo, AOTAutograd, Inductor, the C++ compiler, the lazily compiled backward)
-and the steady-state gradient against torchdiffeq's, interleaved, median of
+and the steady-state gradient against torchdiffeq's, interleaved in a shuffled order, median of
 ``--repeats``.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 import torch
 from torch._dynamo.utils import compile_times, counters
 
 import simdiff
+from simdiff.evidence._timing import Summary, first_call, interleaved
 from validation.benchmarks.bench_ode import lv_long, torchdiffeq_callables
 
 #: compile_times() rows that split the cold compile (seconds, summed over graphs)
@@ -44,13 +43,9 @@ def main() -> None:
     args = ap.parse_args()
     p = lv_long()
     d = simdiff.Derivatives(p, backend="torch", compile=True)
-    t0 = time.perf_counter()
-    g = d.grad()
-    first_grad = time.perf_counter() - t0
+    g, first_grad = first_call(d.grad)
     graphs_grad = dict(counters["stats"])
-    t0 = time.perf_counter()
-    d.value()
-    first_value = time.perf_counter() - t0
+    first_value = first_call(d.value)[1]
     print(f"torch {torch.__version__}, cache dir cold (TORCHINDUCTOR_CACHE_DIR fresh)")
     print(f"first compiled grad  {first_grad:8.2f} s")
     print(f"first compiled value {first_value:8.2f} s")
@@ -70,13 +65,8 @@ def main() -> None:
     td = torchdiffeq_callables(p, np.ones(4))
     want = np.asarray(td["grad"](), dtype=float)
     print(f"grad vs torchdiffeq max rel diff {np.max(np.abs(g - want)) / np.max(np.abs(want)):.1e}")
-    ts: dict[str, list[float]] = {"compiled grad": [], "torchdiffeq grad": []}
-    for _ in range(args.repeats):
-        for name, fn in (("compiled grad", d.grad), ("torchdiffeq grad", td["grad"])):
-            t0 = time.perf_counter()
-            fn()
-            ts[name].append(time.perf_counter() - t0)
-    med = {k: 1e3 * statistics.median(v) for k, v in ts.items()}
+    ts = interleaved({"compiled grad": d.grad, "torchdiffeq grad": td["grad"]}, args.repeats)
+    med = {k: 1e3 * Summary.of(v).median for k, v in ts.items()}
     for k, v in med.items():
         print(f"steady {k:20s} {v:8.1f} ms (median of {args.repeats})")
     print(f"ratio compiled / torchdiffeq {med['compiled grad'] / med['torchdiffeq grad']:.2f}")

@@ -3,7 +3,7 @@
 Issue 11's Lotka–Volterra misfit (``validation.benchmarks.bench_ode.lv_long``, default
 ``max_steps``) with ``CheckpointAdjoint(group=g)`` for each ``g`` given:
 solve, gradient and Hessian times of :class:`simdiff.Derivatives` on JAX,
-interleaved, median and minimum of the repeats.  ``group=1`` is a ``cond``
+interleaved in a shuffled order, median and minimum of the repeats.  ``group=1`` is a ``cond``
 per step.
 
     python -m validation.benchmarks.bench_ode_groups --groups 1 8 16 32 --repeats 21
@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 from collections.abc import Callable
 
 import jax
 
 import simdiff
+from simdiff.evidence._timing import Summary, interleaved
 from simdiff.ode import CheckpointAdjoint
 from validation.benchmarks.bench_ode import lv_long
 
@@ -37,21 +36,17 @@ def main(argv: list[str] | None = None) -> None:
         p.adjoint = CheckpointAdjoint(group=g)
         d = simdiff.Derivatives(p, backend="jax")
         for kind in ("value", "grad", "hessian"):
-            configs[(g, kind)] = lambda d=d, kind=kind: getattr(d, kind)(x)
+            configs[(g, kind)] = lambda d=d, kind=kind: jax.block_until_ready(getattr(d, kind)(x))
     for fn in configs.values():
-        jax.block_until_ready(fn())
-    times: dict[tuple[int, str], list[float]] = {k: [] for k in configs}
-    for _ in range(args.repeats):
-        for key, fn in configs.items():
-            t0 = time.perf_counter()
-            jax.block_until_ready(fn())
-            times[key].append(time.perf_counter() - t0)
+        fn()
+    times = interleaved(configs, args.repeats)
     print(f"simdiff-jax, ms, median (min) of {args.repeats}, interleaved")
     print("| group | solve | grad | Hessian | grad/solve |")
     print("|---|---|---|---|---|")
     for g in args.groups:
-        med = {k: 1e3 * statistics.median(times[(g, k)]) for k in ("value", "grad", "hessian")}
-        low = {k: 1e3 * min(times[(g, k)]) for k in ("value", "grad", "hessian")}
+        st = {k: Summary.of(times[(g, k)]) for k in ("value", "grad", "hessian")}
+        med = {k: 1e3 * s.median for k, s in st.items()}
+        low = {k: 1e3 * s.min for k, s in st.items()}
         cells = " | ".join(f"{med[k]:.2f} ({low[k]:.2f})" for k in ("value", "grad", "hessian"))
         print(f"| {g} | {cells} | {med['grad'] / med['value']:.1f} |")
     print(f"load: {os.getloadavg()}")

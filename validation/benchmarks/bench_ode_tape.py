@@ -1,7 +1,7 @@
 """Where simdiff-torch's ODE gradient spends its time: the tape, not the loop.
 
 Issue 11's Lotka–Volterra misfit (``validation.benchmarks.bench_ode.lv_long``), three
-gradients of the same problem in one interleaved run:
+gradients of the same problem in one interleaved run (shuffled order, median of the rounds):
 
 - ``simdiff-torch``: :class:`simdiff.Derivatives` (top-level gradients by
   plain ``torch.autograd``, ``TorchBackend.grad``);
@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -32,6 +30,7 @@ import torch
 from torch.profiler import profile
 
 import simdiff
+from simdiff.evidence._timing import Summary, interleaved
 from validation.benchmarks.bench_ode import lv_long, torchdiffeq_callables
 
 
@@ -71,18 +70,13 @@ def main(argv: list[str] | None = None) -> None:
     for kinds in configs.values():
         for fn in kinds.values():
             fn()
-    times: dict[str, dict[str, list[float]]] = {n: {k: [] for k in c} for n, c in configs.items()}
-    for _ in range(args.repeats):
-        for name, kinds in configs.items():
-            for kind, fn in kinds.items():
-                t0 = time.perf_counter()
-                fn()
-                times[name][kind].append(time.perf_counter() - t0)
+    flat = {(name, kind): fn for name, kinds in configs.items() for kind, fn in kinds.items()}
+    times = interleaved(flat, args.repeats)
     print(f"median of {args.repeats}, interleaved; ms; counts of one gradient call")
     print("| configuration | solve | grad | ATen ops (grad) | autograd nodes (grad) |")
     print("|---|---|---|---|---|")
     for name, kinds in configs.items():
-        med = {k: 1e3 * statistics.median(v) for k, v in times[name].items()}
+        med = {k: 1e3 * Summary.of(times[(name, k)]).median for k in kinds}
         aten, nodes = counts(kinds["grad"])
         solve = f"{med['value']:.1f}" if "value" in med else "n/a"
         print(f"| {name} | {solve} | {med['grad']:.1f} | {aten} | {nodes} |")

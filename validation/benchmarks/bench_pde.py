@@ -6,7 +6,8 @@ space, ETDRK4 with h = 1/4 for ``--steps`` steps; the functional is
 backend and checkpointing choice a fresh subprocess measures
 
 * forward time and gradient time (median of ``--repeats`` steady-state calls
-  through ``simdiff.Derivatives``; JAX jit-compiled, torch eager torch.func),
+  through ``simdiff.Derivatives``, the two interleaved in a shuffled order;
+  JAX jit-compiled, torch eager torch.func),
 * the first gradient call (JAX: trace + compile + run),
 * the peak resident memory *added* by one steady-state gradient call, in a
   separate process started with ``MALLOC_MMAP_THRESHOLD_=4096`` (so freed
@@ -29,10 +30,8 @@ import argparse
 import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +63,7 @@ def one(
         torch.set_num_threads(threads)
 
     import simdiff
+    from simdiff.evidence._timing import Summary, first_call, interleaved
     from simdiff.pde import Grid, kuramoto_sivashinsky
 
     grid = Grid((n,), (32 * np.pi,))
@@ -71,22 +71,13 @@ def one(
                              checkpoint=checkpoint)  # fmt: skip
     d = simdiff.Derivatives(p, backend=backend)
     x = p.x0
-    t0 = time.perf_counter()
-    g = d.grad(x)
-    first = time.perf_counter() - t0
+    g, first = first_call(lambda: d.grad(x))
     d.value(x)
     if mode == "memory":
         return {"peak_mib": _peak_added_mib(lambda: d.grad(x))}
 
-    def timed(f):
-        out = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            f(x)
-            out.append(time.perf_counter() - t)
-        return statistics.median(out)
-
-    fwd, grd = timed(d.value), timed(d.grad)
+    t = interleaved({"value": lambda: d.value(x), "grad": lambda: d.grad(x)}, repeats)
+    fwd, grd = Summary.of(t["value"]).median, Summary.of(t["grad"]).median
     return {"backend": backend, "n": n, "checkpoint": checkpoint, "first_grad_s": first,
             "torch_threads": torch.get_num_threads(),
             "forward_s": fwd, "grad_s": grd, "ratio": grd / fwd,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +26,7 @@ import torch
 
 import problems
 import simdiff
+from simdiff.evidence._timing import Summary
 from validation.benchmarks.bench_torch import _derivatives, _timed, interleaved
 
 
@@ -59,7 +59,7 @@ def measure(name: str, rounds: int, budget: float) -> list[dict[str, Any]]:
     for kind in _derivatives(p):
         row: dict[str, Any] = {"problem": name, "derivative": kind}
         for config in ("jax", "torch", "torch_1thread"):
-            row[config] = statistics.median(times[(kind, config)])
+            row[config] = Summary.of(times[(kind, config)]).median
             row[f"{config}_rounds"] = len(times[(kind, config)])
         rows.append(row)
     return rows

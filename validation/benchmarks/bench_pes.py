@@ -37,13 +37,13 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
+
+from simdiff.evidence._timing import Summary, first_call, timed
 
 METHODS = ("jax", "torch", "fd-ad-grad", "scipy-fd", "jax-grad", "torch-grad")
 
@@ -95,20 +95,14 @@ def worker(method: str, n_atoms: int, repeats: int, out: str, threads: int | Non
         torch.set_num_threads(threads)
     fn = _runner(method, n_atoms)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
-    res = np.asarray(fn())
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        np.asarray(fn())
-        times.append(time.perf_counter() - t0)
+    res, first = first_call(lambda: np.asarray(fn()))
+    st = Summary.of([timed(lambda: np.asarray(fn())) for _ in range(repeats)])
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
     np.save(out + ".npy", res)
     with open(out, "w") as fh:
         json.dump({"method": method, "n_atoms": n_atoms, "first_s": first,
-                   "median_s": statistics.median(times), "min_s": min(times),
-                   "max_s": max(times), "peak_mb": peak / 1024.0}, fh)  # fmt: skip
+                   "median_s": st.median, "min_s": st.min,
+                   "max_s": st.max, "peak_mb": peak / 1024.0}, fh)  # fmt: skip
 
 
 def _measure(method: str, n_atoms: int, repeats: int, tmp: str, threads: int | None) -> dict:

@@ -6,7 +6,7 @@ directional derivatives along ``L_i``, ``L_i +- L_j``, ``L_i + L_j + L_k``,
 polarised; the default) and ``method="hessian-jvp"`` (one ``jvp`` of the AD
 Hessian per mode), and ``quartic_force_constants`` (semi-diagonal
 ``phi_iijj`` by Taylor mode) once.  First call (compilation included) apart,
-then the median of ``--repeats`` interleaved rounds; the largest difference
+then the median of ``--repeats`` interleaved rounds (shuffled order); the largest difference
 between the two cubic tensors relative to the largest constant.
 
     python -m validation.benchmarks.bench_pes_anharmonic --repeats 3 --threads 1
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 import numpy as np
+
+from simdiff.evidence._timing import Summary, first_call, interleaved
 
 # (catalogue name or N for an fcc cluster, number of lowest modes or None for all)
 CASES = (("lj7", None), ("lj13", None), ("lj38", 10), ("lj38", 30), (150, 10))
@@ -58,20 +58,13 @@ def measure(repeats: int, backend: str) -> list[dict]:
     rows = []
     for name, n_modes in CASES:
         label, fns = _case(name, n_modes, backend)
-        first, out, times = {}, {}, {k: [] for k in fns}
+        first, out = {}, {}
         for k, f in fns.items():
-            t0 = time.perf_counter()
-            out[k] = f()
-            first[k] = time.perf_counter() - t0
-        names = list(fns)
-        for r in range(repeats):
-            for k in names[r % len(names) :] + names[: r % len(names)]:
-                t0 = time.perf_counter()
-                fns[k]()
-                times[k].append(time.perf_counter() - t0)
+            out[k], first[k] = first_call(f)
+        times = interleaved(fns, repeats)
         a, b = out["cubic taylor"], out["cubic hessian-jvp"]
         err = float(np.abs(a - b).max() / np.abs(b).max())
-        med = {k: statistics.median(v) for k, v in times.items()}
+        med = {k: Summary.of(v).median for k, v in times.items()}
         rows.append({"case": label, "first": first, "median": med, "rel_diff": err})
         print(rows[-1], flush=True)
     return rows

@@ -3,7 +3,7 @@
 For each N (compact fcc fragments, ``problems.pes.fcc_cluster``; free clusters)
 the configurations below are built, called once (first call: compile and
 warm-up, reported apart), then timed in ``--repeats`` interleaved rounds (each
-round calls every configuration once, in rotating order) and summarised by the
+round calls every configuration once, in a shuffled order) and summarised by the
 median.  One process, one run: ratios within a size are comparable.
 
 - ``struct-jax``, ``struct-torch``: ``simdiff.hessian(p)`` on the all-pairs
@@ -48,13 +48,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 
 import numpy as np
+
+from simdiff.evidence._timing import Summary, first_call, interleaved
 
 CONFIGS = ("struct-jax", "struct-torch", "struct-cut-jax", "struct-cut-torch",
            "struct-cut-sparse", "rebuild-cut-jax", "dense-ad-jax", "ase-vib", "blocks-jax",
@@ -127,11 +127,14 @@ def _ase_vibrations(n_atoms: int) -> tuple[float, np.ndarray]:
     atoms = Atoms(f"Ar{n_atoms}", positions=fcc_cluster(n_atoms))
     atoms.calc = LennardJones(sigma=1.0, epsilon=1.0, rc=100.0)
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        vib = Vibrations(atoms, delta=0.01, nfree=2, name=f"{tmp}/vib")
-        vib.run()
-        h = vib.get_vibrations().get_hessian_2d()
-        return time.perf_counter() - t0, h
+
+        def run() -> np.ndarray:
+            vib = Vibrations(atoms, delta=0.01, nfree=2, name=f"{tmp}/vib")
+            vib.run()
+            return vib.get_vibrations().get_hessian_2d()
+
+        h, seconds = first_call(run)
+        return seconds, h
 
 
 def _dense(h: object) -> np.ndarray:
@@ -144,18 +147,13 @@ def measure(n_atoms: int, args: argparse.Namespace) -> list[dict]:
     recs: dict[str, dict] = {}
     results: dict[str, np.ndarray] = {}
     for name, fn in fns.items():
-        t0 = time.perf_counter()
-        out = fn()
-        if not name.startswith(("blocks", "zeros")):
-            results[name] = _dense(out)
-        recs[name] = {"config": name, "n_atoms": n_atoms, "first_s": time.perf_counter() - t0,
-                      "times": []}  # fmt: skip
-    names = list(fns)
-    for r in range(args.repeats):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            t0 = time.perf_counter()
-            fns[name]()
-            recs[name]["times"].append(time.perf_counter() - t0)
+        dense = not name.startswith(("blocks", "zeros"))
+        out, first = first_call(lambda fn=fn, dense=dense: _dense(fn()) if dense else fn())
+        if dense:
+            results[name] = out
+        recs[name] = {"config": name, "n_atoms": n_atoms, "first_s": first}
+    for name, ts in interleaved(fns, args.repeats).items():
+        recs[name]["times"] = ts
     if n_atoms <= args.ase_max:
         t, h = _ase_vibrations(n_atoms)
         results["ase-vib"] = h
@@ -168,8 +166,8 @@ def measure(n_atoms: int, args: argparse.Namespace) -> list[dict]:
             rec["rel_err"] = None
         else:
             rec["rel_err"] = float(np.abs(results[name] - base).max() / np.abs(base).max())
-        rec["median_s"] = statistics.median(rec["times"])
-        rec["min_s"] = min(rec["times"])
+        st = Summary.of(rec["times"])
+        rec["median_s"], rec["min_s"] = st.median, st.min
         rec["pairs"] = n_cut if "cut" in name else (None if name == "zeros-touch" else n_pairs)
         del rec["times"]
         out.append(rec)

@@ -24,12 +24,12 @@ parameters uniform within +-20 % of (1.0, 0.1, 0.075, 1.5).
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import problems
 import simdiff
+from simdiff.evidence._timing import first_call
 from simdiff.sensitivity import batched_value_and_grad, dgsm
 
 
@@ -49,23 +49,21 @@ def bench_dgsm(n: int, backends: list[str]) -> list[dict]:
     dists = p.meta["distributions"]
     rows, nus = [], {}
     for be in backends:
-        t0 = time.perf_counter()
-        r = dgsm(p, dists, n, backend=be, n_bootstrap=0, seed=1)
-        first = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        dgsm(p, dists, n, backend=be, n_bootstrap=0, seed=2)
-        warm = time.perf_counter() - t0
+        r, first = first_call(lambda be=be: dgsm(p, dists, n, backend=be, n_bootstrap=0, seed=1))
+        _, warm = first_call(lambda be=be: dgsm(p, dists, n, backend=be, n_bootstrap=0, seed=2))
         nus[len(rows)] = r.nu
         rows.append({"method": f"simdiff {be} (exact, vmap)", "evals": f"{n} value+grad",
                      "first_s": first, "warm_s": warm, "fd_err": 0.0})  # fmt: skip
     sp = _salib_problem(p)
     d = simdiff.Derivatives(p, "jax", check_finite=False)
-    for label in ("first", "warm"):
-        t0 = time.perf_counter()
-        X = finite_diff.sample(sp, n, delta=1e-2, seed=1 if label == "first" else 2)
+
+    def salib(seed: int) -> tuple[np.ndarray, dict]:
+        X = finite_diff.sample(sp, n, delta=1e-2, seed=seed)
         Y = np.concatenate([np.asarray(d.value(X[i : i + 1024])) for i in range(0, len(X), 1024)])
-        S = salib_dgsm.analyze(sp, X, Y, num_resamples=10, seed=1)
-        elapsed = time.perf_counter() - t0
+        return X, salib_dgsm.analyze(sp, X, Y, num_resamples=10, seed=1)
+
+    for label in ("first", "warm"):
+        (X, S), elapsed = first_call(lambda label=label: salib(1 if label == "first" else 2))
         if label == "first":
             first, X1, S1 = elapsed, X, S
         else:
@@ -102,9 +100,11 @@ def bench_sweep(n_points: int, chunk: int) -> list[dict]:
     def timed(label: str, **kw) -> simdiff.sensitivity.SweepResult:
         out = None
         for run in ("first", "warm"):
-            t0 = time.perf_counter()
-            out = simdiff.sweep("lv4_mean_prey", pts, ("value", "grad"), chunk_size=chunk, **kw)
-            dt = time.perf_counter() - t0
+            out, dt = first_call(
+                lambda: simdiff.sweep(
+                    "lv4_mean_prey", pts, ("value", "grad"), chunk_size=chunk, **kw
+                )
+            )
             rows.append({"setup": label, "run": run, "s": dt, "pts_per_s": n_points / dt})
         return out
 

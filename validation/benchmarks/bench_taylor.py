@@ -11,8 +11,9 @@ For every order, backend and method the script builds a fresh
 ``simdiff.Derivatives`` (so the first call includes JAX's trace and compile),
 records the first-call time, then times ``--repeats`` steady calls (once
 only for eager torch calls slower than 2 s: nested mode at high order),
-interleaving all configurations of that order round by round so that machine
-noise hits them alike; it reports the median and the interquartile range.
+interleaving all configurations of that order round by round, in a shuffled
+order, so that machine noise hits them alike; it reports the median and the
+interquartile range.
 Inputs are native arrays and ``check_finite=False``, so the time is the
 derivative itself, not conversions.  Every Taylor result is compared with the
 nested result of the same order and backend (``max_rel_diff``).
@@ -33,9 +34,7 @@ import csv
 import math
 import os
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 import problems  # noqa: E402
 import simdiff  # noqa: E402
+from simdiff.evidence._timing import Summary, first_call_cpu, interleaved  # noqa: E402
 
 N_ATOMS = 38
 
@@ -133,33 +133,27 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                         continue
                     d = simdiff.Derivatives(problem, backend, check_finite=False)
                     xn, vn = _native(backend, x), _native(backend, v)
-                    start, cpu = time.perf_counter(), time.process_time()
-                    y = _block(backend, d.derivative(order, vn, xn, method=method))
-                    first = time.perf_counter() - start
-                    first_cpu = time.process_time() - cpu
 
                     def call(d=d, xn=xn, vn=vn, m=method, b=backend, k=order):
                         return _block(b, d.derivative(k, vn, xn, method=m))
+
+                    y, first, first_cpu = first_call_cpu(call)
 
                     configs.append({"workload": wname, "backend": backend, "method": method,
                                     "order": order, "first_call_s": first,
                                     "first_call_cpu_s": first_cpu, "call": call,
                                     "slow_eager": backend == "torch" and first > 2.0,
-                                    "value": _to_numpy(y), "times": []})  # fmt: skip
-            for i in range(args.repeats):
-                for c in configs:
-                    if i and c["slow_eager"]:
-                        continue
-                    start = time.perf_counter()
-                    c["call"]()
-                    c["times"].append(time.perf_counter() - start)
-            for c in configs:
-                t = sorted(c.pop("times"))
+                                    "value": _to_numpy(y)})  # fmt: skip
+            times = interleaved(
+                {i: c["call"] for i, c in enumerate(configs)},
+                args.repeats,
+                skip=lambda i, r, cs=configs: r > 0 and cs[i]["slow_eager"],
+            )
+            for i, c in enumerate(configs):
                 c.pop("call")
                 c.pop("slow_eager")
-                c["steady_s"] = statistics.median(t)
-                q = statistics.quantiles(t, n=4) if len(t) >= 2 else [t[0]] * 3
-                c["iqr_s"] = q[2] - q[0]
+                st = Summary.of(times[i])
+                c["steady_s"], c["iqr_s"] = st.median, st.q75 - st.q25
                 ref = next((r for r in configs if r["backend"] == c["backend"]
                             and r["method"] == "nested"), None)  # fmt: skip
                 if c["method"] == "taylor" and ref is not None:

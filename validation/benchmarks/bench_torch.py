@@ -40,8 +40,6 @@ import argparse
 import json
 import math
 import os
-import random
-import statistics
 import subprocess
 import sys
 import time
@@ -56,6 +54,7 @@ import torch
 import problems
 import simdiff
 from simdiff._structure import StructuredHessian
+from simdiff.evidence import _timing
 
 
 def _derivatives(p: simdiff.Problem) -> dict[str, Any]:
@@ -74,35 +73,28 @@ def _derivatives(p: simdiff.Problem) -> dict[str, Any]:
 def interleaved(
     calls: dict[Any, Callable[[], Any]], rounds: int, budget: float
 ) -> dict[Any, list[float]]:
-    """Seconds per call of every callable, interleaved.
+    """Seconds per call of every callable, interleaved (``_timing.interleaved``).
 
-    One first call each, then ``rounds`` rounds in a seeded shuffled order; a
-    callable is timed in round ``r`` while its first call times ``r + 1`` stays
-    within ``budget`` seconds.
+    One first call each (its time is the first sample), then ``rounds`` rounds
+    in a seeded shuffled order; a callable is timed in round ``r`` while its
+    first call times ``r + 1`` stays within ``budget`` seconds.
     """
     once = {k: _timed(fn)[0] for k, fn in calls.items()}
-    times: dict[Any, list[float]] = {k: [once[k]] for k in calls}
-    keys = list(calls)
-    rng = random.Random(0)
-    for r in range(rounds):
-        rng.shuffle(keys)
-        for k in keys:
-            if once[k] * (r + 1) <= budget:
-                times[k].append(_timed(calls[k])[0])
-    return times
+    rest = _timing.interleaved(calls, rounds, skip=lambda k, r: once[k] * (r + 1) > budget)
+    return {k: [once[k], *rest[k]] for k in calls}
 
 
 def _timed(fn: Any) -> tuple[float, Any]:
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
+    """``(seconds, result)`` of one call (:func:`simdiff.evidence._timing.first_call`)."""
+    out, seconds = _timing.first_call(fn)
+    return seconds, out
 
 
 def median_ms(fn: Callable[[], Any], repeats: int, warm: bool = True) -> float:
     """Median milliseconds of ``repeats`` calls of ``fn`` (after one untimed call if ``warm``)."""
     if warm:
         fn()
-    return 1e3 * statistics.median(_timed(fn)[0] for _ in range(repeats))
+    return 1e3 * _timing.median_time(fn, repeats)
 
 
 #: Calls after which ``compile="auto"`` (told to expect many) has settled on its path:
@@ -146,7 +138,7 @@ def measure(name: str, rounds: int, budget: float, auto: bool = False) -> dict[s
         for config in ds:
             k = (kind, config)
             if k in times:
-                row[f"{config}_s"] = statistics.median(times[k])
+                row[f"{config}_s"] = _timing.Summary.of(times[k]).median
                 row[f"{config}_rounds"] = len(times[k])
             if k in errors:
                 row[f"{config}_error"] = errors[k]

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 import warnings
 
 import numpy as np
@@ -24,6 +22,7 @@ import numpy as np
 import problems
 import simdiff
 from simdiff.backends import get_backend
+from simdiff.evidence._timing import Summary, first_call
 from simdiff.sensitivity import dgsm
 
 
@@ -45,14 +44,18 @@ def main(argv: list[str] | None = None) -> None:
         for backend in ("jax", "torch"):
             compile = "auto" if backend == "torch" else False
             p = problems.get("ishigami")  # fresh problem: nothing cached
-            start = time.perf_counter()
-            r = dgsm(p, p.meta["distributions"], args.samples, backend=backend, compile=compile)
-            times.setdefault(("dgsm ishigami", backend), []).append(time.perf_counter() - start)
+            r, seconds = first_call(
+                lambda p=p, b=backend, c=compile: dgsm(
+                    p, p.meta["distributions"], args.samples, backend=b, compile=c
+                )
+            )
+            times.setdefault(("dgsm ishigami", backend), []).append(seconds)
             infos[("dgsm ishigami", backend)] = r.compile_info
             q = problems.get("lj38")
-            start = time.perf_counter()
-            s = simdiff.sweep(q, pts, backend=backend, compile=compile)
-            times.setdefault(("sweep lj38", backend), []).append(time.perf_counter() - start)
+            s, seconds = first_call(
+                lambda q=q, b=backend, c=compile: simdiff.sweep(q, pts, backend=b, compile=c)
+            )
+            times.setdefault(("sweep lj38", backend), []).append(seconds)
             infos[("sweep lj38", backend)] = s.compile_info
             if s.threads:  # the sweep's measured intra-op thread choice (torch)
                 threads.setdefault(backend, []).append(s.threads)
@@ -60,8 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     print("| task | JAX s | torch (compile='auto') s | ratio | torch path |")
     print("|---|---|---|---|---|")
     for task in ("dgsm ishigami", "sweep lj38"):
-        j = statistics.median(times[(task, "jax")])
-        t = statistics.median(times[(task, "torch")])
+        j = Summary.of(times[(task, "jax")]).median
+        t = Summary.of(times[(task, "torch")]).median
         info = infos[(task, "torch")][0]
         compile_s = info.get("compile_s", 0.0)
         detail = f"{info.get('path')}; compile {compile_s:.1f} s; {info.get('reason')}"

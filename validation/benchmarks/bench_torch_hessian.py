@@ -25,9 +25,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import random
-import statistics
-import time
 import warnings
 
 import numpy as np
@@ -36,6 +33,7 @@ import torch
 import problems
 import simdiff
 from simdiff._api import HESSIAN_METHODS, auto_hessian_method
+from simdiff.evidence._timing import Summary, first_call, interleaved
 
 DEFAULT = (
     "ishigami", "sobol_g", "rosenbrock32", "muller-brown", "lj13", "lj38",
@@ -62,33 +60,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
             compile = args.compiled and backend == "torch"
             d = simdiff.Derivatives(p, backend, check_finite=False, compile=compile)
             for m in _methods(p.n, args.fwd_fwd_max):
-                start = time.perf_counter()
-                try:
-                    h = np.asarray(d.hessian(method=m))  # builds, compiles on JAX (and torch)
+                try:  # builds, compiles on JAX (and torch)
+                    h, first[(name, backend, m)] = first_call(
+                        lambda d=d, m=m: np.asarray(d.hessian(method=m))
+                    )
                 except simdiff.UnsupportedError as exc:  # torch.compile failed (compile=True)
                     failed[(name, backend, m)] = str(exc).splitlines()[0][:160]
                     continue
-                first[(name, backend, m)] = time.perf_counter() - start
                 ref = refs.setdefault(name, h)  # JAX's first method: the reference
                 np.testing.assert_allclose(h, ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
                 calls[(name, backend, m)] = lambda d=d, m=m: d.hessian(method=m)
             print(name, backend, "built", flush=True)
-    once = {}
-    for k, fn in calls.items():
-        start = time.perf_counter()
-        fn()
-        once[k] = time.perf_counter() - start
-    times: dict[tuple, list[float]] = {k: [] for k in calls}
-    keys = list(calls)
-    rng = random.Random(0)
-    for r in range(args.rounds):
-        rng.shuffle(keys)
-        for k in keys:
-            if once[k] * r > args.budget:
-                continue
-            start = time.perf_counter()
-            calls[k]()
-            times[k].append(time.perf_counter() - start)
+    once = {k: first_call(fn)[1] for k, fn in calls.items()}
+    times = interleaved(calls, args.rounds, skip=lambda k, r: once[k] * r > args.budget)
     torch_label = "torch compiled" if args.compiled else "torch"
     print(f"load average {os.getloadavg()}, torch threads {torch.get_num_threads()}")
     print("| problem | n | m | backend | fwd-rev | rev-rev | fwd-fwd | fastest | auto |")
@@ -99,7 +83,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         m_out = math.prod(p.output_shape)
         for backend in ("jax", "torch"):
             ms = [m for m in _methods(p.n, args.fwd_fwd_max) if (name, backend, m) in times]
-            med = {m: statistics.median(times[(name, backend, m)]) for m in ms}
+            med = {m: Summary.of(times[(name, backend, m)]).median for m in ms}
             best = min(med, key=med.__getitem__)
             compiled = args.compiled and backend == "torch"
             auto = auto_hessian_method(

@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -27,6 +24,7 @@ import torch.func
 
 import problems
 import simdiff
+from simdiff.evidence._timing import Summary, interleaved
 
 
 def ishigami_torch(x: torch.Tensor) -> torch.Tensor:
@@ -80,25 +78,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
             for side, f in (("simdiff ops", via_ops), ("plain torch", hand)):
                 g = transform(f)
                 configs[(name, tname, side)] = lambda g=g, x=x: g(x)
-    times: dict[tuple, list[float]] = {k: [] for k in configs}
-    keys = list(configs)
-    for k in keys:
-        configs[k]()  # warm-up
-    rng = random.Random(0)
-    for _ in range(args.rounds):
-        rng.shuffle(keys)
-        for k in keys:
-            start = time.perf_counter()
-            configs[k]()
-            times[k].append(time.perf_counter() - start)
+    for fn in configs.values():
+        fn()  # warm-up
+    times = interleaved(configs, args.rounds)
     rows = []
     print(f"load average {os.getloadavg()}, torch threads {torch.get_num_threads()}")
     print("| problem | transform | simdiff ops ms | plain torch ms | ratio |")
     print("|---|---|---|---|---|")
     for name in cases:
         for tname in TRANSFORMS:
-            a = statistics.median(times[(name, tname, "simdiff ops")])
-            b = statistics.median(times[(name, tname, "plain torch")])
+            a = Summary.of(times[(name, tname, "simdiff ops")]).median
+            b = Summary.of(times[(name, tname, "plain torch")]).median
             rows.append({"problem": name, "transform": tname, "ops_s": a, "torch_s": b})
             print(f"| {name} | {tname} | {a * 1e3:.3f} | {b * 1e3:.3f} | {a / b:.2f} |")
     return rows

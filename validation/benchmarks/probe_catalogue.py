@@ -15,14 +15,13 @@ Run from the repository root: ``python validation/benchmarks/probe_catalogue.py`
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 import problems
 import simdiff
 from simdiff._probe import probe
 from simdiff.backends import get_backend
+from simdiff.evidence._timing import first_call
 
 
 def main() -> int:
@@ -34,14 +33,11 @@ def main() -> int:
             print(f"{name:24s} n/a (no torch context)")
             continue
         x = np.asarray(p.x0, dtype=np.float64)
-        start = time.perf_counter()
-        p.evaluate(x, backend="torch")
-        t_value = time.perf_counter() - start
+        t_value = first_call(lambda p=p, x=x: p.evaluate(x, backend="torch"))[1]
         cells = []
         try:
-            start = time.perf_counter()
-            r = probe(p, T, T.ops(), x, np.float64)
-            cost = (time.perf_counter() - start) / t_value
+            r, seconds = first_call(lambda p=p, x=x: probe(p, T, T.ops(), x, np.float64))
+            cost = seconds / t_value
             gap = np.max(np.abs(r["derivative"] - r["difference"])) / r["tolerance"]
             cells.append(f"vjp: {r['status']}, gap/tol {gap:.1e}, {cost:.1f} values")
         except simdiff.LeakError as exc:

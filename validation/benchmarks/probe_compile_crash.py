@@ -26,7 +26,8 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import time
+
+from simdiff.evidence._timing import first_call
 
 #: function:construction:batched, the cases docs/performance.md reports.
 DEFAULT_CASES = [
@@ -96,12 +97,10 @@ def _case(fn_name: str, cons: str, batched: bool) -> str:
         g = vmap(g)
     want = g(x, v)
     compiled = torch.compile(g)
-    start = time.perf_counter()
     try:
-        got = compiled(x, v)
+        got, first = first_call(lambda: compiled(x, v))
     except Exception as exc:  # a Python error: catchable
         return f"error {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
-    first = time.perf_counter() - start
     rel = float((got - want).abs().max() / want.abs().max().clamp_min(1e-300))
     return f"ok compile+first call {first:.1f} s, rel. diff {rel:.1e}"
 

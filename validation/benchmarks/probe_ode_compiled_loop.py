@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
-import time
 from typing import Any
 
 import numpy as np
 
 import problems
 import simdiff
+from simdiff.evidence._timing import Summary, first_call
 
 from .bench_torch import interleaved
 
@@ -60,19 +59,17 @@ def measure(name: str, rounds: int, budget: float) -> list[str]:
     out, compile_s, what = {}, {}, {}
     for config, loop in (("whole", False), ("loop", True)):
         d = simdiff.Derivatives(_with_mechanism(name, loop), "torch", compile=True)
-        start = time.perf_counter()
         try:
-            out[config] = call(d)
+            out[config], compile_s[config] = first_call(lambda d=d: call(d))
         except simdiff.UnsupportedError as exc:
             what[config] = f"failed: {str(exc)[:200]}"
             continue
-        compile_s[config] = time.perf_counter() - start
         what[config] = d.cache_info()[0]["compiles"]
         ds[config] = d
     for config in ("jax", "eager"):
         out[config] = call(ds[config])
     times = interleaved({k: (lambda d=d: call(d)) for k, d in ds.items()}, rounds, budget)
-    ms = {k: 1e3 * statistics.median(v[1:] or v) for k, v in times.items()}
+    ms = {k: 1e3 * Summary.of(v[1:] or v).median for k, v in times.items()}
     rel = {
         (k, ref): float(np.max(np.abs(out[k] - out[ref])) / np.max(np.abs(out[ref])))
         for k in ("whole", "loop") if k in out for ref in ("eager", "jax")

@@ -41,11 +41,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -118,6 +116,7 @@ def one_k(K: int, repeats: int, rounds: int, cpp_wrapper: bool) -> None:
     import problems
     import simdiff
     from simdiff.backends.torch import TorchOps
+    from simdiff.evidence._timing import Summary, first_call
     from validation.benchmarks.bench_torch import median_ms
 
     prob = problems.get(PROBLEM)
@@ -138,16 +137,12 @@ def one_k(K: int, repeats: int, rounds: int, cpp_wrapper: bool) -> None:
 
         return grad
 
-    start = time.perf_counter()
-    value_chunked(x0)
-    first_value = time.perf_counter() - start
+    first_value = first_call(lambda: value_chunked(x0))[1]
     counter = type(chunked)
     before = counter.calls
     value_chunked(x0)
     per_solve = counter.calls - before
-    start = time.perf_counter()
-    g_chunked = grad_of(value_chunked)()
-    first_grad = time.perf_counter() - start
+    g_chunked, first_grad = first_call(grad_of(value_chunked))
     g_eager = grad_of(value_eager)()
     D = simdiff.Derivatives(prob, "jax")
     g_jax = np.asarray(D.grad(prob.x0))
@@ -191,7 +186,7 @@ def one_k(K: int, repeats: int, rounds: int, cpp_wrapper: bool) -> None:
           f"(cold Inductor cache: compile included)")  # fmt: skip
     print(f"  chunks per solve {per_solve}; gradient vs eager torch {rel(g_chunked, g_eager):.1e}, "
           f"vs JAX {rel(g_chunked, g_jax):.1e}")  # fmt: skip
-    med = {name: statistics.median(v) for name, v in rows.items()}
+    med = {name: Summary.of(v).median for name, v in rows.items()}
     for name, ms in med.items():
         print(f"  {name:22s} {ms:9.3f} ms  (rounds: {', '.join(f'{v:.3f}' for v in rows[name])})")
     for kind in ("value", "grad"):

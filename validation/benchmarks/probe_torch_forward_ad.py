@@ -18,12 +18,12 @@ torch rules avoid forward-over-reverse where reverse-over-reverse will do
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
 import torch._prims_common as prims_common
+
+from simdiff.evidence._timing import median_time
 
 REPS = 200
 ROUNDS = 5
@@ -40,13 +40,9 @@ def _counting(*args: object, **kwargs: object) -> object:
 def _per_op(run: Callable[[], object]) -> tuple[float, float]:
     """(median microseconds per operation over ROUNDS, torch._refs calls per operation)."""
     run()
-    times = []
     _refs_calls[0] = 0
-    for _ in range(ROUNDS):
-        t = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - t) / REPS * 1e6)
-    return statistics.median(times), _refs_calls[0] / (ROUNDS * REPS)
+    us = median_time(run, ROUNDS) / REPS * 1e6
+    return us, _refs_calls[0] / (ROUNDS * REPS)
 
 
 def main() -> None:

@@ -29,13 +29,13 @@ exception's first line.  Last, the steady time of one value-and-gradient call
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
 import torch.autograd.forward_ad as fwAD
 from torch._higher_order_ops import scan, while_loop
+
+from simdiff.evidence._timing import median_time
 
 torch.set_default_dtype(torch.float64)
 
@@ -136,12 +136,11 @@ def verdict(got: Callable[[], object], want: object) -> str:
 
 
 def median_ms(f: Callable, a: torch.Tensor, b: torch.Tensor) -> float:
-    times = []
-    for _ in range(31):
-        start = time.perf_counter()
+    def call() -> None:
         torch.autograd.grad(f(a, b), (a, b))
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times[1:])
+
+    call()  # the first of 31 calls is left out
+    return 1e3 * median_time(call, 30)
 
 
 def main() -> None:

@@ -17,7 +17,6 @@ and checks each against simdiff's torch result (largest difference relative to t
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +27,7 @@ import torch.func as tf
 
 import problems
 import simdiff
+from simdiff.evidence._timing import Summary
 from validation.benchmarks.bench_torch import interleaved
 
 
@@ -79,8 +79,8 @@ def measure(name: str, rounds: int, budget: float) -> None:
     print("\n| call | median ms | / JAX | samples |")
     print("|---|---|---|---|")
     for k, ts in times.items():
-        ms = statistics.median(ts[1:] or ts) * 1e3
-        jax_ms = statistics.median(times[k.split()[0] + " jax"][1:]) * 1e3
+        ms = Summary.of(ts[1:] or ts).median * 1e3
+        jax_ms = Summary.of(times[k.split()[0] + " jax"][1:]).median * 1e3
         print(f"| {k} | {ms:.3g} | {ms / jax_ms:.2f} | {len(ts) - 1} |")
 
 

@@ -31,9 +31,7 @@ lead's probe: every floating carry leaf gets ``0.0 * ANCHOR`` at loop entry).
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +51,7 @@ from problems.pde import (
     KS_STEPS,
     KS_T,
 )
+from simdiff.evidence._timing import Summary, first_call
 from simdiff.pde import Grid
 from simdiff.pde.etdrk import etdrk4_coefficients
 from simdiff.pde.spectral import spectral_multiplier
@@ -380,23 +379,21 @@ def main(argv: list[str] | None = None) -> None:
         print("|---|---|---|---|")
         for vname, g in variants(S, prepare, {}).items():
             x = torch.tensor(x0)
-            t0 = time.perf_counter()
             try:
-                gx = g(x).numpy()
+                gx, first[vname] = first_call(lambda g=g, x=x: g(x).numpy())
             except Exception as e:  # a probe reports every failure
                 print(f"| {vname} | failed: {type(e).__name__}: {str(e)[:160]!r} | | |")
                 continue
-            first[vname] = time.perf_counter() - t0
             print(
                 f"| {vname} | {first[vname]:.2f} | {rel(gx, g_torch):.1e} | {rel(gx, g_jax):.1e} |"
             )
             calls[vname] = lambda g=g, x=x: g(x)
         times = interleaved(calls, args.rounds, args.budget)
-        jax_ms = statistics.median(times["jax"][1:] or times["jax"]) * 1e3
+        jax_ms = Summary.of(times["jax"][1:] or times["jax"]).median * 1e3
         print("\n| variant | median ms | / JAX | samples |")
         print("|---|---|---|---|")
         for vname, ts in times.items():
-            ms = statistics.median(ts[1:] or ts) * 1e3
+            ms = Summary.of(ts[1:] or ts).median * 1e3
             print(f"| {vname} | {ms:.3g} | {ms / jax_ms:.2f} | {len(ts) - 1} |")
     print("\nuptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 

@@ -17,21 +17,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from collections.abc import Callable
 
 import torch
 
 import problems.ode as po
 import simdiff
+from simdiff.evidence._timing import timed
 
 
 def per_call(fn: Callable[[], object], repeats: int) -> float:
     fn()
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - t0) / repeats
+    return timed(fn, repeats) / repeats
 
 
 def main(argv: list[str] | None = None) -> None:

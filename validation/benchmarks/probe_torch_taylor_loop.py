@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +48,7 @@ import simdiff.ode._driver as driver
 from simdiff._tree import tree_flatten, tree_unflatten
 from simdiff.backends.taylor import TaylorArray, TaylorOps, taylor_function
 from simdiff.backends.torch import TorchOps
+from simdiff.evidence._timing import first_call
 from simdiff.ode import adjoint
 from validation.benchmarks.bench_torch import median_ms
 
@@ -140,14 +140,16 @@ def probe(name: str, order: int, cpp_wrapper: bool) -> None:
     g = taylor_function(p, TracedTorchOps(), order)
     x0 = torch.as_tensor(np.asarray(p.x0, dtype=float))
     v = torch.as_tensor(np.random.default_rng(0).standard_normal(p.n))
-    start = time.perf_counter()
-    TRACING[0] = True
-    try:
-        with torch.no_grad():
-            graph = make_fx(g, tracing_mode="real")(x0, v)
-    finally:
-        TRACING[0] = False
-    traced = time.perf_counter() - start
+
+    def trace() -> Any:
+        TRACING[0] = True
+        try:
+            with torch.no_grad():
+                return make_fx(g, tracing_mode="real")(x0, v)
+        finally:
+            TRACING[0] = False
+
+    graph, traced = first_call(trace)
 
     def run(x: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         return graph(x, d)  # type: ignore[no-any-return]
@@ -155,9 +157,7 @@ def probe(name: str, order: int, cpp_wrapper: bool) -> None:
     compiled = torch.compile(run, fullgraph=True, dynamic=False,
                              options={"cpp_wrapper": cpp_wrapper})  # fmt: skip
     with torch.no_grad():
-        start = time.perf_counter()
-        out = compiled(x0, v)
-        compile_s = time.perf_counter() - start
+        out, compile_s = first_call(lambda: compiled(x0, v))
         eager = g(x0, v)
         ms = median_ms(lambda: compiled(x0, v), 21)
         eager_ms = median_ms(lambda: g(x0, v), 5)
