@@ -106,7 +106,8 @@ class Rodas5P(RosenbrockMethod):
     jac_sparsity, linsolve
         As for :class:`~simdiff.ode.Rodas3`: the pattern of ``df/dy`` (compressed
         forward mode, one product per column colour) and how ``W`` is solved
-        (``"auto"``: its inverse below 128 states, an LU factorisation from there).
+        (``"auto"``: its inverse below 128 states, an LU factorisation from there;
+        ``"banded"``: block-tridiagonal elimination in blocks of the bandwidth).
     controller : {"pi", "i"}
         The step controller (:class:`~simdiff.ode._adaptive.AdaptiveController`):
         ``"pi"`` (default), Gustafsson's PI controller with exponents ``0.7/5``

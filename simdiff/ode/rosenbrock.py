@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import InputError, InputTypeError, SolverError, UnsupportedError
 from ._adaptive import EmbeddedPair, check_tolerances
+from ._banded import block_tridiagonal_factor
 from ._base import Rhs, SolveInfo
 from ._sparsity import JacobianSparsity, detected, resolve, sparse_rhs_jacobian
 
@@ -115,17 +116,21 @@ def rhs_jacobian(
 #: From this many states up, ``linsolve="auto"`` factorises ``W`` by LU instead of inverting it.
 LU_FROM_DIM = 128
 
-LINSOLVES = ("auto", "inverse", "lu")
+LINSOLVES = ("auto", "inverse", "lu", "banded")
 
 
-def _factor(W: Any, t: Any, h: Any, ops: Any, solver: str, lu: str) -> Callable[[Any], Any]:
+def _factor(
+    W: Any, t: Any, h: Any, ops: Any, solver: str, lu: str, bandwidth: int = 0
+) -> Callable[[Any], Any]:
     """``b -> W^-1 b`` from one factorisation of ``W``, reused by every stage of the step.
 
     ``lu="inverse"``: the inverse ``ops.linalg.solve(W, I)``, each stage one
     matrix product.  ``lu="lu"``: ``ops.lu_factor(W)``, each stage one
     ``ops.lu_solve`` (a third of the inverse's flops for the factorisation);
     ``"auto-lu"``: the same, or the inverse in a context without
-    ``lu_factor`` (the Taylor context).
+    ``lu_factor`` (the Taylor context).  ``lu="banded"``: the block Thomas
+    algorithm over blocks of size ``bandwidth``
+    (:func:`~simdiff.ode._banded.block_tridiagonal_factor`).
     A singular ``W`` in an eager context raises :class:`SolverError`.
 
     Compiled contexts (JAX) return non-finite values instead, which the
@@ -133,6 +138,8 @@ def _factor(W: Any, t: Any, h: Any, ops: Any, solver: str, lu: str) -> Callable[
     ``h -> 0``).
     """
     try:
+        if lu == "banded":
+            return block_tridiagonal_factor(W, bandwidth, ops)
         if lu != "inverse":
             try:
                 factors = ops.lu_factor(W)
@@ -174,6 +181,11 @@ class RosenbrockMethod(EmbeddedPair):
         if self.linsolve not in LINSOLVES:
             raise InputError(f"linsolve must be one of {LINSOLVES}; got {self.linsolve!r}")
         spec = self.jac_sparsity
+        if spec is None and self.linsolve == "banded":
+            raise InputError(
+                "linsolve='banded' needs the bandwidth from jac_sparsity (a pattern or "
+                "'detect'); got jac_sparsity=None"
+            )
         if spec is None:
             return
         if self.jac is not None:
@@ -217,9 +229,8 @@ class RosenbrockMethod(EmbeddedPair):
         """As :meth:`EmbeddedPair.integrate`; ``jac_sparsity="detect"`` reads the pattern found."""
         if isinstance(self.jac_sparsity, str):
             sp = detected(rhs, type(self).__name__)
-            return dataclasses.replace(self, jac_sparsity=sp).integrate(
-                rhs, y0, t0, save_at, p, ops, adjoint=adjoint, events=events
-            )
+            found = dataclasses.replace(self, jac_sparsity=sp)  # type: ignore[type-var]
+            return found.integrate(rhs, y0, t0, save_at, p, ops, adjoint=adjoint, events=events)
         return super().integrate(rhs, y0, t0, save_at, p, ops, adjoint=adjoint, events=events)
 
     def _jacobians(self, rhs: Rhs, t: Any, y: Any, p: Any, ops: Any) -> tuple[Any, Any]:
@@ -238,11 +249,19 @@ class RosenbrockMethod(EmbeddedPair):
         ft = ops.zeros_like(y) if self.dfdt is None else self.dfdt(t, y, p, ops)
         return self.jac(t, y, p, ops), ft
 
-    def _linsolve(self, dim: int) -> str:
-        """``"inverse"``, ``"lu"`` or ``"auto-lu"`` (LU where the context has it) for ``dim``."""
+    def _linsolve(self, dim: int) -> tuple[str, int]:
+        """``("inverse" | "lu" | "auto-lu" | "banded", bandwidth)`` for ``dim`` states.
+
+        ``"auto"``: LU from :data:`LU_FROM_DIM` states (where the context has
+        it), else the inverse.  It never picks ``"banded"``: on JAX its
+        unrolled block loop compiled for minutes and ran slower than the dense
+        LU at 2,048 states (``docs/ode.md``).
+        """
+        sp = self.jac_sparsity
+        band = max(sp.lower, sp.upper) if isinstance(sp, JacobianSparsity) else 0
         if self.linsolve == "auto":
-            return "auto-lu" if dim >= LU_FROM_DIM else "inverse"
-        return self.linsolve
+            return ("auto-lu" if dim >= LU_FROM_DIM else "inverse"), band
+        return self.linsolve, band
 
     def stages(self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any) -> tuple[Any, list[Any]]:
         """``(y_new, [K_1, ..., K_s])`` of one step.
@@ -256,7 +275,8 @@ class RosenbrockMethod(EmbeddedPair):
         g = tab.gamma
         hg = h * g
         dim = int(y.shape[0])
-        solve_w = _factor(ops.eye(dim) - hg * J, t, h, ops, self.name, self._linsolve(dim))
+        how, band = self._linsolve(dim)
+        solve_w = _factor(ops.eye(dim) - hg * J, t, h, ops, self.name, how, band)
         ks: list[Any] = []
         yi = y
         fi = None
@@ -335,11 +355,14 @@ class Rodas3(RosenbrockMethod):
         finite-difference product; ``"detect"`` finds it from
         finite-difference Jacobians at ``y0`` and three random nearby points
         (a heuristic: :func:`~simdiff.ode.detect_sparsity`).  Not with ``jac``.
-    linsolve : {"auto", "inverse", "lu"}
+    linsolve : {"auto", "inverse", "lu", "banded"}
         How ``W = I - h gamma J`` is solved each step: ``"inverse"``, one
         inverse applied to every stage by a matrix product; ``"lu"``, one LU
         factorisation and a triangular solve per stage (``ops.lu_factor``);
-        ``"auto"`` (default), the inverse below 128 states and LU from there.
+        ``"banded"`` (needs ``jac_sparsity``), block-tridiagonal elimination
+        in blocks of the pattern's bandwidth (:mod:`simdiff.ode._banded`, no
+        pivoting between blocks); ``"auto"`` (default): the inverse below 128
+        states and LU from there.
 
     Notes
     -----
