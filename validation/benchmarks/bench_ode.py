@@ -690,6 +690,7 @@ def brusselator2d(t1: float, rtol: float, repeats: int, torch_too: bool,
         first[name], g = timed(d.grad)
         grads[name] = _np(g)
         errs[name] = abs(float(d.value()) - ref) / abs(ref)
+        print(f"- {name}: first gradient call {first[name]:.1f} s", flush=True)
     ts: dict[str, list[float]] = {name: [] for name in configs}
     for _ in range(repeats):
         for name, d in configs.items():
