@@ -122,6 +122,8 @@ class Ops(Protocol):
     def eager(self) -> bool: ...
     def concrete(self, x: Array, /) -> Any: ...
     def jacfwd(self, fn: Callable[..., Array], /) -> Callable[..., Array]: ...
+    def lu_factor(self, a: Array, /) -> Any: ...
+    def lu_solve(self, lu: Any, b: Array, /) -> Array: ...
     def errstate(self) -> AbstractContextManager[Any]: ...
     def forward_only(self, x: Array, message: str, /) -> Array: ...
 
@@ -250,7 +252,7 @@ class Ops(Protocol):
 #: ``forward_only(x, message)`` is ``x``, forward-mode derivatives pass through it, and
 #: reverse mode through it raises ``UnsupportedError(message)`` (identity where a
 #: context has no reverse mode).
-CAPABILITIES = ("eager", "concrete", "jacfwd", "errstate", "forward_only")
+CAPABILITIES = ("eager", "concrete", "jacfwd", "lu_factor", "lu_solve", "errstate", "forward_only")
 
 
 class OpsBase:
@@ -299,6 +301,20 @@ class OpsBase:
             f"ops.jacfwd is not available in the {self.name!r} context; pass an analytic "
             "Jacobian instead"
         )
+
+    def lu_factor(self, a: Array) -> Any:
+        """The pivoted LU factorisation of a square ``a`` (an opaque value for :meth:`lu_solve`).
+
+        Differentiable to every order where the context has AD (a stiff
+        solver factorises ``W = I - h gamma J`` once a step and solves each
+        stage with it).  A singular ``a`` gives non-finite solutions (JAX) or
+        raises (numpy: ``LinAlgError``-type ``ValueError``; torch: ``RuntimeError``).
+        """
+        raise UnsupportedError(f"ops.lu_factor is not available in the {self.name!r} context")
+
+    def lu_solve(self, lu: Any, b: Array) -> Array:
+        """``a^-1 b`` from ``lu = lu_factor(a)``; ``b`` of shape ``(n,)`` or ``(n, k)``."""
+        raise UnsupportedError(f"ops.lu_solve is not available in the {self.name!r} context")
 
     def forward_only(self, x: Array, message: str) -> Array:
         """``x``, marked so that reverse mode through it raises ``UnsupportedError(message)``.

@@ -13,6 +13,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import jax.scipy.linalg
 import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
@@ -143,6 +144,16 @@ class JaxOps(XPOps):
     def jacfwd(fn: Callable[..., Any]) -> Callable[..., Any]:
         """``jax.jacfwd`` in the first argument, ``d fn(z, *consts) / dz``, inside a solver."""
         return jax.jacfwd(fn, argnums=0)
+
+    @staticmethod
+    def lu_factor(a: Any) -> Any:
+        """``jax.scipy.linalg.lu_factor`` (a singular ``a`` gives non-finite solutions)."""
+        return jax.scipy.linalg.lu_factor(a)
+
+    @staticmethod
+    def lu_solve(lu: Any, b: Any) -> Any:
+        """``jax.scipy.linalg.lu_solve``."""
+        return jax.scipy.linalg.lu_solve(lu, b)
 
     @staticmethod
     def concrete(x: Any) -> Any:

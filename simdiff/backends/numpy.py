@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
+import scipy.linalg
 
 from ..errors import UnsupportedError
 from ._base import Backend, LoopOps
@@ -43,6 +44,19 @@ class NumpyOps(XPOps, LoopOps):
     def errstate(self) -> AbstractContextManager[Any]:
         """``numpy.errstate(all="ignore")``: no overflow/invalid warnings inside the block."""
         return np.errstate(all="ignore")
+
+    @staticmethod
+    def lu_factor(a: Any) -> Any:
+        """``scipy.linalg.lu_factor``; a singular ``a`` raises ``numpy.linalg.LinAlgError``."""
+        lu, piv = scipy.linalg.lu_factor(a, check_finite=False)
+        if not np.all(np.isfinite(lu)) or np.any(np.diag(lu) == 0):
+            raise np.linalg.LinAlgError("singular matrix (a zero pivot in its LU factorisation)")
+        return lu, piv
+
+    @staticmethod
+    def lu_solve(lu: Any, b: Any) -> Any:
+        """``scipy.linalg.lu_solve``."""
+        return scipy.linalg.lu_solve(lu, b, check_finite=False)
 
     def jacfwd(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``d fn(z, *consts) / dz`` by central differences (numpy has no AD).

@@ -564,6 +564,25 @@ class TorchOps(LoopOps):
         return _ForwardOnly.apply(x, message)
 
     @staticmethod
+    def lu_factor(a: Any) -> Any:
+        """``torch.linalg.lu_factor`` (a singular ``a`` raises a ``RuntimeError``).
+
+        Its derivatives nest correctly to second order (unlike
+        ``torch.linalg.solve``'s, see :func:`solve`); the reverse pass unpacks
+        the factors with ``triu``/``tril``, an intra-op parallel region that
+        costs tens of milliseconds a call on a loaded machine, so it pays
+        only for large matrices (``docs/ode.md``).
+        """
+        return torch.linalg.lu_factor(a)
+
+    @staticmethod
+    def lu_solve(lu: Any, b: Any) -> Any:
+        """``torch.linalg.lu_solve``; a vector ``b`` of shape ``(n,)`` is allowed."""
+        vec = b.ndim == 1
+        x = torch.linalg.lu_solve(lu[0], lu[1], b.unsqueeze(-1) if vec else b)
+        return x.squeeze(-1) if vec else x
+
+    @staticmethod
     def jacfwd(fn: Callable[..., Any]) -> Callable[..., Any]:
         """Forward-mode Jacobian ``d fn(z, *consts) / dz``, usable inside a solver.
 

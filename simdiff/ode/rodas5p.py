@@ -103,6 +103,11 @@ class Rodas5P(RosenbrockMethod):
     jac, dfdt : callable, optional
         As for :class:`~simdiff.ode.Rodas3`: ``df/dy`` (and ``df/dt``) by hand;
         default forward-mode AD of ``rhs``.
+    jac_sparsity, linsolve
+        As for :class:`~simdiff.ode.Rodas3`: the pattern of ``df/dy`` (compressed
+        forward mode, one product per column colour) and how ``W`` is solved
+        (``"auto"``: its inverse below 128 states, an LU factorisation from there;
+        ``"banded"``: block-tridiagonal elimination in blocks of the bandwidth).
     controller : {"pi", "i"}
         The step controller (:class:`~simdiff.ode._adaptive.AdaptiveController`):
         ``"pi"`` (default), Gustafsson's PI controller with exponents ``0.7/5``
@@ -149,6 +154,8 @@ class Rodas5P(RosenbrockMethod):
     h0: float | None = None
     jac: Jac | None = None
     dfdt: Jac | None = None
+    jac_sparsity: Any = None
+    linsolve: str = "auto"
     controller: str = "pi"
     name = "rodas5p"
     order = 5

@@ -20,13 +20,18 @@ the one factorisation per stage a solve per stage would make).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputTypeError, UnsupportedError
+import numpy as np
+
+from ..errors import InputError, InputTypeError, UnsupportedError
 from ._adaptive import EmbeddedPair, check_tolerances
-from ._base import Rhs
+from ._banded import block_tridiagonal_factor
+from ._base import Rhs, SolveInfo
+from ._sparsity import JacobianSparsity, detected, resolve, sparse_rhs_jacobian
 
 __all__ = ["Rodas3", "RosenbrockMethod", "RosenbrockTableau", "rhs_jacobian"]
 
@@ -108,10 +113,25 @@ def rhs_jacobian(
     return jz[:, 1:], jz[:, 0]
 
 
-def _inverse(W: Any, t: Any, h: Any, ops: Any, solver: str) -> Any:
-    """``W^-1`` (one factorisation of ``W``, reused by every stage of the step).
+#: From this many states up, ``linsolve="auto"`` factorises ``W`` by LU instead of inverting it.
+LU_FROM_DIM = 128
 
-    A singular ``W`` gives a non-finite inverse in every context: compiled
+LINSOLVES = ("auto", "inverse", "lu", "banded")
+
+
+def _factor(
+    W: Any, t: Any, h: Any, ops: Any, solver: str, lu: str, bandwidth: int = 0
+) -> Callable[[Any], Any]:
+    """``b -> W^-1 b`` from one factorisation of ``W``, reused by every stage of the step.
+
+    ``lu="inverse"``: the inverse ``ops.linalg.solve(W, I)``, each stage one
+    matrix product.  ``lu="lu"``: ``ops.lu_factor(W)``, each stage one
+    ``ops.lu_solve`` (a third of the inverse's flops for the factorisation);
+    ``"auto-lu"``: the same, or the inverse in a context without
+    ``lu_factor`` (the Taylor context).  ``lu="banded"``: the block Thomas
+    algorithm over blocks of size ``bandwidth``
+    (:func:`~simdiff.ode._banded.block_tridiagonal_factor`).
+    A singular ``W`` gives a non-finite operator in every context: compiled
     contexts (JAX) return one, eager ones (numpy, torch), whose solvers raise
     instead, return NaN.  The step's error estimate is then not finite and
     the controller rejects it and retries with a shorter step (``W -> I`` as
@@ -121,24 +141,38 @@ def _inverse(W: Any, t: Any, h: Any, ops: Any, solver: str) -> Any:
     the solve with status 2: :class:`SolverError` naming the time and the
     steps taken (``t`` and ``h`` are the step's, unused here).
     """
-    eye = ops.eye(int(W.shape[0]))
     try:
-        return ops.linalg.solve(W, eye)
+        if lu == "banded":
+            return block_tridiagonal_factor(W, bandwidth, ops)
+        if lu != "inverse":
+            try:
+                factors = ops.lu_factor(W)
+                return lambda b: ops.lu_solve(factors, b)
+            except UnsupportedError:
+                if lu == "lu":
+                    raise
+        W_inv = ops.linalg.solve(W, ops.eye(int(W.shape[0])))
+        return lambda b: ops.matmul(W_inv, b)
+    except UnsupportedError:  # lu="lu" where the context has no LU factorisation
+        raise
     except (RuntimeError, ValueError):  # numpy's LinAlgError, torch's _LinAlgError
-        return eye * float("nan")
+        nan = ops.eye(int(W.shape[0])) * float("nan")
+        return lambda b: ops.matmul(nan, b)
 
 
 class RosenbrockMethod(EmbeddedPair):
     """An adaptive Rosenbrock method given by a :class:`RosenbrockTableau`.
 
     Subclasses are frozen dataclasses with the fields ``rtol``, ``atol``,
-    ``max_steps``, ``h0``, ``jac``, ``dfdt`` and set ``tableau``, ``name``,
-    ``order`` and ``error_order``.
+    ``max_steps``, ``h0``, ``jac``, ``dfdt``, ``jac_sparsity``, ``linsolve``
+    and set ``tableau``, ``name``, ``order`` and ``error_order``.
     """
 
     tableau: RosenbrockTableau
     jac: Jac | None
     dfdt: Jac | None
+    jac_sparsity: Any
+    linsolve: str
     stiff = True
 
     def __post_init__(self) -> None:
@@ -146,12 +180,90 @@ class RosenbrockMethod(EmbeddedPair):
         for what, f in (("jac", self.jac), ("dfdt", self.dfdt)):
             if f is not None and not callable(f):
                 raise InputTypeError(f"{what} must be callable {what}(t, y, p, ops); got {f!r}")
+        if self.linsolve not in LINSOLVES:
+            raise InputError(f"linsolve must be one of {LINSOLVES}; got {self.linsolve!r}")
+        spec = self.jac_sparsity
+        if spec is None and self.linsolve == "banded":
+            raise InputError(
+                "linsolve='banded' needs the bandwidth from jac_sparsity (a pattern or "
+                "'detect'); got jac_sparsity=None"
+            )
+        if spec is None:
+            return
+        if self.jac is not None:
+            raise InputError(
+                "jac_sparsity compresses the AD Jacobian; it cannot be combined with an "
+                "analytic jac= (give one of them)"
+            )
+        if isinstance(spec, str):
+            if spec != "detect":
+                raise InputError(
+                    f"jac_sparsity must be a (dim, dim) pattern or 'detect'; got {spec!r}"
+                )
+            return
+        object.__setattr__(self, "jac_sparsity", JacobianSparsity.from_pattern(spec))
+
+    def check(self, rhs: Rhs, y0: np.ndarray, t0: float, save_at: np.ndarray, p: Any) -> None:
+        """With ``jac_sparsity``: detect the pattern, or check the given one at ``(t0, y0)``.
+
+        A given pattern must have shape ``(dim, dim)`` and must not visibly
+        miss a nonzero of ``df/dy`` (:func:`~simdiff.ode._sparsity.check_pattern`,
+        ``2 (n_colours + 1)`` right-hand sides); either failure raises naming
+        ``jac_sparsity``.
+        """
+        if self.jac_sparsity is not None:
+            resolve(
+                self.jac_sparsity, rhs, float(t0), np.asarray(y0, dtype=np.float64),
+                np.asarray(p, dtype=np.float64), type(self).__name__,
+            )  # fmt: skip
+
+    def integrate(
+        self,
+        rhs: Rhs,
+        y0: Any,
+        t0: float,
+        save_at: np.ndarray,
+        p: Any,
+        ops: Any,
+        adjoint: Any = None,
+        events: Any = None,
+    ) -> tuple[Any, SolveInfo]:
+        """As :meth:`EmbeddedPair.integrate`; ``jac_sparsity="detect"`` reads the pattern found."""
+        if isinstance(self.jac_sparsity, str):
+            sp = detected(rhs, type(self).__name__)
+            found = dataclasses.replace(self, jac_sparsity=sp)  # type: ignore[type-var]
+            return found.integrate(rhs, y0, t0, save_at, p, ops, adjoint=adjoint, events=events)
+        return super().integrate(rhs, y0, t0, save_at, p, ops, adjoint=adjoint, events=events)
 
     def _jacobians(self, rhs: Rhs, t: Any, y: Any, p: Any, ops: Any) -> tuple[Any, Any]:
+        if isinstance(self.jac_sparsity, JacobianSparsity):
+            if self.jac_sparsity.dim != int(y.shape[0]):
+                n = int(y.shape[0])
+                raise InputError(
+                    f"jac_sparsity must have shape ({n}, {n}) for this {n}-state problem; got "
+                    f"shape ({self.jac_sparsity.dim}, {self.jac_sparsity.dim})"
+                )
+            return sparse_rhs_jacobian(
+                rhs, t, y, p, ops, self.jac_sparsity, solver=type(self).__name__
+            )
         if self.jac is None:
             return rhs_jacobian(rhs, t, y, p, ops, solver=type(self).__name__)
         ft = ops.zeros_like(y) if self.dfdt is None else self.dfdt(t, y, p, ops)
         return self.jac(t, y, p, ops), ft
+
+    def _linsolve(self, dim: int) -> tuple[str, int]:
+        """``("inverse" | "lu" | "auto-lu" | "banded", bandwidth)`` for ``dim`` states.
+
+        ``"auto"``: LU from :data:`LU_FROM_DIM` states (where the context has
+        it), else the inverse.  It never picks ``"banded"``: on JAX its
+        unrolled block loop compiled for minutes and ran slower than the dense
+        LU at 2,048 states (``docs/ode.md``).
+        """
+        sp = self.jac_sparsity
+        band = max(sp.lower, sp.upper) if isinstance(sp, JacobianSparsity) else 0
+        if self.linsolve == "auto":
+            return ("auto-lu" if dim >= LU_FROM_DIM else "inverse"), band
+        return self.linsolve, band
 
     def stages(self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, ops: Any) -> tuple[Any, list[Any]]:
         """``(y_new, [K_1, ..., K_s])`` of one step.
@@ -164,7 +276,9 @@ class RosenbrockMethod(EmbeddedPair):
         J, ft = self._jacobians(rhs, t, y, p, ops)
         g = tab.gamma
         hg = h * g
-        W_inv = _inverse(ops.eye(int(y.shape[0])) - hg * J, t, h, ops, self.name)
+        dim = int(y.shape[0])
+        how, band = self._linsolve(dim)
+        solve_w = _factor(ops.eye(dim) - hg * J, t, h, ops, self.name, how, band)
         ks: list[Any] = []
         yi = y
         fi = None
@@ -184,7 +298,7 @@ class RosenbrockMethod(EmbeddedPair):
                     b = b + (g * cij) * kj
             if tab.d[i] != 0.0:
                 b = b + (g * tab.d[i]) * (h * h) * ft
-            ks.append(ops.matmul(W_inv, b))
+            ks.append(solve_w(b))
         if tab.solution_increments():
             y_new = yi + ks[-1]
         else:
@@ -235,6 +349,22 @@ class Rodas3(RosenbrockMethod):
         right-hand side is taken to be autonomous unless ``dfdt`` is given.
     dfdt : callable, optional
         ``dfdt(t, y, p, ops) -> (dim,)`` array, used with ``jac``.
+    jac_sparsity : (dim, dim) bool array, scipy.sparse matrix or "detect", optional
+        The nonzero pattern of ``df/dy``, as SciPy's ``solve_ivp(jac_sparsity=)``:
+        ``J`` is then computed by compressed forward mode, one product per
+        column colour (:mod:`simdiff.ode._sparsity`), and is exact on the
+        pattern.  A given pattern is checked at construction against a
+        finite-difference product; ``"detect"`` finds it from
+        finite-difference Jacobians at ``y0`` and three random nearby points
+        (a heuristic: :func:`~simdiff.ode.detect_sparsity`).  Not with ``jac``.
+    linsolve : {"auto", "inverse", "lu", "banded"}
+        How ``W = I - h gamma J`` is solved each step: ``"inverse"``, one
+        inverse applied to every stage by a matrix product; ``"lu"``, one LU
+        factorisation and a triangular solve per stage (``ops.lu_factor``);
+        ``"banded"`` (needs ``jac_sparsity``), block-tridiagonal elimination
+        in blocks of the pattern's bandwidth (:mod:`simdiff.ode._banded`, no
+        pivoting between blocks); ``"auto"`` (default): the inverse below 128
+        states and LU from there.
 
     Notes
     -----
@@ -272,6 +402,8 @@ class Rodas3(RosenbrockMethod):
     h0: float | None = None
     jac: Jac | None = None
     dfdt: Jac | None = None
+    jac_sparsity: Any = None
+    linsolve: str = "auto"
     name = "rodas3"
     order = 3
     error_order = 2

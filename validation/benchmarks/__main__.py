@@ -197,6 +197,16 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "bench_ode_hires_gradient.txt", "bench_ode", ("--problem", "hires", "--repeats", "3")
     ),
+    Benchmark(
+        "bench_ode_brusselator2d.txt",
+        "bench_ode",
+        ("--problem", "brusselator2d", "--bruss-t1", "0.1", "--repeats", "3", "--bruss-torch"),
+    ),
+    Benchmark(
+        "probe_ode_linsolve.txt",
+        "probe_ode_linsolve",
+        ("--dim", "2048", "--band", "64", "--repeats", "3"),
+    ),
     Benchmark("bench_ode_events_gradient.txt", "bench_ode_events", ("--repeats", "15")),
     Benchmark("check_bouncing_ball_drag.txt", "simdiff.cli", ("check", "bouncing_ball_drag")),
     # docs/pes.md

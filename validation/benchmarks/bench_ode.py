@@ -47,6 +47,16 @@ Kvaerno5 (through :func:`simdiff.ode.diffrax_problem`); gradient time
 later call, value error against the test set's reference solution and
 gradient error against Radau-integrated sensitivity equations (rtol 1e-11).
 
+``--problem brusselator2d``: the 2-D Brusselator with diffusion (Hairer &
+Wanner), a 32 x 32 grid (2,048 states, u and v interleaved, no-flux
+boundaries, 5-point Laplacian), A = 1, B = 3.4, alpha = 0.002, the gradient of
+the mean of u at T with respect to (A, B, alpha): simdiff Rodas5P with
+``jac_sparsity`` (compressed forward mode) and an LU solve of W per step
+against diffrax Kvaerno5 (dense Jacobian) at the same rtol; gradient time
+(median, interleaved), first call, value error against SciPy's Radau (rtol
+1e-10, with the same sparsity pattern) and the gradients' relative
+difference.  ``--bruss-torch`` adds one timed simdiff-torch gradient.
+
 ``--problem all``: long, catalogue, robertson, hires and memory, one after the other.
 
     python -m validation.benchmarks.bench_ode --problem all --repeats 7
@@ -67,6 +77,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.integrate
 import scipy.linalg
+import scipy.sparse
 import torch
 
 import problems
@@ -539,6 +550,126 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
             "rss_later_mb": rss_later, "errors": errs}  # fmt: skip
 
 
+# --------------------------------------------------------------------------- 2-D Brusselator
+
+BRUSS_N = 32
+BRUSS_P = np.array([1.0, 3.4, 0.002])  # A, B, alpha
+
+
+def bruss2d_rhs(t: Any, y: Any, p: Any, ops: Any) -> Any:
+    """The 2-D Brusselator on an n x n cell grid of [0, 1]^2, states (u, v) interleaved per cell.
+
+    ``u' = A + u^2 v - (B + 1) u + alpha lap(u)``, ``v' = B u - u^2 v + alpha lap(v)``,
+    ``lap`` the 5-point Laplacian with no-flux (mirrored) boundaries.
+    """
+    n = math.isqrt(int(y.shape[0]) // 2)
+    z = ops.reshape(y, (n, n, 2))
+    zp = ops.concat([z[:1], z, z[-1:]], axis=0)
+    zp = ops.concat([zp[:, :1], zp, zp[:, -1:]], axis=1)
+    lap = (zp[2:, 1:-1] + zp[:-2, 1:-1] + zp[1:-1, 2:] + zp[1:-1, :-2] - 4.0 * z) * float(n * n)
+    u, v = z[..., 0], z[..., 1]
+    uuv = u * u * v
+    du = p[0] + uuv - (p[1] + 1.0) * u + p[2] * lap[..., 0]
+    dv = p[1] * u - uuv + p[2] * lap[..., 1]
+    return ops.reshape(ops.stack([du, dv], axis=-1), (-1,))
+
+
+def bruss2d_y0(n: int = BRUSS_N) -> np.ndarray:
+    x = (np.arange(n) + 0.5) / n
+    X, Y = np.meshgrid(x, x, indexing="ij")
+    u = 22.0 * Y * (1.0 - Y) ** 1.5
+    v = 27.0 * X * (1.0 - X) ** 1.5
+    return np.stack([u, v], axis=-1).reshape(-1)
+
+
+def bruss2d_pattern(n: int = BRUSS_N) -> np.ndarray:
+    """The exact pattern of ``df/dy``: each cell's two species, and each species' 4 neighbours."""
+    idx = np.arange(n * n).reshape(n, n)
+    m = np.zeros((2 * n * n, 2 * n * n), dtype=bool)
+    for di, dj in ((0, 0), (1, 0), (-1, 0), (0, 1), (0, -1)):
+        a = idx[max(0, -di) : n - max(0, di), max(0, -dj) : n - max(0, dj)].ravel()
+        b = idx[max(0, di) : n + min(0, di), max(0, dj) : n + min(0, dj)].ravel()
+        for s in (0, 1):
+            m[2 * a + s, 2 * b + s] = True
+    cells = np.arange(n * n)
+    m[2 * cells, 2 * cells + 1] = m[2 * cells + 1, 2 * cells] = True
+    return m
+
+
+def bruss2d_problem(t1: float, rtol: float, n: int = BRUSS_N, solver: str = "rodas5p",
+                    linsolve: str = "lu") -> ODEProblem:  # fmt: skip
+    """The mean of u at ``t1`` as a function of (A, B, alpha)."""
+    p = ODEProblem(
+        bruss2d_rhs, bruss2d_y0(n), (0.0, t1), BRUSS_P, save_at=np.array([t1]),
+        observable=lambda ys, ops: ops.mean(ys[-1, 0::2]),
+        solver=Rodas5P(rtol=rtol, atol=1e-3 * rtol, max_steps=10_000,
+                       jac_sparsity=bruss2d_pattern(n), linsolve=linsolve),
+        name=f"brusselator2d_{n}x{n}",
+    )  # fmt: skip
+    if solver == "kvaerno5":
+        return diffrax_problem(p, "grad", solver="kvaerno5")
+    return p
+
+
+def bruss2d_reference(t1: float, n: int = BRUSS_N) -> float:
+    """The mean of u at ``t1`` by SciPy's Radau at rtol 1e-10 with the exact sparsity pattern."""
+    ops = simdiff.backends.get_ops("numpy")
+    sol = scipy.integrate.solve_ivp(
+        lambda t, y: np.asarray(bruss2d_rhs(t, y, BRUSS_P, ops)), (0.0, t1), bruss2d_y0(n),
+        method="Radau", rtol=1e-10, atol=1e-13,
+        jac_sparsity=scipy.sparse.csr_matrix(bruss2d_pattern(n)),
+    )  # fmt: skip
+    return float(sol.y[0::2, -1].mean())
+
+
+def brusselator2d(t1: float, rtol: float, repeats: int, torch_too: bool,
+                  n: int = BRUSS_N) -> dict:  # fmt: skip
+    """simdiff-jax Rodas5P (sparse J, LU) against diffrax Kvaerno5 on the 2-D Brusselator."""
+    ref = bruss2d_reference(t1, n)
+    configs: dict[str, Any] = {
+        "simdiff-jax Rodas5P, jac_sparsity, LU": simdiff.Derivatives(
+            bruss2d_problem(t1, rtol, n), backend="jax"),
+        "diffrax Kvaerno5": simdiff.Derivatives(
+            bruss2d_problem(t1, rtol, n, solver="kvaerno5"), backend="jax"),
+    }  # fmt: skip
+    first: dict[str, float] = {}
+    grads: dict[str, np.ndarray] = {}
+    errs: dict[str, float] = {}
+    for name, d in configs.items():
+        first[name], g = timed(d.grad)
+        grads[name] = _np(g)
+        errs[name] = abs(float(d.value()) - ref) / abs(ref)
+        print(f"- {name}: first gradient call {first[name]:.1f} s", flush=True)
+    ts: dict[str, list[float]] = {name: [] for name in configs}
+    for _ in range(repeats):
+        for name, d in configs.items():
+            ts[name].append(timed(d.grad)[0])
+    med = {name: statistics.median(t) for name, t in ts.items()}
+    base = med["diffrax Kvaerno5"]
+    g_ref = grads["diffrax Kvaerno5"]
+    steps = bruss2d_problem(t1, rtol, n).solve_info(backend="jax")
+    print(f"2-D Brusselator {n}x{n} ({2 * n * n} states), gradient of mean u({t1:g}) in "
+          f"(A, B, alpha), rtol {rtol:g}, atol {1e-3 * rtol:g}; median of {repeats}, "
+          f"interleaved; Rodas5P: {int(steps['n_accepted'])} accepted steps")  # fmt: skip
+    print("| configuration | grad (s) | vs diffrax Kvaerno5 | first call (s) "
+          "| mean u(T) rel. error vs Radau 1e-10 | grad rel. diff. vs Kvaerno5 |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for name in configs:
+        print(f"| {name} | {med[name]:.2f} | {med[name] / base:.2f}x | {first[name]:.1f} "
+              f"| {errs[name]:.1e} | {_rel(grads[name], g_ref):.1e} |")  # fmt: skip
+    out: dict[str, Any] = {"median_s": med, "first_s": first, "errors": errs}
+    if torch_too:
+        d = simdiff.Derivatives(bruss2d_problem(t1, rtol, n), backend="torch")
+        t_first, g = timed(d.grad)
+        t_second, _ = timed(d.grad)
+        print(f"| simdiff-torch Rodas5P, jac_sparsity, LU (two calls) | {t_second:.2f} "
+              f"| {t_second / base:.2f}x | {t_first:.1f} | "
+              f"{abs(float(d.value()) - ref) / abs(ref):.1e} | {_rel(g, g_ref):.1e} |")  # fmt: skip
+        out["torch_s"] = t_second
+    print(f"- gradient (simdiff-jax): {np.array2string(grads[next(iter(configs))])}")
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -553,7 +684,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="instead: simdiff-jax solve and gradient times for these max_steps",
     )
     parser.add_argument("--problem", default="long",
-                        choices=["long", "catalogue", "memory", "robertson", "hires", "all"],
+                        choices=["long", "catalogue", "memory", "robertson", "hires",
+                                 "brusselator2d", "all"],
                         help="long: issue 11's 100-time misfit on [0, 10]; catalogue: "
                         "lotka_volterra_fit; memory: reverse-mode memory against steps; "
                         "robertson: stiff, to t = 1e5; hires: the stiff test-set "
@@ -566,6 +698,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rtols-diffrax", type=float, nargs="*", default=[1e-5, 1e-6, 1e-7],
                         help="robertson: diffrax Kvaerno5's tolerances")  # fmt: skip
     parser.add_argument("--hires-rtol", type=float, default=1e-9, help="hires: the tolerance")
+    parser.add_argument("--bruss-t1", type=float, default=1.0,
+                        help="brusselator2d: the end time")  # fmt: skip
+    parser.add_argument("--bruss-rtol", type=float, default=1e-6,
+                        help="brusselator2d: the tolerance")  # fmt: skip
+    parser.add_argument("--bruss-n", type=int, default=BRUSS_N,
+                        help="brusselator2d: the grid size (2 n^2 states)")  # fmt: skip
+    parser.add_argument("--bruss-torch", action="store_true",
+                        help="brusselator2d: also time simdiff-torch once")  # fmt: skip
     parser.add_argument("--hires-backends", nargs="*", default=["jax", "torch"],
                         help="hires: simdiff's backends")  # fmt: skip
     args = parser.parse_args(argv)
@@ -589,6 +729,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             out[what] = robertson(args.rtols, args.rtols_diffrax, args.repeats)
         elif what == "hires":
             out[what] = hires(args.hires_rtol, args.repeats, tuple(args.hires_backends))
+        elif what == "brusselator2d":
+            out[what] = brusselator2d(args.bruss_t1, args.bruss_rtol, args.repeats,
+                                      args.bruss_torch, args.bruss_n)  # fmt: skip
         else:
             out[what] = memory(args.steps, args.repeats)
         print(f"load: {os.getloadavg()}")
