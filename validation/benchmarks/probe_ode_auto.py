@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 import problems
+from simdiff.evidence._timing import median_time
 from simdiff.ode import ODEProblem, Rodas3, Rodas5P
 from simdiff.ode.auto import LOOSE_RTOL
 
@@ -41,12 +40,7 @@ def _auto(name: str) -> ODEProblem:
 
 
 def _seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_time(fn, repeats)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 from typing import Any
 
 import jax
@@ -27,13 +26,12 @@ import torch
 
 import simdiff.backends.jax  # noqa: F401  (x64)
 from simdiff.backends import get_backend, get_ops
+from simdiff.evidence._timing import timed
 from simdiff.ode.rosenbrock import _factor
 
 
 def _timed(fn: Any) -> float:
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - t0
+    return timed(lambda: jax.block_until_ready(fn()))
 
 
 def _row(be: Any, ops: Any, w: Any, b: Any, how: str, bw: int, repeats: int) -> list[float]:
