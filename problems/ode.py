@@ -411,12 +411,16 @@ def _hires_sensitivities(x: tuple[float, ...]) -> tuple[float, np.ndarray]:
     return float(ys[-1, 7]), S[-1, 7] * k  # d y8 / d ln k = (d y8 / d k) k
 
 
+def _hires_at(x: np.ndarray) -> tuple[float, np.ndarray]:
+    return _hires_sensitivities(tuple(np.asarray(x, dtype=np.float64).tolist()))
+
+
 def _hires_value(x: np.ndarray) -> float:
-    return _hires_sensitivities(tuple(np.asarray(x, dtype=np.float64).tolist()))[0]
+    return _hires_at(x)[0]
 
 
 def _hires_grad(x: np.ndarray) -> np.ndarray:
-    return _hires_sensitivities(tuple(np.asarray(x, dtype=np.float64).tolist()))[1].copy()
+    return _hires_at(x)[1].copy()  # a copy: the cached array stays the reference
 
 
 def hires_log_rhs(t, y, p, ops):

@@ -28,13 +28,11 @@ import problems
 import simdiff.evidence._check as check_module
 from simdiff.evidence._check_tol import compare_arrays
 
-__all__ = ["LEFT_OUT", "LIMITED", "MAX_N", "plan", "record"]
+__all__ = ["LIMITED", "MAX_N", "plan", "record"]
 
 #: Largest input size recorded (the larger clusters and fields add only bigger arrays of the
 #: same comparisons, and megabytes to tests/data).
 MAX_N = 40
-#: Problems left out, and why.
-LEFT_OUT: dict[str, str] = {}
 #: Problems recorded for some derivatives only: the derivatives, and why.
 LIMITED = {
     "hires": (
@@ -55,7 +53,7 @@ def plan() -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     for name in problems.names():
         p = problems.get(name)
-        if p.n > MAX_N or name in LEFT_OUT:
+        if p.n > MAX_N:
             continue
         tags = set(p.meta.get("tags", ()))
         scalar = p.output_shape == ()

@@ -23,6 +23,7 @@ derivative against which reference) are :mod:`simdiff.evidence._check_plans`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from ._check_tol import (
     RTOL_FD,
     S_GAP,
     compare_arrays,
+    strictly_within,
     tolerance,
 )
 
@@ -476,12 +478,10 @@ def check(
             r = refv()
             values, err, conv = r if isinstance(r, tuple) else (r, None, None)
             gap_v = None if gap is None else gap()
-            if rounding is not None:  # cross: the measured noise where 1e4 eps is exceeded
-                ref_a = np.asarray(values, dtype=np.float64)
-                scale_a = max(float(np.max(np.abs(ref_a), initial=0.0)), plan_scale)
-                strict = tolerance(0.0, ref_a, scale_a, rtol=rtol, c=c)
-                if not np.all(np.abs(np.asarray(got(), dtype=np.float64) - ref_a) <= strict):
-                    gap_v = rounding()
+            if rounding is not None and not strictly_within(  # cross: noise where 1e4 eps fails
+                got(), values, rtol=rtol, fscale=plan_scale
+            ):
+                gap_v = rounding()
             cmp = compare_arrays(
                 got(), values, rtol=rtol, err=err, converged=conv, fscale=plan_scale, c=c,
                 gap=gap_v, s=s, resolve=resolve,
@@ -507,7 +507,7 @@ def check(
             args = (x, v, u, dirs)
             rest = (orders, fd_full_max_n, fd_max_n, fd)
             working = plans(kind, ds[b], problem, *args, f_np, *rest)
-            nz = lambda label, kind=kind: noise(kind, label)  # noqa: E731
+            nz = functools.partial(noise, kind)
             if tight is None:
                 for plan in working:
                     add_plan(plan, b, add, tols, first, runnable, fmax, xscale, noise=nz)

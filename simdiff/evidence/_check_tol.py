@@ -24,6 +24,7 @@ __all__ = [
     "S_GAP",
     "Comparison",
     "compare_arrays",
+    "strictly_within",
     "tolerance",
 ]
 
@@ -118,6 +119,33 @@ def tolerance(
     gap = 0.0 if gap is None else np.abs(np.asarray(gap, dtype=np.float64))
     size = np.abs(np.asarray(ref, dtype=np.float64)) + FLOOR * float(scale)
     return c * err + s * gap + rtol * size
+
+
+def _scale(trusted: np.ndarray, fscale: float) -> float:
+    """``S``: the larger of the largest trusted reference element and the function's scale."""
+    return max(float(np.max(trusted, initial=0.0)), float(fscale))
+
+
+def strictly_within(got: Any, ref: Any, *, rtol: float, fscale: float = 0.0) -> bool:
+    """True when every element of ``got`` is within ``rtol * (|ref_i| + FLOOR * S)`` of ``ref``.
+
+    The rule of :func:`compare_arrays` with no error estimate and no gap
+    (every element of ``ref`` trusted): ``check`` asks it before measuring a
+    cross-backend comparison's rounding noise, which only a failure needs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> strictly_within(np.array([1.0 + 1e-13]), np.array([1.0]), rtol=2.2e-12)
+    True
+    >>> strictly_within(np.array([1.0 + 1e-11]), np.array([1.0]), rtol=2.2e-12)
+    False
+    """
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    trusted = np.abs(ref)
+    tol = tolerance(0.0, ref, _scale(trusted, fscale), rtol=rtol)
+    return bool(np.all(np.abs(got - ref) <= tol))
 
 
 @dataclass
@@ -226,7 +254,7 @@ def compare_arrays(
     if not np.all(np.isfinite(gap_a)):
         return Comparison("error", "the tight-tolerance variant's derivative is not finite")
     trusted = np.where(conv, np.abs(ref), 0.0)
-    scale = max(float(np.max(trusted, initial=0.0)), float(fscale))
+    scale = _scale(trusted, fscale)
     size_i = trusted + FLOOR * scale
     tol = c * err + s * gap_a + rtol * size_i
     diff = np.abs(got - ref)

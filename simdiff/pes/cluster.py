@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .._problem import Problem
+from .._problem import CheckOptions, Problem
 from ..errors import InputError, ShapeError
 from .geometry import (
     Cell,
@@ -166,7 +166,7 @@ def cluster_problem(
     name: str | None = None,
     exact: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
-    check_options: Any = None,
+    check_options: CheckOptions | None = None,
 ) -> Problem:
     """The energy of N particles interacting by ``pair`` as a :class:`simdiff.Problem`.
 
