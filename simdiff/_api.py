@@ -22,7 +22,7 @@ from ._compile import CompiledCall, check_compile
 from ._log import get_logger
 from ._operators_core import OPERATOR_KINDS, OperatorMethods, build_operator
 from ._probe import probe
-from ._problem import Problem
+from ._problem import Problem, bad_output
 from ._structure import StructuredHessian, memory_budget
 from ._tree import tree_map
 from .backends import Ops, get_backend
@@ -175,6 +175,9 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any
         y = problem.fn(x, ops)
         if isinstance(y, (int, float, np.integer, np.floating)) and not isinstance(y, bool):
             return ops.sum(x * 0.0) + float(y)  # a constant: zero derivatives on every backend
+        if y is None or isinstance(y, (bool, str, bytes, complex, np.complexfloating)):
+            # every kind, ``value`` included, at every point: not only where output_shape looked
+            raise InputTypeError(bad_output(problem.name, y, type(y).__name__))
         return y
 
     if kind == "value":

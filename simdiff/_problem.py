@@ -476,11 +476,11 @@ class Problem:
         y = self.fn(be.from_numpy(x, np.float64), be.ops())
         if be.is_native(y):
             if be.dtype_name(y).startswith("complex"):
-                raise InputTypeError(_bad_output(self.name, y, f"a complex {backend} array"))
+                raise InputTypeError(bad_output(self.name, y, f"a complex {backend} array"))
             return be.to_numpy(y)
         a = np.asarray(y) if isinstance(y, (int, float, np.ndarray, np.generic, list)) else None
         if a is None or isinstance(y, bool) or a.dtype.kind not in "fiu":
-            raise InputTypeError(_bad_output(self.name, y, type(y).__name__))
+            raise InputTypeError(bad_output(self.name, y, type(y).__name__))
         return a.astype(np.float64)
 
     def __fingerprint__(self) -> dict[str, Any]:
@@ -529,7 +529,7 @@ def _check_signature(fn: Callable[..., Any]) -> None:
         ) from None
 
 
-def _bad_output(name: str, y: Any, got: str) -> str:
+def bad_output(name: str, y: Any, got: str) -> str:
     return (
         f"problem {name!r}: fn must return a real scalar or 1-D array computed with ops "
         f"from x; got {got} ({str(y)[:40]!r})"

@@ -14,29 +14,39 @@ from simdiff.store import Store
 BACKENDS = ("jax", "torch")
 
 
+def evaluate(p: simdiff.Problem, kind: str, backend: str, *args: object) -> object:
+    """``simdiff.<kind>``; the value (no top-level function) from ``Derivatives.value``."""
+    if kind == "value":
+        return simdiff.Derivatives(p, backend=backend).value()
+    return getattr(simdiff, kind)(p, *args, backend=backend)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(("output", "got"), [(None, "NoneType"), ("a", "str"), (1j, "complex")])
-def test_fn_returning_a_non_real_python_value_is_named(backend, output, got) -> None:
+@pytest.mark.parametrize("kind", ["value", "grad", "hessian"])
+def test_fn_returning_a_non_real_python_value_is_named(backend, output, got, kind) -> None:
     p = simdiff.Problem(lambda x, ops: output, x0=np.ones(2), name="bad")
     with pytest.raises(InputTypeError, match=rf"problem 'bad': fn must return a real .*got {got}"):
-        simdiff.grad(p, backend=backend)
+        evaluate(p, kind, backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_fn_returning_a_python_constant_has_zero_derivatives(backend) -> None:
     p = simdiff.Problem(lambda x, ops: 3.0, x0=np.ones(2))
+    assert float(evaluate(p, "value", backend)) == 3.0
     np.testing.assert_array_equal(simdiff.grad(p, backend=backend), np.zeros(2))
     np.testing.assert_array_equal(simdiff.hessian(p, backend=backend), np.zeros((2, 2)))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("kind", ["hessian", "hvp", "jacobian"])
+@pytest.mark.parametrize("kind", ["value", "hessian", "hvp", "jacobian"])
 def test_a_python_constant_as_the_first_call_has_zero_derivatives(backend, kind) -> None:
     """The first call of a kind other than grad runs the leak probe's VJP on the constant."""
     p = simdiff.Problem(lambda x, ops: 3.0, x0=np.ones(2))
     args = (np.ones(2),) if kind == "hvp" else ()
-    got = getattr(simdiff, kind)(p, *args, backend=backend)
-    np.testing.assert_array_equal(got, np.zeros({"hessian": (2, 2), "hvp": 2, "jacobian": 2}[kind]))
+    got = evaluate(p, kind, backend, *args)
+    want = {"value": np.array(3.0), "hessian": np.zeros((2, 2)), "hvp": np.zeros(2)}
+    np.testing.assert_array_equal(got, want.get(kind, np.zeros(2)))
 
 
 def test_fn_with_the_wrong_number_of_arguments_is_refused_at_construction() -> None:

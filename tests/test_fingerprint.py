@@ -28,6 +28,14 @@ def quadratic_exact(c: float, shift: np.ndarray, x: np.ndarray) -> np.ndarray:
     return 2.0 * c * (x - shift)
 
 
+def quadratic_value(c: float, shift: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return c * np.sum((x - shift) ** 2, axis=-1)
+
+
+def quadratic_hessian(c: float, n_points: int) -> np.ndarray:
+    return np.broadcast_to(2.0 * c * np.eye(2), (n_points, 2, 2))
+
+
 closure = st.tuples(
     st.sampled_from([0.5, 1.0, 1.0 + 2**-40, 3.0]),
     st.sampled_from([(0.0, 0.0), (0.0, 1e-12), (1.0, -1.0)]),
@@ -43,15 +51,22 @@ def test_sweeps_and_caches_never_mix_factory_problems(first, second, tmp_path_fa
     points = np.array([[0.3, -0.2], [1.5, 2.0], [-1.0, 0.25]])
     a, b = (quadratic(c, np.array(s)) for c, s in (first, second))
     assert (fingerprint(a) == fingerprint(b)) == (first == second)
-    ra = simdiff.sweep(a, points, ("value", "grad"), store=store, chunk_size=2)
-    rb = simdiff.sweep(b, points, ("value", "grad"), store=store, chunk_size=2)
+    kinds = ("value", "grad", "hessian")
+    ra = simdiff.sweep(a, points, kinds, store=store, chunk_size=2)
+    rb = simdiff.sweep(b, points, kinds, store=store, chunk_size=2)
     assert rb.chunks_resumed == (ra.n_chunks if first == second else 0)
-    c, shift = second
-    np.testing.assert_allclose(rb["grad"], quadratic_exact(c, np.array(shift), points), rtol=1e-13)
+    for (c, shift), r in ((first, ra), (second, rb)):  # each sweep holds its own problem's numbers
+        s = np.array(shift)
+        np.testing.assert_allclose(r["value"], quadratic_value(c, s, points), rtol=1e-13)
+        np.testing.assert_allclose(r["grad"], quadratic_exact(c, s, points), rtol=1e-13)
+        np.testing.assert_allclose(r["hessian"], quadratic_hessian(c, len(points)), rtol=1e-13)
     for backend in BACKENDS:  # each problem's cache holds its own derivatives
         for (cv, sv), p in ((first, a), (second, b)):
-            g = simdiff.grad(p, points[1], backend=backend)
-            np.testing.assert_allclose(g, quadratic_exact(cv, np.array(sv), points[1]), rtol=1e-13)
+            s, x = np.array(sv), points[1]
+            g = simdiff.grad(p, x, backend=backend)
+            np.testing.assert_allclose(g, quadratic_exact(cv, s, x), rtol=1e-13)
+            h = simdiff.hessian(p, x, backend=backend)
+            np.testing.assert_allclose(h, quadratic_hessian(cv, 1)[0], rtol=1e-13)
 
 
 def test_factory_problems_differ_by_closure_value_not_by_source() -> None:
