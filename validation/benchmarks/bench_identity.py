@@ -4,7 +4,8 @@ Every call of a :class:`simdiff.Derivatives` rechecks the problem's
 fingerprint (a shallow check of what could have changed in place, see
 simdiff/_fingerprint.py) and its point (``Problem.check_point``).  This times
 steady ``simdiff.grad`` calls of catalogue problems with the recheck and with
-it replaced by a no-op, interleaved in rounds, and prints the median ratio.
+it replaced by a no-op, interleaved in shuffled rounds (one sample of
+``--calls`` calls each), and prints the median of the per-round ratios.
 On a shared machine that ratio is noise around a few percent, so it also
 times the recheck alone (``DerivativeCache.refresh``, the fastest of the
 rounds of ``--calls * 20`` calls) and prints its share of the fastest steady
@@ -16,22 +17,19 @@ Run: ``python -m validation.benchmarks.bench_identity [--rounds 7] [--calls 50]`
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import simdiff
 from simdiff._cache import DerivativeCache
 from simdiff._catalogue import catalogue
+from simdiff.evidence._timing import interleaved, timed
 
 PROBLEMS = ("seed", "rosenbrock4", "lj38", "heat_diffusivity", "ode_rk4_decay", "lorenz63")
 
 
-def _time(f, calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        f()
-    return (time.perf_counter() - start) / calls
+def _unchecked(self: DerivativeCache) -> int:
+    return self.generation
 
 
 def main() -> None:
@@ -54,15 +52,23 @@ def main() -> None:
             def call(derivative=derivative, p=p, backend=backend) -> None:
                 derivative(p, backend=backend)
 
-            on, off = [], []
-            for _ in range(args.rounds):
+            def sample(refresh, call=call) -> None:
+                DerivativeCache.refresh = refresh  # type: ignore[method-assign]
+                for _ in range(args.calls):
+                    call()
+
+            try:
+                t = interleaved(
+                    {"on": lambda: sample(real), "off": lambda: sample(_unchecked)},
+                    args.rounds,
+                )
+            finally:
                 DerivativeCache.refresh = real  # type: ignore[method-assign]
-                on.append(_time(call, args.calls))
-                DerivativeCache.refresh = lambda self: self.generation  # type: ignore[method-assign]
-                off.append(_time(call, args.calls))
-            DerivativeCache.refresh = real  # type: ignore[method-assign]
+            on = [s / args.calls for s in t["on"]]
+            off = [s / args.calls for s in t["off"]]
             ratio = float(np.median(np.array(on) / np.array(off)))
-            alone = min(_time(p.cache.refresh, 20 * args.calls) for _ in range(args.rounds))
+            inner = 20 * args.calls
+            alone = min(timed(p.cache.refresh, inner) / inner for _ in range(args.rounds))
             entries = len(p.cache._identity._watch or ())
             print(f"{name:18s} {backend:7s} {np.median(on) * 1e6:11.1f} "
                   f"{np.median(off) * 1e6:13.1f} {ratio:.3f} {entries:7d} "
