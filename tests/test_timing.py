@@ -25,10 +25,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "validation" / "benchmarks"
 
 #: Benchmarks still reading the clock themselves, each with why; shrink as they move over.
 ALLOWED = {
-    "bench_ode.py": "not converted yet (edited in parallel when the timer landed)",
     "bench_leak_guard.py": "not converted yet (edited in parallel when the timer landed)",
-    "bench_pes_ase.py": "not converted yet (edited in parallel when the timer landed)",
-    "bench_pes_phonons.py": "not converted yet (edited in parallel when the timer landed)",
     "bench_profile.py": "not converted yet (edited in parallel when the timer landed)",
     "bench_structured_params.py": "not converted yet (edited in parallel when the timer landed)",
 }

@@ -68,7 +68,6 @@ import argparse
 import math
 import os
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +84,7 @@ import problems.ode as po
 import simdiff
 from problems.ode import hires_jacobians, sensitivities
 from simdiff.evidence._memory import PeakRSS
+from simdiff.evidence._timing import first_call
 from simdiff.ode import (
     CheckpointAdjoint,
     DirectAdjoint,
@@ -250,11 +250,16 @@ def configurations(p: ODEProblem, v: np.ndarray) -> dict[str, Callables]:
 
 
 def timed(fn: Callable[[], object]) -> tuple[float, object]:
-    t0 = time.perf_counter()
-    out = fn()
-    if isinstance(out, jax.Array):
-        out.block_until_ready()
-    return time.perf_counter() - t0, out
+    """``(seconds, result)`` of one call, JAX's asynchronous dispatch included."""
+
+    def call() -> object:
+        out = fn()
+        if isinstance(out, jax.Array):
+            out.block_until_ready()
+        return out
+
+    out, seconds = first_call(call)
+    return seconds, out
 
 
 def _rel(a: object, ref: np.ndarray) -> float:
