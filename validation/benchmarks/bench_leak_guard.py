@@ -12,8 +12,9 @@ that plus torch's own methods put back in place of the guard's wrappers
 stay in place once installed, so "without" still pays their pass-through,
 e.g. on simdiff's own ``x.detach()`` calls, and torch's ``_set_grad_enabled``
 with them).  Also printed: the cost of entering and leaving the guard alone,
-and of the grad-mode check around each call of the problem's function
-(``watching_grad_mode``, built into the derivative, so in every column).  ``--strict`` adds a fourth
+of the grad-mode check around each call of the problem's function
+(``watching_grad_mode``, built into the derivative, so in every column), and
+of the wrapped ``_set_grad_enabled`` per ``torch.enable_grad()`` block.  ``--strict`` adds a fourth
 configuration, ``Derivatives(probe="strict")`` (every torch operation through
 the guard's TorchFunctionMode), and its ratio to the default guard.
 
@@ -104,6 +105,20 @@ def main() -> None:
             watched(None, None)
     fn_check = (time.perf_counter() - start - bare_fn) * 10
     print(f"grad-mode check per call of fn (in every column): {fn_check:.2f} us")
+    block: dict[str, list[float]] = {"own": [], "wrapped": []}
+    wrapped = torch._C._set_grad_enabled
+    with LeakGuard():
+        for _ in range(5):  # alternating; the fastest of each
+            for config, switch in (("own", _TORCH_SWITCH), ("wrapped", wrapped)):
+                torch._C._set_grad_enabled = switch
+                start = time.perf_counter()
+                for _ in range(50_000):
+                    with torch.enable_grad():
+                        pass
+                block[config].append((time.perf_counter() - start) * 20)
+    torch._C._set_grad_enabled = wrapped
+    print(f"torch.enable_grad() block, wrapped switch over torch's: "
+          f"{min(block['wrapped']) - min(block['own']):.2f} us")  # fmt: skip
     strict = " strict (us) | strict/guard (median) |" if args.strict else ""
     print("| problem | derivative | with guard (us) | without (us) | bare torch (us) "
           f"| guard/bare (median) | guard/bare (fastest) |{strict}")  # fmt: skip
