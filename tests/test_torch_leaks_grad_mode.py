@@ -108,3 +108,12 @@ def test_a_bound_switch_restored_inside_fn_stays_a_wrong_gradient(probe):
                             probe=probe)  # fmt: skip
     d.grad(X0)
     np.testing.assert_allclose(d.grad(FAR), [3.0, 6.0], rtol=1e-14)
+
+
+def test_a_nested_ad_operator_of_a_problem_left_switched_off_is_a_leak_error():
+    """The differential operators call the problem through the same check (true
+    Laplacian 2; the Taylor methods do not use torch's autograd, so no grad mode)."""
+    p = _problem(_left_off, "operator")
+    np.testing.assert_allclose(simdiff.laplacian(p, X0, method="nested", backend="torch"), 2.0)
+    with pytest.raises(simdiff.LeakError, match=r"returned with gradients switched off"):
+        simdiff.laplacian(p, FAR, method="nested", backend="torch")
