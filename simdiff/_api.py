@@ -171,8 +171,10 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any
     if kind in OPERATOR_KINDS:  # laplacian, biharmonic, derivative_sum (simdiff/_operators*.py)
         return build_operator(kind, params, problem, ops, T)
 
+    call = T.problem_call(problem.fn)
+
     def f(x: Any) -> Any:
-        y = problem.fn(x, ops)
+        y = call(x, ops)
         if isinstance(y, (int, float, np.integer, np.floating)) and not isinstance(y, bool):
             return ops.sum(x * 0.0) + float(y)  # a constant: zero derivatives on every backend
         if y is None or isinstance(y, (bool, str, bytes, complex, np.complexfloating)):

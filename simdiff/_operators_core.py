@@ -209,8 +209,10 @@ def _laplacian_nested(f: Callable[[Any], Any], T: Any) -> Callable[[Any, Any], A
 def build_operator(kind: str, params: dict[str, Any], problem: Any, ops: Any, T: Any) -> Callable:
     """The one-point function of an operator kind (``Derivatives`` vmaps and compiles it)."""
 
+    call = T.problem_call(problem.fn)
+
     def f(x: Any) -> Any:
-        return problem.fn(x, ops)
+        return call(x, ops)
 
     if kind == "biharmonic_nested":  # Laplacian of the Laplacian, both by nested AD
         lap = _laplacian_nested(f, T)

@@ -1,6 +1,7 @@
 """``Derivatives(probe="strict")`` on torch: graph cuts by references the leak guard cannot
 wrap (the C type's own methods, ``torch.tensor`` bound before the wrappers existed) are a
-LeakError at the op, on every call; under the default guard they stay a wrong gradient.
+LeakError at the op, on every call; under the default guard they stay a wrong gradient
+and HVP (all but ``torch.tensor`` of a list, whose elements torch reads by ``float``).
 
 As in tests/test_torch_leaks_cut.py: each problem is clean at x0 and cuts behind a branch
 taken at FAR = (2, 3), where the true gradient of ``x0 x1 + x1^2`` is ``[3, 8]`` and the cut
@@ -61,12 +62,24 @@ def test_strict_catches_what_no_wrapper_sees(leak, kind):
 
 
 @pytest.mark.filterwarnings("ignore:To copy construct from a tensor")  # torch's, printed
-@pytest.mark.parametrize("leak", ["base_detach", "bound_tensor", "base_item"])
-def test_under_the_default_guard_they_are_a_wrong_gradient(leak):
-    """What strict adds: the default guard does not see these (true gradient [3, 8])."""
+@pytest.mark.parametrize("kind", ["grad", "hvp"])
+@pytest.mark.parametrize("leak", sorted(set(CUTS) - {"bound_tensor_of_list"}))
+def test_under_the_default_guard_they_are_a_wrong_derivative(leak, kind):
+    """What strict adds: the default guard does not see these (true gradient [3, 8], true
+    HVP along e0 [0, 1])."""
     d = simdiff.Derivatives(_problem(CUTS[leak][0], leak), backend="torch")
-    d.grad(X0)
-    np.testing.assert_allclose(d.grad(FAR), [3.0, 6.0], rtol=1e-14)
+    _call(d, kind, X0)
+    wrong = {"grad": [3.0, 6.0], "hvp": [0.0, 0.0]}[kind]
+    np.testing.assert_allclose(_call(d, kind, FAR), wrong, rtol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
+def test_a_bound_tensor_of_a_list_is_seen_by_the_default_guard(kind):
+    """torch reads the list's elements by ``float(x[i])``, which the guard watches."""
+    d = simdiff.Derivatives(_problem(CUTS["bound_tensor_of_list"][0], "list"), backend="torch")
+    _call(d, kind, X0)
+    with pytest.raises(simdiff.LeakError, match=r"float\(x\[i\]\)"):
+        _call(d, kind, FAR)
 
 
 @pytest.mark.parametrize("name", ["lj13", "ode_rk4_decay", "rosenbrock4"])

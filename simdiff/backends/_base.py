@@ -560,6 +560,16 @@ class Backend:
         """
         return contextlib.nullcontext()
 
+    def problem_call(self, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """``fn(x, ops)``, the problem's function, as every derivative built here calls it.
+
+        ``fn`` itself where the problem has no framework state to leave switched
+        (JAX, numpy); torch: raising, under the leak guard, where ``fn`` returns
+        with gradients switched off that were on when it was called
+        (:func:`simdiff.backends._torch_leaks.watching_grad_mode`).
+        """
+        return fn
+
     #: Messages (regular expressions) of warnings the framework emits when a value
     #: leaves the traced computation; simdiff turns them into errors (``leak_cause``).
     leak_warnings: tuple[str, ...] = ()

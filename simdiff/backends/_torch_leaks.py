@@ -21,7 +21,8 @@ applied to a tensor that requires grad:
   ``x.detach().numpy()``), ``torch.tensor(x)`` and ``x.new_tensor(y)`` with
   ``x``/``y`` a tensor, or a list or tuple holding one, and entering
   ``torch.no_grad()``, ``torch.inference_mode()`` or
-  ``torch.set_grad_enabled(False)`` (as a block or as a decorator): when called
+  ``torch.set_grad_enabled(False)`` (as a block or as a decorator), and calling
+  ``torch._C._set_grad_enabled(False)``: when called
   from the problem's code, not from torch's or simdiff's own modules
   (``ops.stop_gradient`` is ``x.detach()`` on purpose;
   ``torch.utils.checkpoint`` detaches what it saves) nor from the problem's
@@ -30,15 +31,21 @@ applied to a tensor that requires grad:
   active; for torch's grad-mode decorator, the decorated function's module.
 
 On every other tensor, and on every other thread, they do what torch does.
-``x.numpy()`` on such a tensor already raises in torch.  What the wrappers
-cannot reach: a ``torch.tensor`` or ``Tensor.detach`` bound before the first
-guard (``from torch import tensor``), the C type's own methods
-(``torch._C.TensorBase.detach(x)``; the type is immutable), C extensions, and
-code run by ``torch.compile`` (the wrappers are torch's own while Dynamo
-traces, and a compiled graph does not run Python; see docs/errors.md).  The
-first two are seen by the strict guard (``LeakGuard(strict=True)``,
-``Derivatives(probe="strict")``): a ``TorchFunctionMode`` through which every
-torch operation passes, whatever reference called it.
+``x.numpy()`` on such a tensor already raises in torch.  Gradients switched
+off by any reference and still off when the problem's function returns raise
+there (:func:`watching_grad_mode`, which every derivative's call of the
+problem goes through, ``Backend.problem_call``).  What the wrappers cannot
+reach: a ``torch.tensor``, ``Tensor.detach`` or ``torch._C._set_grad_enabled``
+bound before the first guard (``from torch import tensor``), the C type's own
+methods (``torch._C.TensorBase.detach(x)``, ``.detach_``, ``.item``, its
+``data`` descriptor; the type is immutable), C extensions, and code run by
+``torch.compile`` (the wrappers are torch's own while Dynamo traces, and a
+compiled graph does not run Python; see docs/errors.md).  The bound
+references and the C type's methods are seen by the strict guard
+(``LeakGuard(strict=True)``, ``Derivatives(probe="strict")``): a
+``TorchFunctionMode`` through which every torch operation passes, whatever
+reference called it; a bound grad-mode switch turned back on before the
+problem returns is seen by neither.
 
 Cost: the methods are replaced on ``torch.Tensor`` (and ``torch.tensor`` in
 the ``torch`` module) once, at the first guard, by wrappers that do what
@@ -48,12 +55,16 @@ microsecond more per call of them, anywhere in the process); under
 (``torch.compiler.is_compiling``).  Entering and leaving a guard changes a
 thread-local counter only: no type is modified per call (that would cost
 every later attribute lookup on tensors a cache miss), and the problem's
-ops run untouched (no mode, no dispatch hook).  Measured:
+ops run untouched (no mode, no dispatch hook).  The grad-mode check costs two
+reads of torch's grad mode per call of the problem's function (about 0.2 us),
+and ``torch._C._set_grad_enabled`` a Python call more per switch (about
+0.4 us per ``torch.enable_grad()`` block).  Measured:
 ``python -m validation.benchmarks.bench_leak_guard``.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Callable
@@ -61,7 +72,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["GUARDED", "LeakGuard", "guard_message"]
+__all__ = ["GUARDED", "LeakGuard", "guard_message", "watching_grad_mode"]
 
 _CUT = (
     "the result is cut from the graph, so the derivative misses what flows through it; "
@@ -89,6 +100,16 @@ GUARDED = {
         "a torch.no_grad(), torch.inference_mode() or torch.set_grad_enabled(False) block: "
         "what it computes is cut from the graph; use ops.stop_gradient(...) on the values "
         "meant to be constant"
+    ),
+    "_set_grad_enabled": (
+        "torch._C._set_grad_enabled(False): what is computed while gradients are off is cut "
+        "from the graph; use ops.stop_gradient(...) on the values meant to be constant"
+    ),
+    "grad_mode": (
+        "gradients switched off and left off when the problem returned (by a reference the "
+        "guard does not wrap, such as torch._C._set_grad_enabled bound before simdiff): what "
+        "is computed after the switch is cut from the graph; use ops.stop_gradient(...) on "
+        "the values meant to be constant"
     ),
 }
 
@@ -119,7 +140,7 @@ def guard_message(exc: BaseException) -> str | None:
     text = str(exc)
     if not text.startswith(_PREFIX):
         return None
-    name = text[len(_PREFIX) :].split("(", 1)[0].removeprefix("Tensor.").removeprefix("torch.")
+    name = text[len(_PREFIX) :].split("(", 1)[0].rpartition(".")[2]
     return GUARDED.get(name)
 
 
@@ -267,6 +288,54 @@ def _watching_detach(original: Callable[..., Any]) -> Callable[..., Any]:
     return detach
 
 
+def _switched_by_problem(module: object) -> bool:
+    return module is not None and not _exempt(module)
+
+
+def _watching_switch(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch._C._set_grad_enabled``, which torch's grad-mode contexts call, raising when
+    the problem's code calls it itself to switch gradients off under a guard.  Code with
+    no module (globals without ``__name__``: the runtime wrappers torch's AOT autograd
+    generates and runs by ``exec``, which switch gradients around a compiled graph) is not
+    the problem's."""
+
+    @functools.wraps(original)
+    def _set_grad_enabled(*args: Any, **kwargs: Any) -> Any:
+        if (
+            not (args[0] if args else kwargs.get("enabled", True))
+            and _guarding()
+            and _switched_by_problem(sys._getframe(1).f_globals.get("__name__"))
+        ):
+            raise RuntimeError(
+                f"{_PREFIX}torch._C._set_grad_enabled(False) called by the problem: what it "
+                "computes is cut from the derivative's graph"
+            )
+        return original(*args, **kwargs)
+
+    return _set_grad_enabled
+
+
+def watching_grad_mode(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``fn(x, ops)`` (the problem's function), raising where it returns with gradients
+    switched off that were on when it was called, under a guard: the switch by whatever
+    reference (``torch._C._set_grad_enabled`` bound before the wrappers were installed)
+    left what ``fn`` computed after it out of the graph.  Costs two reads of torch's grad
+    mode per call of ``fn``."""
+
+    def call(x: Any, ops: Any) -> Any:
+        on = torch.is_grad_enabled()
+        y = fn(x, ops)
+        if on and not torch.is_grad_enabled() and _guarding():
+            torch._C._set_grad_enabled(True)  # back as it was, for the caller's code
+            raise RuntimeError(
+                f"{_PREFIX}grad_mode(): the problem returned with gradients switched off; "
+                "what it computed after the switch is cut from the derivative's graph"
+            )
+        return y
+
+    return call
+
+
 def _mode_off(self: Any, mode: Any = True, *args: Any, **kwargs: Any) -> bool:
     return not bool(kwargs.get("mode", mode))
 
@@ -287,6 +356,8 @@ _METHODS["new_tensor"] = _watching_new_tensor(torch.Tensor.new_tensor)
 #: ``torch`` module functions replaced (in a dict: the wrapper carries torch's docstring,
 #: whose examples are not this module's doctests)
 _FUNCTIONS = {"tensor": _watching_tensor(torch.tensor), "detach": _watching_detach(torch.detach)}
+#: ``torch._C._set_grad_enabled`` replaced (the grad-mode contexts look it up at each call)
+_SWITCH = _watching_switch(torch._C._set_grad_enabled)
 
 
 class _Strict(torch.overrides.TorchFunctionMode):
@@ -341,6 +412,7 @@ def _install() -> None:
         setattr(torch, name, function)
     for cls, method, off in _MODES:
         setattr(cls, method, _watching_mode(cls, method, off))
+    torch._C._set_grad_enabled = _SWITCH
 
 
 class LeakGuard:

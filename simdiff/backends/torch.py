@@ -22,7 +22,7 @@ import torch.utils.checkpoint
 
 from ..errors import InputTypeError, UnsupportedError
 from ._base import BINARY, UNARY, Backend, LoopOps, Namespace
-from ._torch_leaks import LeakGuard, guard_message
+from ._torch_leaks import LeakGuard, guard_message, watching_grad_mode
 
 __all__ = ["TorchBackend", "TorchOps"]
 
@@ -900,6 +900,9 @@ class TorchBackend(Backend):
         requires grad while it is entered, and the problem's own graph cuts (not those of
         ``trusted`` packages) too (:mod:`simdiff.backends._torch_leaks`)."""
         return LeakGuard(trusted, strict)
+
+    def problem_call(self, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        return watching_grad_mode(fn)
 
     def refusal_cause(self, exc: BaseException) -> str | None:
         if isinstance(exc, RuntimeError):

@@ -10,8 +10,11 @@ steadier estimate on a shared machine): with the guard, and with
 that plus torch's own methods put back in place of the guard's wrappers
 ("bare torch": what a process that never entered a guard runs; the wrappers
 stay in place once installed, so "without" still pays their pass-through,
-e.g. on simdiff's own ``x.detach()`` calls).  Also printed: the cost of
-entering and leaving the guard alone.  ``--strict`` adds a fourth
+e.g. on simdiff's own ``x.detach()`` calls, and torch's ``_set_grad_enabled``
+with them).  Also printed: the cost of entering and leaving the guard alone,
+of the grad-mode check around each call of the problem's function
+(``watching_grad_mode``, built into the derivative, so in every column), and
+of the wrapped ``_set_grad_enabled`` per ``torch.enable_grad()`` block.  ``--strict`` adds a fourth
 configuration, ``Derivatives(probe="strict")`` (every torch operation through
 the guard's TorchFunctionMode), and its ratio to the default guard.
 
@@ -39,6 +42,7 @@ from simdiff.backends._torch_leaks import LeakGuard
 # torch's own attributes, read before any guard installs its wrappers (None: inherited)
 _TORCH_OWN = {name: torch.Tensor.__dict__.get(name) for name in _torch_leaks._METHODS}
 _TORCH_TENSOR = torch.tensor
+_TORCH_SWITCH = torch._C._set_grad_enabled
 
 
 def _bare() -> None:
@@ -50,6 +54,7 @@ def _bare() -> None:
         else:
             setattr(torch.Tensor, name, own)
     torch.tensor = _TORCH_TENSOR
+    torch._C._set_grad_enabled = _TORCH_SWITCH
 
 
 DEFAULT = ("rosenbrock4", "muller-brown", "ishigami", "lj7", "lj38", "ode_rk4_decay",
@@ -87,6 +92,33 @@ def main() -> None:
         with LeakGuard():
             pass
     print(f"guard enter+exit alone: {(time.perf_counter() - start) * 10:.2f} us")
+    # the grad-mode check around each call of the problem's function (in every column)
+    plain = lambda x, ops: x  # noqa: E731
+    watched = _torch_leaks.watching_grad_mode(plain)
+    with LeakGuard():
+        start = time.perf_counter()
+        for _ in range(100_000):
+            plain(None, None)
+        bare_fn = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(100_000):
+            watched(None, None)
+    fn_check = (time.perf_counter() - start - bare_fn) * 10
+    print(f"grad-mode check per call of fn (in every column): {fn_check:.2f} us")
+    block: dict[str, list[float]] = {"own": [], "wrapped": []}
+    wrapped = torch._C._set_grad_enabled
+    with LeakGuard():
+        for _ in range(5):  # alternating; the fastest of each
+            for config, switch in (("own", _TORCH_SWITCH), ("wrapped", wrapped)):
+                torch._C._set_grad_enabled = switch
+                start = time.perf_counter()
+                for _ in range(50_000):
+                    with torch.enable_grad():
+                        pass
+                block[config].append((time.perf_counter() - start) * 20)
+    torch._C._set_grad_enabled = wrapped
+    print(f"torch.enable_grad() block, wrapped switch over torch's: "
+          f"{min(block['wrapped']) - min(block['own']):.2f} us")  # fmt: skip
     strict = " strict (us) | strict/guard (median) |" if args.strict else ""
     print("| problem | derivative | with guard (us) | without (us) | bare torch (us) "
           f"| guard/bare (median) | guard/bare (fastest) |{strict}")  # fmt: skip

@@ -1,0 +1,119 @@
+"""Gradients switched off by torch's C switch itself (``torch._C._set_grad_enabled``), not
+by ``torch.no_grad()``: a LeakError under the default guard at the call, or where the
+problem returns with gradients still off, on every call; never a zero or partial derivative.
+
+As in tests/test_torch_leaks_cut.py: each problem is clean at x0 and cuts behind a branch
+taken at FAR = (2, 3), where the true gradient of ``x0 x1 + x1^2`` is ``[3, 8]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import simdiff
+
+X0 = np.array([0.5, 2.0])
+FAR = np.array([2.0, 3.0])
+
+#: torch's own switch, as a module holds it that ran ``from torch._C import
+#: _set_grad_enabled`` before simdiff's first guard
+_SWITCH = getattr(torch._C._set_grad_enabled, "__wrapped__", torch._C._set_grad_enabled)
+
+
+def _switched_off(v):
+    torch._C._set_grad_enabled(False)
+    try:
+        return 1.0 * v
+    finally:
+        torch._C._set_grad_enabled(True)
+
+
+def _left_off(v):
+    _SWITCH(False)  # and never back on: the rest of fn runs without a graph too
+    return 1.0 * v
+
+
+def _bound_and_restored(v):
+    _SWITCH(False)
+    try:
+        return 1.0 * v
+    finally:
+        _SWITCH(True)
+
+
+CUTS = {
+    "c_switch": (_switched_off, r"_set_grad_enabled\(False\)"),
+    "bound_switch_left_off": (_left_off, r"returned with gradients switched off"),
+}
+
+
+def _problem(cut, name):
+    def fn(x, ops):
+        if float(ops.stop_gradient(x[0])) > 1.0:
+            return x[0] * cut(x[1]) + x[1] ** 2
+        return x[0] * x[1] + x[1] ** 2
+
+    return simdiff.Problem(fn, x0=X0, name=name, backends=("torch",))
+
+
+def _call(d, kind, x):
+    if kind == "hvp":
+        return d.hvp(np.array([1.0, 0.0]), x)
+    return getattr(d, kind)(x)
+
+
+@pytest.mark.parametrize("probe", [True, "strict"])
+@pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
+@pytest.mark.parametrize("leak", sorted(CUTS))
+def test_grad_switched_off_is_a_leak_error_on_every_call(leak, kind, probe):
+    cut, names_op = CUTS[leak]
+    d = simdiff.Derivatives(_problem(cut, leak), backend="torch", probe=probe)
+    want = {"grad": [2.0, 4.5], "hessian": [[0.0, 1.0], [1.0, 2.0]], "hvp": [0.0, 1.0]}[kind]
+    np.testing.assert_allclose(_call(d, kind, X0), want, rtol=1e-14)
+    for _ in range(2):  # every call, and grad mode is back on after each
+        with pytest.raises(simdiff.LeakError, match=names_op) as info:
+            _call(d, kind, FAR)
+        assert f"'{leak}'" in str(info.value) and "cut from the graph" in str(info.value)
+        assert torch.is_grad_enabled()
+
+
+def test_switching_gradients_on_and_torchs_own_switches_pass():
+    def fn(x, ops):
+        torch._C._set_grad_enabled(True)  # on: no cut
+        with torch.enable_grad():
+            y = x[0] * x[1] + x[1] ** 2
+        return y
+
+    d = simdiff.Derivatives(simdiff.Problem(fn, x0=X0, backends=("torch",)), backend="torch")
+    np.testing.assert_allclose(d.grad(FAR), [3.0, 8.0], rtol=1e-14)
+    np.testing.assert_allclose(d.hessian(FAR), [[0.0, 1.0], [1.0, 2.0]], rtol=1e-14)
+
+
+def test_outside_a_call_the_switch_is_torchs():
+    torch._C._set_grad_enabled(False)
+    try:
+        assert not torch.is_grad_enabled()
+    finally:
+        torch._C._set_grad_enabled(True)
+    assert torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("probe", [True, "strict"])
+def test_a_bound_switch_restored_inside_fn_stays_a_wrong_gradient(probe):
+    """What neither guard sees: torch's C switch by a reference bound before the guard,
+    switched back on before fn returns (true gradient [3, 8])."""
+    d = simdiff.Derivatives(_problem(_bound_and_restored, "restored"), backend="torch",
+                            probe=probe)  # fmt: skip
+    d.grad(X0)
+    np.testing.assert_allclose(d.grad(FAR), [3.0, 6.0], rtol=1e-14)
+
+
+def test_a_nested_ad_operator_of_a_problem_left_switched_off_is_a_leak_error():
+    """The differential operators call the problem through the same check (true
+    Laplacian 2; the Taylor methods do not use torch's autograd, so no grad mode)."""
+    p = _problem(_left_off, "operator")
+    np.testing.assert_allclose(simdiff.laplacian(p, X0, method="nested", backend="torch"), 2.0)
+    with pytest.raises(simdiff.LeakError, match=r"returned with gradients switched off"):
+        simdiff.laplacian(p, FAR, method="nested", backend="torch")
