@@ -64,3 +64,66 @@ def test_the_runner_is_the_package_main() -> None:
         check=True,
     ).stdout
     assert sum(" python -m " in f" {line}" for line in out.splitlines()) == len(BENCHMARKS)
+
+
+#: Result files stored before the runner wrote its header (or under a module path that
+#: has since moved): their numbers are from the commit their header or docs section names,
+#: and the command to remake them is the registry's (`--list`).  Shrinks as they are re-run.
+NOT_RERUN = {
+    "bench_torch_catalogue.txt",
+    "bench_torch_pes.txt",
+    "bench_torch_ode.txt",
+    "bench_torch_pde.txt",
+    "bench_torch_pde_heat.txt",
+    "bench_torch_e2e.txt",
+    "bench_torch_hessian_compiled.txt",
+    "bench_torch_hessian_hvps.txt",
+    "bench_heat_compiled.txt",
+    "bench_ode_gradient.txt",
+    "bench_ode_memory.txt",
+    "bench_ode_compile.txt",
+    "bench_ode_tape.txt",
+    "bench_ode_groups.txt",
+    "bench_pde_torch.txt",
+    "bench_ode_brusselator2d.txt",
+    "probe_ode_linsolve.txt",
+    "check_bouncing_ball_drag.txt",
+    "bench_pes_scaling.md",
+    "bench_pes_scaling_large.md",
+    "bench_pes_saddles.md",
+    "bench_pes_anharmonic.txt",
+    "bench_pes_memory.txt",
+    "bench_pes_ase.txt",
+    "bench_operators.txt",
+    "bench_operators_sigma.txt",
+    "profile_likelihood_lv.json",
+    "probe_compile_crash.txt",
+    "probe_inductor_complex_cast.txt",
+    "probe_ode_compiled_loop.txt",
+    "probe_torch_chunks.txt",
+    "probe_torch_chunks_transforms.txt",
+    "probe_torch_forward_ad.txt",
+    "probe_torch_loop_hops.txt",
+    "probe_torch_pde_hvp.txt",
+    "probe_torch_pde_loop.txt",
+    "probe_torch_scan.txt",
+    "probe_torch_taylor_loop.txt",
+}
+
+
+def _recorded_command(name: str) -> str | None:
+    head = [line for line in (RESULTS / name).read_text().splitlines()[:6] if line.startswith("#")]
+    return next((line.split("command: ", 1)[1] for line in head if "command: " in line), None)
+
+
+def test_every_rerun_result_names_the_command_that_made_it() -> None:
+    wrong = {
+        b.output: _recorded_command(b.output)
+        for b in BENCHMARKS
+        if b.output not in NOT_RERUN and _recorded_command(b.output) != b.command()
+    }
+    assert not wrong, f"result headers that do not name their registry command: {wrong}"
+    rerun = sorted(b.output for b in BENCHMARKS if b.output in NOT_RERUN
+                   and _recorded_command(b.output) == b.command())  # fmt: skip
+    assert not rerun, f"re-run by the registry: remove from NOT_RERUN: {rerun}"
+    assert NOT_RERUN <= {b.output for b in BENCHMARKS}
