@@ -163,4 +163,3 @@ class Dopri5(EmbeddedPair):
         """One step: ``(y_new, err, k7)``, the 5th-order solution, its error estimate and
         ``f(t + h, y_new)`` (the next step's first stage when this one is accepted)."""
         return self.stepper(rhs, p, ops)(t, y, h, state)
-

@@ -194,9 +194,7 @@ def takes_event(observable: Any) -> bool:
         params = inspect.signature(observable).parameters.values()
     except (TypeError, ValueError):
         return False
-    positional = [
-        q for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)
-    ]
+    positional = [q for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
     return len(positional) >= 3 or any(q.kind == q.VAR_POSITIONAL for q in params)
 
 
