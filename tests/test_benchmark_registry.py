@@ -79,7 +79,6 @@ NOT_RERUN = {
     "bench_torch_hessian_compiled.txt",
     "bench_torch_hessian_hvps.txt",
     "bench_heat_compiled.txt",
-    "bench_ode_gradient.txt",
     "bench_ode_memory.txt",
     "bench_ode_compile.txt",
     "bench_ode_tape.txt",
