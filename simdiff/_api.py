@@ -364,7 +364,7 @@ class Derivatives(OperatorMethods):
         #: The leak probe's findings (None until it ran; see simdiff._probe).
         self.probe_result: dict[str, Any] | None = None
         self._fns: dict[tuple, Callable] = {}
-        #: The compiled tree calls of :meth:`tree_call`, by the key of their flat derivative.
+        #: The compiled tree calls of :meth:`_fused_call`, by the key of their flat derivative.
         self._fused: dict[tuple, Callable] = {}
         self._info: dict[tuple, dict[str, Any]] = {}
         self._traces = 0
@@ -727,7 +727,7 @@ class Derivatives(OperatorMethods):
             return out
         return spec.unflatten_tree(out, kind, order)
 
-    def tree_call(self, kind: str, parts: list[Any], method: str = "auto") -> Any:
+    def _fused_call(self, kind: str, parts: list[Any], method: str = "auto") -> Any:
         """``kind`` (``"grad"``, ``"value_and_grad"``, ``"hessian"``) at the point whose
         leaves are ``parts`` (flat order, :meth:`ParamSpec.matching_leaves`), in the
         parameters' structure, as one compiled call; None where it takes the general path
@@ -736,7 +736,8 @@ class Derivatives(OperatorMethods):
         The fast path serves a steady call: the problem's parameters are a tree, the
         backend fuses wrappers into its compiled calls (``Backend.fuses_wrappers``: JAX),
         every leaf is a concrete array of the backend in the computation's dtype and its
-        leaf's shape (unbatched), the problem checks no points, the flat derivative was
+        leaf's shape (unbatched; or every leaf a float64 numpy array or a number, for
+        numpy results in float64), the problem checks no points, the flat derivative was
         built and probed by an earlier call and the problem is unchanged since.  The leaves
         are joined inside the compiled derivative (no dispatch of their own) and the point's
         finite check folded into the result's (NaN where an entry of the point is not
@@ -749,9 +750,19 @@ class Derivatives(OperatorMethods):
         if not T.fuses_wrappers or spec is None or self.problem.checks_points:
             return None
         dtype = np.dtype(self.dtype)
-        for p, shape in zip(parts, spec.shapes, strict=True):
-            if not T.is_native(p) or T.is_traced(p) or p.shape != shape or p.dtype != dtype:
+        host = type(parts[0]) in _HOST_LEAVES  # numpy leaves and numbers: numpy results
+        if host:
+            if dtype != np.float64:
                 return None
+            parts = [np.float64(p) if type(p) in _NUMBERS and shape == () else p
+                     for p, shape in zip(parts, spec.shapes, strict=True)]  # fmt: skip
+            for p, shape in zip(parts, spec.shapes, strict=True):
+                if type(p) not in _FLOAT64 or p.shape != shape or p.dtype != dtype:
+                    return None
+        else:
+            for p, shape in zip(parts, spec.shapes, strict=True):
+                if not T.is_native(p) or T.is_traced(p) or p.shape != shape or p.dtype != dtype:
+                    return None
         params: dict[str, Any] = {}
         if kind == "hessian":
             if isinstance(self.problem.fn, StructuredHessian) or method not in HESSIAN_METHODS:
@@ -780,9 +791,12 @@ class Derivatives(OperatorMethods):
                 out = fused(parts)
         except Exception as exc:
             raise self._leak(exc, kind) from exc
+        if host:  # the caller's array type, as on the general path
+            numpy = get_backend("numpy")
+            out = tree_map(lambda y: A.convert_out(y, numpy, T), out)
         if self.check_finite:
             for y in out if kind == "value_and_grad" else (out,):
-                if not np.isfinite(T.to_numpy(y)).all():
+                if not np.isfinite(y if host else T.to_numpy(y)).all():
                     return None  # the general path names the non-finite entry
         info["calls"] += 1
         if kind == "value_and_grad":
@@ -1132,6 +1146,11 @@ class Derivatives(OperatorMethods):
 _TOP_LEVEL_KINDS = frozenset({"value", "grad", "value_and_grad", "vjp"})
 
 
+#: Leaves of a point that give numpy results (:meth:`Derivatives._fused_call`).
+_NUMBERS = frozenset({float, int, np.float64})
+_HOST_LEAVES = _NUMBERS | {np.ndarray}
+_FLOAT64 = frozenset({np.ndarray, np.float64})
+
 #: Types that are never traced (what most points are made of): skipped without a lookup.
 _UNTRACED = frozenset({float, int, np.ndarray, np.float64, np.float32, type(None)})
 
@@ -1242,16 +1261,16 @@ def _tree_call(
     compile: Any,
     method: str = "auto",
 ) -> Any:
-    """``kind`` at a tree point ``x`` as one compiled call (:meth:`Derivatives.tree_call`),
+    """``kind`` at a tree point ``x`` as one compiled call (:meth:`Derivatives._fused_call`),
     or None where the general path runs (a flat point, numpy leaves, a first call, ...)."""
     spec = getattr(problem, "param_spec", None)
     if spec is None or x is None or type(x) is np.ndarray or not spec.is_input(x):
         return None
     parts = spec.matching_leaves(x)
-    if parts is None or type(parts[0]) in _UNTRACED:  # numpy leaves: the general path
+    if parts is None:
         return None
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
-    return d.tree_call(kind, parts, method)
+    return d._fused_call(kind, parts, method)
 
 
 def _structured(problem: Problem, kind: str, out: Any, order: int = 0) -> Any:
