@@ -366,6 +366,8 @@ class Derivatives(OperatorMethods):
         #: The leak probe's findings (None until it ran; see simdiff._probe).
         self.probe_result: dict[str, Any] | None = None
         self._fns: dict[tuple, Callable] = {}
+        #: The compiled tree calls of :meth:`_fused_call`, by the key of their flat derivative.
+        self._fused: dict[tuple, Callable] = {}
         self._info: dict[tuple, dict[str, Any]] = {}
         self._traces = 0
         self._expected_calls: int | None = None
@@ -727,6 +729,98 @@ class Derivatives(OperatorMethods):
             return out
         return spec.unflatten_tree(out, kind, order)
 
+    def _fused_call(self, kind: str, parts: list[Any], method: str = "auto") -> Any:
+        """``kind`` (``"grad"``, ``"value_and_grad"``, ``"hessian"``) at the point whose
+        leaves are ``parts`` (flat order, :meth:`ParamSpec.matching_leaves`), in the
+        parameters' structure, as one compiled call; None where it takes the general path
+        (flatten, :meth:`_call`, split).
+
+        The fast path serves a steady call: the problem's parameters are a tree, the
+        backend fuses wrappers into its compiled calls (``Backend.fuses_wrappers``: JAX),
+        every leaf is a concrete array of the backend in the computation's dtype and its
+        leaf's shape (unbatched; or every leaf a float64 numpy array or a number, for
+        numpy results in float64), the problem checks no points, the flat derivative was
+        built and probed by an earlier call and the problem is unchanged since.  The leaves
+        are joined inside the compiled derivative (no dispatch of their own) and the point's
+        finite check folded into the result's (NaN where an entry of the point is not
+        finite); the result is checked on the host, as on the general path, and split into
+        the structure.  Where it is not finite, None: the general path then raises the error
+        that names the entry.
+        """
+        T = self.backend
+        spec = self.problem.param_spec
+        if not T.fuses_wrappers or spec is None or self.problem.checks_points:
+            return None
+        dtype = np.dtype(self.dtype)
+        host = type(parts[0]) in _HOST_LEAVES  # numpy leaves and numbers: numpy results
+        if host:
+            if dtype != np.float64:
+                return None
+            parts = [np.float64(p) if type(p) in _NUMBERS and shape == () else p
+                     for p, shape in zip(parts, spec.shapes, strict=True)]  # fmt: skip
+            for p, shape in zip(parts, spec.shapes, strict=True):
+                if type(p) not in _FLOAT64 or p.shape != shape or p.dtype != dtype:
+                    return None
+        else:
+            for p, shape in zip(parts, spec.shapes, strict=True):
+                if not T.is_native(p) or T.is_traced(p) or p.shape != shape or p.dtype != dtype:
+                    return None
+        params: dict[str, Any] = {}
+        if kind == "hessian":
+            if isinstance(self.problem.fn, StructuredHessian) or method not in HESSIAN_METHODS:
+                return None
+            if method == "auto":
+                m = math.prod(self.problem.output_shape)
+                compiled = self.compile is not False and T.optional_compiler
+                method = auto_hessian_method(T, self.problem.n, m, compiled=compiled)
+            params = {"method": method}
+        device = T.device_of(parts[0])
+        key = (kind, tuple(sorted(params.items())), (None,), ((self.problem.n,),),
+               dtype.name, str(device))  # fmt: skip
+        info = self._info.get(key)
+        if (
+            info is None
+            or info["calls"] == info["traced_calls"]
+            or (self.probe and self.probe_result is None)
+            or self.problem.cache.refresh() != self._generation
+        ):
+            return None  # not built, not probed, or the problem changed: the general path
+        fused = self._fused.get(key)
+        if fused is None:
+            fused = self._fused[key] = self._fuse(kind, self._fns[key], device)
+        try:
+            with self._leak_guard() if self.probe else nullcontext():
+                out = fused(parts)
+        except Exception as exc:
+            raise self._leak(exc, kind) from exc
+        if host:  # the caller's array type, as on the general path
+            numpy = get_backend("numpy")
+            out = tree_map(lambda y: A.convert_out(y, numpy, T), out)
+        if self.check_finite:
+            for y in out if kind == "value_and_grad" else (out,):
+                if not np.isfinite(y if host else T.to_numpy(y)).all():
+                    return None  # the general path names the non-finite entry
+        info["calls"] += 1
+        if kind == "value_and_grad":
+            return out[0], spec.unflatten(out[1])
+        return spec.unflatten_tree(out, kind)
+
+    def _fuse(self, kind: str, fn: Callable, device: Any) -> Callable:
+        """One compiled function of a tree's leaves: they are joined and ``fn`` called, and
+        the result is NaN where an entry of the point is not finite (the finite check of
+        the point folded into that of the result, made on the host)."""
+        ops = self.backend.ops(self.dtype, device)
+
+        def fused(parts: list[Any]) -> Any:
+            x = ops.concat([ops.reshape(p, (-1,)) for p in parts], axis=0)
+            finite = ops.isfinite(ops.sum(x))  # NaN or inf where an entry of x is
+            out = fn(x)
+            if kind == "value_and_grad":
+                return tuple(ops.where(finite, y, math.nan) for y in out)
+            return ops.where(finite, out, math.nan)
+
+        return self.backend.jit(fused, on_compile=self._count_compilation)
+
     def _prepare(self, a: Any, what: str, point_shape: tuple[int, ...], check: bool):
         spec = self.problem.param_spec
         if spec is not None and point_shape == (self.problem.n,) and spec.is_input(a):
@@ -825,6 +919,7 @@ class Derivatives(OperatorMethods):
         generation = problem.cache.refresh()
         if generation != self._generation:  # the definition changed: rebuild, re-probe
             self._fns.clear()
+            self._fused.clear()
             self._info.clear()
             self.probe_result = None
             self._generation = generation
@@ -1053,6 +1148,11 @@ class Derivatives(OperatorMethods):
 _TOP_LEVEL_KINDS = frozenset({"value", "grad", "value_and_grad", "vjp"})
 
 
+#: Leaves of a point that give numpy results (:meth:`Derivatives._fused_call`).
+_NUMBERS = frozenset({float, int, np.float64})
+_HOST_LEAVES = _NUMBERS | {np.ndarray}
+_FLOAT64 = frozenset({np.ndarray, np.float64})
+
 #: Types that are never traced (what most points are made of): skipped without a lookup.
 _UNTRACED = frozenset({float, int, np.ndarray, np.float64, np.float32, type(None)})
 
@@ -1154,6 +1254,27 @@ def _flat(problem: Problem, a: Any, what: str = "x") -> Any:
     return spec.flatten(a, what)
 
 
+def _tree_call(
+    problem: Problem,
+    kind: str,
+    x: Any,
+    backend: Any,
+    dtype: Any,
+    compile: Any,
+    method: str = "auto",
+) -> Any:
+    """``kind`` at a tree point ``x`` as one compiled call (:meth:`Derivatives._fused_call`),
+    or None where the general path runs (a flat point, numpy leaves, a first call, ...)."""
+    spec = getattr(problem, "param_spec", None)
+    if spec is None or x is None or type(x) is np.ndarray or not spec.is_input(x):
+        return None
+    parts = spec.matching_leaves(x)
+    if parts is None:
+        return None
+    d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
+    return d._fused_call(kind, parts, method)
+
+
 def _structured(problem: Problem, kind: str, out: Any, order: int = 0) -> Any:
     """``out`` in the structure of ``problem``'s parameters where it has one."""
     spec = problem.param_spec
@@ -1201,6 +1322,9 @@ def grad(
     >>> simdiff.grad(p, np.ones((3, 2)), backend="torch").shape
     (3, 2)
     """
+    fast = _tree_call(problem, "grad", x, backend, dtype, compile)
+    if fast is not None:
+        return fast
     x = _flat(problem, x)
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
     return _structured(problem, "grad", d.grad(x))
@@ -1223,6 +1347,9 @@ def value_and_grad(
     >>> simdiff.value_and_grad(p)
     (array(5.), array([2., 4.]))
     """
+    fast = _tree_call(problem, "value_and_grad", x, backend, dtype, compile)
+    if fast is not None:
+        return fast
     x = _flat(problem, x)
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
     return _structured(problem, "value_and_grad", d.value_and_grad(x))
@@ -1261,6 +1388,10 @@ def hessian(
     array([[4., 2.],
            [2., 0.]])
     """
+    if not sparse:
+        fast = _tree_call(problem, "hessian", x, backend, dtype, compile, method)
+        if fast is not None:
+            return fast
     x = _flat(problem, x)
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
     out = d.hessian(x, method=method, sparse=sparse)

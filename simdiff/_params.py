@@ -426,6 +426,18 @@ class ParamSpec:
         _walk(tree, "", found)
         return [leaf for _, leaf in found]
 
+    def matching_leaves(self, tree: Any) -> list[Any] | None:
+        """The leaves of ``tree`` in flat order where it has this structure (containers of
+        the same kinds and keys; the leaves are not checked), else None."""
+        keys = self._dict_keys
+        if keys is not None and type(tree) is dict and len(tree) == len(keys):
+            try:
+                return [tree[k] for k in keys]
+            except KeyError:
+                return None
+        found: list[Any] = []
+        return found if _fast_leaves(tree, self.treedef, found) else None
+
     def flatten(self, tree: Any, what: str = "x") -> Any:
         """``tree`` (this structure; each leaf of its shape, or all with one leading batch
         axis) as a flat vector ``(n,)`` or ``(batch, n)`` in the leaves' framework.

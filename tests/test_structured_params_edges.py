@@ -84,6 +84,66 @@ def test_framework_leaves_in_one_call_and_back_in_the_framework(pair, backend):
     np.testing.assert_allclose(H.to_numpy(), simdiff.hessian(flat, x), rtol=RTOL)
 
 
+def _fresh_pair():
+    """A problem of its own: its first calls build and probe the flat derivatives."""
+    tree = simdiff.Problem(lambda q, ops: _core(q["a"], q["k"], ops), x0={"a": 0.7, "k": K0})
+    flat = simdiff.Problem(lambda x, ops: _core(x[0], x[1:], ops), x0=np.r_[0.7, K0])
+    return tree, flat
+
+
+def _jax_point(a, k):
+    return {"a": jnp.asarray(a, dtype=jnp.float64), "k": jnp.asarray(k, dtype=jnp.float64)}
+
+
+def _numpy_point(a, k):
+    return {"a": float(a), "k": np.asarray(k, dtype=np.float64)}
+
+
+@pytest.mark.parametrize("make", [_jax_point, _numpy_point], ids=["jax", "numpy"])
+def test_steady_tree_points_take_one_compiled_call_with_the_general_results(make):
+    tree, flat = _fresh_pair()
+    point, x = make(0.5, K0 + 0.1), np.r_[0.5, K0 + 0.1]
+    kind = jax.Array if make is _jax_point else np.ndarray
+    d = simdiff._api.cached_derivatives(tree, "jax", point)
+    for i in range(3):  # the first call builds and probes; the later ones are fused
+        g = simdiff.grad(tree, point, backend="jax")
+        v, g2 = simdiff.value_and_grad(tree, point, backend="jax")
+        H = simdiff.hessian(tree, point, backend="jax")
+        assert isinstance(g["a"], kind) and g["a"].shape == () and g["k"].shape == (3,)
+        assert isinstance(g2["k"], kind) and isinstance(H.data, kind)
+        np.testing.assert_allclose(np.asarray(tree.flatten(g)), simdiff.grad(flat, x), rtol=RTOL)
+        np.testing.assert_allclose(np.asarray(tree.flatten(g2)), simdiff.grad(flat, x), rtol=RTOL)
+        np.testing.assert_allclose(float(v), simdiff.value_and_grad(flat, x)[0], rtol=RTOL)
+        np.testing.assert_allclose(H.to_numpy(), simdiff.hessian(flat, x), rtol=RTOL)
+        assert len(d._fused) == (3 if i else 0)  # grad, value_and_grad, hessian
+    calls = {info["kind"]: info["calls"] for info in d.cache_info()}
+    assert calls == {"grad": 3, "value_and_grad": 3, "hessian": 3}  # the fused calls count
+
+
+@pytest.mark.parametrize("make", [_jax_point, _numpy_point], ids=["jax", "numpy"])
+def test_steady_tree_points_still_name_bad_points_and_non_finite_results(make):
+    tree, _ = _fresh_pair()
+    simdiff.grad(tree, make(0.5, K0), backend="jax")
+    simdiff.hessian(tree, make(0.5, K0), backend="jax")
+    simdiff.grad(tree, make(0.5, K0), backend="jax")  # steady: the fused path
+    bad = make(0.5, [0.2, np.nan, 0.9])
+    with pytest.raises(simdiff.errors.InputError, match=r"x must be finite; x\[2\] = nan"):
+        simdiff.grad(tree, bad, backend="jax")
+    with pytest.raises(simdiff.errors.InputError, match=r"x must be finite"):
+        simdiff.hessian(tree, bad, backend="jax")
+    with pytest.raises(simdiff.errors.StructureError, match=r"shape \(3,\)"):
+        simdiff.grad(tree, make(0.5, np.zeros(2)), backend="jax")
+    with pytest.warns(simdiff.PrecisionWarning, match="float32"):  # a float32 leaf: warned
+        simdiff.grad(tree, {"a": jnp.asarray(0.5, dtype=jnp.float32),
+                            "k": jnp.asarray(K0)}, backend="jax")  # fmt: skip
+    root = simdiff.Problem(lambda q, ops: ops.sqrt(q["a"]) + ops.sum(q["k"]),
+                           x0={"a": 1.0, "k": K0})  # fmt: skip
+    simdiff.grad(root, make(1.0, K0), backend="jax")
+    simdiff.grad(root, make(1.0, K0), backend="jax")
+    with pytest.raises(simdiff.errors.NonFiniteError, match="simdiff.grad is not finite"):
+        simdiff.grad(root, make(0.0, K0), backend="jax")  # d sqrt(a) / da at 0
+
+
 def test_scalar_leaves_split_in_one_call_on_each_backend():
     spec, _ = simdiff.ParamSpec.from_tree({"b": 1.0, "a": 2.0, "c": np.zeros((2, 2))})
     flat = np.arange(6.0)

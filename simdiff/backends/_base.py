@@ -538,6 +538,12 @@ class Backend:
     #: leak probe of :class:`simdiff.Derivatives` checks the first call.
     catches_leaks: bool = False
 
+    #: :meth:`jit` traces a Python wrapper around an already compiled callable into one
+    #: compiled call (JAX), so joining the leaves of structured parameters and splitting
+    #: the result inside it costs no dispatch per leaf: :class:`simdiff.Derivatives` then
+    #: calls a derivative at a tree of this backend's arrays as one compiled call.
+    fuses_wrappers: bool = False
+
     def leak_cause(self, exc: BaseException) -> str | None:
         """What ``exc`` says the problem did to leave the traced computation, or None."""
         return None

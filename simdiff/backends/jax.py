@@ -190,6 +190,7 @@ class JaxBackend(Backend):
         "jax.config.update('jax_enable_x64', True), before creating them)"
     )
     catches_leaks = True
+    fuses_wrappers = True
     #: a vmapped Hessian of one term beats HVPs of the term sum 1.1-3x from 4096 pair terms
     #: up (Lennard-Jones, switched LJ; ``docs/pes.md`` section 11); about equal below
     term_hessians = "batched"
