@@ -129,6 +129,18 @@ def test_nonlinear_profile_matches_reoptimisation(decay_fit):
             assert p.objective[k] == pytest.approx(ref, abs=1e-7)
 
 
+def test_lockstep_paths_equal_paths_traced_alone(decay_fit):
+    """All sides traced together take the steps each takes alone, in fewer batched calls."""
+    together = profile_likelihood(decay_fit)
+    assert together.counts["batches"] < together.counts["nhess"]
+    for i in (0, 1):
+        alone, p = profile_likelihood(decay_fit, i)[i], together[i]
+        assert p.c.shape == alone.c.shape
+        np.testing.assert_allclose(p.c, alone.c, rtol=1e-12)
+        np.testing.assert_allclose(p.objective, alone.objective, rtol=1e-12)
+        assert p.counts == alone.counts
+
+
 def test_torch_agrees_with_jax(decay_fit):
     ref = profile_likelihood(decay_fit, 1, backend="jax")
     got = profile_likelihood(decay_fit, 1, backend="torch")
