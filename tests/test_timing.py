@@ -30,7 +30,6 @@ ALLOWED = {
     "bench_leak_guard.py": "not converted yet (edited in parallel when the timer landed)",
     "bench_pes_ase.py": "not converted yet (edited in parallel when the timer landed)",
     "bench_pes_phonons.py": "not converted yet (edited in parallel when the timer landed)",
-    "bench_profile.py": "not converted yet (edited in parallel when the timer landed)",
     "bench_structured_params.py": "not converted yet (edited in parallel when the timer landed)",
 }
 
