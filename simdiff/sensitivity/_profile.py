@@ -304,6 +304,7 @@ class _Tracer:
         self.points: dict[int, list[_Point]] = {}
         self.counts = dict.fromkeys((*COUNTS, "batches"), 0)
         self._last: tuple[bytes, _Eval] | None = None
+        self.unbatched: str | None = None  # why batched calls were switched off
 
     # ------------------------------------------------------------------ derivatives
     def vgh(self, theta: np.ndarray, counts: dict[str, int]) -> _Eval:
@@ -320,23 +321,37 @@ class _Tracer:
         self._last = (key, out)
         return out
 
-    def vgh_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(L, grad L, H)`` at each row of ``rows`` (distinct points), in one batched call.
+    def vgh_rows(self, rows: np.ndarray, counts: list[dict[str, int]]) -> list[_Eval]:
+        """``(L, grad L, H)`` at each row of ``rows`` (distinct points), counted in ``counts``.
 
-        The batch is padded to ``self.width`` rows (repeating the last), so that
-        every batched call has one shape: one compilation whatever the number
-        of paths still running.
+        Batched calls of ``self.width`` rows, the last padded (repeating its
+        last row), so that every batched call has one shape: one compilation
+        whatever the number of paths still running.  One point, ``width`` 1,
+        or a batched call that raised (a problem the framework cannot ``vmap``;
+        ``self.unbatched`` says why, and batching stays off): one call per point.
         """
-        m = rows.shape[0]
-        pad = np.concatenate([rows, np.repeat(rows[-1:], max(self.width - m, 0), axis=0)])
-        self.counts["batches"] += 1
-        f, g = self.d.value_and_grad(pad)
-        h = np.asarray(self.d.hessian(pad), dtype=np.float64)[:m]
-        return (
-            np.asarray(f, dtype=np.float64)[:m],
-            np.asarray(g, dtype=np.float64)[:m],
-            0.5 * (h + np.swapaxes(h, 1, 2)),
-        )
+        if rows.shape[0] == 1 or self.width == 1:
+            return [self.vgh(row, c) for row, c in zip(rows, counts, strict=True)]
+        out: list[_Eval] = []
+        for lo in range(0, rows.shape[0], self.width):
+            chunk = rows[lo : lo + self.width]
+            m = chunk.shape[0]
+            pad = np.concatenate([chunk, np.repeat(chunk[-1:], self.width - m, axis=0)])
+            try:
+                f, g = self.d.value_and_grad(pad)
+                h = np.asarray(self.d.hessian(pad), dtype=np.float64)[:m]
+            except Exception as exc:  # a real failure raises again, point by point
+                self.width, self.unbatched = 1, f"{type(exc).__name__}: {exc}"
+                rest = zip(rows[lo:], counts[lo:], strict=True)
+                return out + [self.vgh(row, c) for row, c in rest]
+            self.counts["batches"] += 1
+            f, g = np.asarray(f, dtype=np.float64)[:m], np.asarray(g, dtype=np.float64)[:m]
+            h = 0.5 * (h + np.swapaxes(h, 1, 2))
+            for j, c in enumerate(counts[lo : lo + m]):
+                for name in ("nfun", "ngrad", "nhess"):
+                    c[name] += 1
+                out.append((float(f[j]), g[j], h[j]))
+        return out
 
     def lockstep(self, paths: list[tuple[Steps[Any], dict[str, int]]]) -> list[Any]:
         """Run the generators ``paths`` (each with its counts) side by side; their results.
@@ -364,14 +379,7 @@ class _Tracer:
                 np.stack([pending[k] for k in keys]), axis=0, return_index=True, return_inverse=True
             )
             inverse = inverse.reshape(-1)
-            if rows.shape[0] == 1:
-                evals = [self.vgh(rows[0], paths[keys[0]][1])]
-            else:
-                for j in first:
-                    for name in ("nfun", "ngrad", "nhess"):
-                        paths[keys[j]][1][name] += 1
-                f, g, h = self.vgh_rows(rows)
-                evals = [(float(f[j]), g[j], h[j]) for j in range(rows.shape[0])]
+            evals = self.vgh_rows(rows, [paths[keys[j]][1] for j in first])
             for pos, k in enumerate(keys):
                 advance(k, evals[inverse[pos]])
         return results
@@ -736,6 +744,7 @@ def profile_likelihood(
     newton_steps: int = 6,
     rcond: float = 1e-10,
     flat_steps: int = 4,
+    batch: int = 16,
 ) -> ProfileLikelihood:
     """Profile likelihoods and likelihood-ratio intervals, traced with exact Hessians.
 
@@ -783,6 +792,11 @@ def profile_likelihood(
     flat_steps : int
         That many consecutive steps of size ``max_step`` raising ``L`` by less
         than ``1e-6`` of the threshold end a side with status ``"flat"``.
+    batch : int
+        Most points per batched derivative call (default 16).  The
+        ``2 * len(params)`` sides are traced in lockstep, their next points
+        evaluated together in calls of ``min(batch, 2 * len(params))`` points;
+        1 evaluates each point alone (less memory for a large problem).
 
     Returns
     -------
@@ -804,9 +818,11 @@ def profile_likelihood(
     backend; the counts say how many.  The two sides of every profiled
     parameter are traced in lockstep: the points all running paths need next
     are evaluated together, value and gradient in one batched call and the
-    Hessians in another (``vmap``), padded to ``2 * len(params)`` rows so that
-    one compilation serves every round; a round with one point left makes the
-    plain call.  Each path takes the same steps as it would alone.
+    Hessians in another (``vmap``), padded to ``min(batch, 2 * len(params))``
+    rows so that one compilation serves every round; a round with one point
+    left makes the plain call.  Each path takes the same steps as it would
+    alone.  Should a batched call raise (a problem the framework cannot
+    ``vmap``), the points are evaluated one at a time and ``message`` says so.
 
     References
     ----------
@@ -834,6 +850,7 @@ def profile_likelihood(
     _positive(max_steps, "max_steps", integer=True)
     _positive(newton_steps, "newton_steps", integer=True)
     _positive(flat_steps, "flat_steps", integer=True)
+    _positive(batch, "batch", integer=True)
     _positive(step_fraction, "step_fraction", upper=1.0)
     _positive(rcond, "rcond", upper=1.0)
     backend = str(fit.get("backend", "jax")) if backend is None else backend
@@ -858,7 +875,7 @@ def profile_likelihood(
         steps = np.broadcast_to(np.asarray(max_step, dtype=np.float64), (n,)).copy()
         if not np.all(np.isfinite(steps) & (steps > 0)):
             raise InputError(f"profile_likelihood: max_step must be positive; got {max_step!r}")
-    tracer.width = 2 * len(which)
+    tracer.width = min(int(batch), 2 * len(which))
     counts = {i: dict.fromkeys(COUNTS, 0) for i in which}
     starts = tracer.lockstep([(tracer.solve(i, x.copy(), counts[i]), counts[i]) for i in which])
     sides = [(k, i, direction) for k, i in enumerate(which) for direction in (-1, 1)]
@@ -918,6 +935,10 @@ def profile_likelihood(
     reopt = sum(p.counts["reoptimised"] for p in profiles)
     lowest = min(float(np.min(p.objective)) for p in profiles)
     notes = [polish]
+    if tracer.unbatched is not None:
+        notes.append(
+            f"a batched derivative call raised ({tracer.unbatched}); points evaluated one at a time"
+        )
     if reopt:
         notes.append(
             f"{reopt} point(s) re-optimised by SciPy where H_rr was singular or "
