@@ -90,6 +90,12 @@ NUMBERS: list[tuple[str, str, str, float]] = [
         'prof["gamma"].upper',
         1e-4,
     ),
+    (
+        "sensitivity.md",
+        r"\| \$\\beta\$ \| \[[\d.]+, [\d.]+\] \| \[[\d.]+, [\d.]+\] \| \d+ \| (\d+) \|",
+        'prof["beta"].counts["nhess"]',
+        0.0,
+    ),
     ("sensitivity.md", r"\| \$A\$ \| — \| \[([\d.]+),", 'dprof["A"].lower', 1e-5),
     ("sensitivity.md", r"\| \$A\$ \| — \| \[[\d.]+, ([\d.]+)\]", 'dprof["A"].upper', 1e-5),
 ]

@@ -17,6 +17,8 @@ import scipy.stats
 import simdiff
 from simdiff.errors import InputError, InputTypeError, OutOfRangeError, SimdiffError
 from simdiff.sensitivity import SIDE_STATUS, ProfileLikelihood, profile_likelihood
+from simdiff.sensitivity._common import derivatives
+from simdiff.sensitivity._profile import _cost_problem
 
 matplotlib.use("Agg")
 
@@ -129,6 +131,51 @@ def test_nonlinear_profile_matches_reoptimisation(decay_fit):
             assert p.objective[k] == pytest.approx(ref, abs=1e-7)
 
 
+def test_lockstep_paths_equal_paths_traced_alone(decay_fit):
+    """All sides traced together take the steps each takes alone, in fewer batched calls."""
+    together = profile_likelihood(decay_fit)
+    assert together.counts["batches"] < together.counts["nhess"]
+    for i in (0, 1):
+        alone, p = profile_likelihood(decay_fit, i)[i], together[i]
+        assert p.c.shape == alone.c.shape
+        np.testing.assert_allclose(p.c, alone.c, rtol=1e-12)
+        np.testing.assert_allclose(p.objective, alone.objective, rtol=1e-12)
+        assert p.counts == alone.counts
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_batch_size_changes_the_calls_not_the_profiles(decay_fit, batch):
+    """``batch=1``: every point alone (no batched call); 3: the 4 sides in calls of 3."""
+    ref = profile_likelihood(decay_fit)
+    got = profile_likelihood(decay_fit, batch=batch)
+    assert (got.counts["batches"] == 0) == (batch == 1)
+    assert ref.counts["batches"] > 0
+    for p, q in zip(got.profiles, ref.profiles, strict=True):
+        np.testing.assert_allclose(p.c, q.c, rtol=1e-12)
+        np.testing.assert_allclose(p.objective, q.objective, rtol=1e-12)
+        assert p.counts == q.counts
+
+
+def test_a_batched_call_that_raises_falls_back_to_single_points(decay_fit, monkeypatch):
+    """A problem the framework cannot vmap: the points one at a time, and the message says so."""
+    ref = profile_likelihood(decay_fit)
+    d = derivatives(_cost_problem(decay_fit.problem), "jax")  # the Derivatives profiled
+    plain = d.hessian
+
+    def hessian(x=None, **kw):
+        if np.ndim(x) == 2:
+            raise RuntimeError("vmap: data-dependent control flow")
+        return plain(x, **kw)
+
+    monkeypatch.setattr(d, "hessian", hessian)
+    got = profile_likelihood(decay_fit)
+    assert got.counts["batches"] == 0
+    assert "a batched derivative call raised (RuntimeError: vmap" in got.message
+    for p, q in zip(got.profiles, ref.profiles, strict=True):
+        np.testing.assert_allclose(p.objective, q.objective, rtol=1e-12)
+        assert p.counts == q.counts
+
+
 def test_torch_agrees_with_jax(decay_fit):
     ref = profile_likelihood(decay_fit, 1, backend="jax")
     got = profile_likelihood(decay_fit, 1, backend="torch")
@@ -189,6 +236,7 @@ def test_max_steps_is_reported(linear_fit):
         ((None,), {"step_fraction": 2.0}, InputError, "step_fraction must be .* at most 1.0"),
         ((None,), {"names": ["a", "a", "b"]}, InputError, "names must be 3 distinct strings"),
         ((None,), {"max_step": -1.0}, InputError, "max_step must be positive"),
+        ((None,), {"batch": 0}, InputError, "batch must be a positive integer; got 0"),
         ((None,), {"bounds": [(0, 1)]}, SimdiffError, r"bounds must be 3 \(low, high\) pairs"),
     ],
 )

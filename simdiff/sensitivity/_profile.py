@@ -14,14 +14,16 @@ the profile (slope ``g_i``, curvature the Schur complement
 ``H_ii - H_ir H_rr^{-1} H_ri``) so that each step raises ``L`` by a fixed
 fraction of the threshold.  Where ``H_rr`` is singular or ill-conditioned, or
 Newton does not converge, that point is re-optimised by SciPy instead and the
-point is marked.
+point is marked.  All sides of all profiles are traced in lockstep, their
+derivatives evaluated in one batched call per round.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import scipy.linalg
@@ -144,7 +146,8 @@ class ProfileLikelihood:
     laplace : LaplaceResult
         The Laplace (Wald) approximation at ``x``, same level and scale.
     counts : dict
-        Totals over the profiles (plus the start's Newton polish).
+        Totals over the profiles (plus the start's Newton polish); ``batches``
+        is the number of batched derivative calls they were evaluated in.
     message : str
     """
 
@@ -264,8 +267,23 @@ class _Point:
     reoptimised: bool = False
 
 
+#: ``(L, grad L, H)`` at one point.
+_Eval = tuple[float, np.ndarray, np.ndarray]
+R = TypeVar("R")
+#: A computation that yields the points where it needs :data:`_Eval`, is sent
+#: them, and returns ``R`` (run by :meth:`_Tracer.lockstep`).
+Steps = Generator[np.ndarray, _Eval, R]
+
+#: The counters of a profile (``Profile.counts`` adds ``steps``).
+COUNTS = ("nfun", "ngrad", "nhess", "newton", "reoptimised", "rejected")
+
+
 class _Tracer:
-    """Evaluates constrained optima by Newton (or SciPy) and traces profile paths."""
+    """Evaluates constrained optima by Newton (or SciPy) and traces profile paths.
+
+    The path computations are generators (:data:`Steps`): :meth:`lockstep`
+    runs several side by side and evaluates the points they ask for together.
+    """
 
     def __init__(
         self,
@@ -275,25 +293,100 @@ class _Tracer:
         newton_steps: int,
         rcond: float,
         ftol: float,
+        width: int = 1,
     ) -> None:
         self.d = d
+        self.width = width  # the batch size of vgh_rows
         self.bounds = bounds
         self.newton_steps = newton_steps
         self.rcond = rcond
         self.ftol = ftol
         self.points: dict[int, list[_Point]] = {}
-        self.counts = dict.fromkeys(
-            ("nfun", "ngrad", "nhess", "newton", "reoptimised", "rejected"), 0
-        )
+        self.counts = dict.fromkeys((*COUNTS, "batches"), 0)
+        self._last: tuple[bytes, _Eval] | None = None
+        self.unbatched: str | None = None  # why batched calls were switched off
 
     # ------------------------------------------------------------------ derivatives
-    def vgh(self, theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        self.counts["nfun"] += 1
-        self.counts["ngrad"] += 1
-        self.counts["nhess"] += 1
+    def vgh(self, theta: np.ndarray, counts: dict[str, int]) -> _Eval:
+        """``(L, grad L, H)`` at one point (the last point's values are reused)."""
+        key = theta.tobytes()
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        counts["nfun"] += 1
+        counts["ngrad"] += 1
+        counts["nhess"] += 1
         f, g = self.d.value_and_grad(theta)
         h = np.asarray(self.d.hessian(theta), dtype=np.float64)
-        return float(f), np.asarray(g, dtype=np.float64), 0.5 * (h + h.T)
+        out = (float(f), np.asarray(g, dtype=np.float64), 0.5 * (h + h.T))
+        self._last = (key, out)
+        return out
+
+    def vgh_rows(self, rows: np.ndarray, counts: list[dict[str, int]]) -> list[_Eval]:
+        """``(L, grad L, H)`` at each row of ``rows`` (distinct points), counted in ``counts``.
+
+        Batched calls of ``self.width`` rows, the last padded (repeating its
+        last row), so that every batched call has one shape: one compilation
+        whatever the number of paths still running.  One point, ``width`` 1,
+        or a batched call that raised (a problem the framework cannot ``vmap``;
+        ``self.unbatched`` says why, and batching stays off): one call per point.
+        """
+        if rows.shape[0] == 1 or self.width == 1:
+            return [self.vgh(row, c) for row, c in zip(rows, counts, strict=True)]
+        out: list[_Eval] = []
+        for lo in range(0, rows.shape[0], self.width):
+            chunk = rows[lo : lo + self.width]
+            m = chunk.shape[0]
+            pad = np.concatenate([chunk, np.repeat(chunk[-1:], self.width - m, axis=0)])
+            try:
+                f, g = self.d.value_and_grad(pad)
+                h = np.asarray(self.d.hessian(pad), dtype=np.float64)[:m]
+            except Exception as exc:  # a real failure raises again, point by point
+                self.width, self.unbatched = 1, f"{type(exc).__name__}: {exc}"
+                rest = zip(rows[lo:], counts[lo:], strict=True)
+                return out + [self.vgh(row, c) for row, c in rest]
+            self.counts["batches"] += 1
+            f, g = np.asarray(f, dtype=np.float64)[:m], np.asarray(g, dtype=np.float64)[:m]
+            h = 0.5 * (h + np.swapaxes(h, 1, 2))
+            for j, c in enumerate(counts[lo : lo + m]):
+                for name in ("nfun", "ngrad", "nhess"):
+                    c[name] += 1
+                out.append((float(f[j]), g[j], h[j]))
+        return out
+
+    def lockstep(self, paths: list[tuple[Steps[Any], dict[str, int]]]) -> list[Any]:
+        """Run the generators ``paths`` (each with its counts) side by side; their results.
+
+        Each generator yields the points where it needs ``(L, grad L, H)`` and is
+        sent them back.  The points of all the generators still running are
+        evaluated together: one batched call per round (one point: unbatched),
+        each distinct point once, counted for the first path that asked.
+        """
+        results: list[Any] = [None] * len(paths)
+        pending: dict[int, np.ndarray] = {}
+
+        def advance(k: int, value: Any) -> None:
+            try:
+                pending[k] = paths[k][0].send(value)
+            except StopIteration as stop:
+                results[k] = stop.value
+                pending.pop(k, None)
+
+        for k in range(len(paths)):
+            advance(k, None)
+        while pending:
+            keys = list(pending)
+            rows, first, inverse = np.unique(
+                np.stack([pending[k] for k in keys]), axis=0, return_index=True, return_inverse=True
+            )
+            inverse = inverse.reshape(-1)
+            evals = self.vgh_rows(rows, [paths[keys[j]][1] for j in first])
+            for pos, k in enumerate(keys):
+                advance(k, evals[inverse[pos]])
+        return results
+
+    def run(self, steps: Steps[R], counts: dict[str, int]) -> R:
+        """One generator, its points evaluated one at a time."""
+        return self.lockstep([(steps, counts)])[0]
 
     def _factor(self, hrr: np.ndarray) -> np.ndarray | None:
         """Cholesky factor of ``H_rr``, or ``None`` when it is not safely positive definite."""
@@ -330,7 +423,9 @@ class _Tracer:
         b = self.bounds
         return b is None or bool(np.all((theta >= b[:, 0]) & (theta <= b[:, 1])))
 
-    def newton(self, i: int, theta: np.ndarray) -> tuple[_Point | None, bool]:
+    def newton(
+        self, i: int, theta: np.ndarray, counts: dict[str, int]
+    ) -> Steps[tuple[_Point | None, bool]]:
         """Newton on the free parameters from ``theta``: ``(point, singular)``.
 
         ``point`` is ``None`` when Newton cannot converge here; ``singular`` says
@@ -339,7 +434,7 @@ class _Tracer:
         theta = theta.copy()
         r = np.arange(theta.shape[0]) != i
         for k in range(self.newton_steps + 1):
-            f, g, h = self.vgh(theta)
+            f, g, h = yield theta.copy()
             if not np.isfinite(f):
                 return None, False
             chol = self._factor(h[np.ix_(r, r)])
@@ -351,14 +446,14 @@ class _Tracer:
             if k == self.newton_steps:
                 return None, False
             theta[r] += step
-            self.counts["newton"] += 1
+            counts["newton"] += 1
             if not self._inside(theta):
                 return None, False
         return None, False  # pragma: no cover - the loop returns
 
-    def reoptimise(self, i: int, theta: np.ndarray) -> _Point:
+    def reoptimise(self, i: int, theta: np.ndarray, counts: dict[str, int]) -> _Point:
         """SciPy minimisation over the free parameters (the fallback), then the point there."""
-        self.counts["reoptimised"] += 1
+        counts["reoptimised"] += 1
         n = theta.shape[0]
         r = np.arange(n) != i
         base = theta.copy()
@@ -369,13 +464,13 @@ class _Tracer:
             return x
 
         def fun(z: np.ndarray) -> tuple[float, np.ndarray]:
-            self.counts["nfun"] += 1
-            self.counts["ngrad"] += 1
+            counts["nfun"] += 1
+            counts["ngrad"] += 1
             f, g = self.d.value_and_grad(full(z))
             return float(f), np.asarray(g, dtype=np.float64)[r]
 
         def hess(z: np.ndarray) -> np.ndarray:
-            self.counts["nhess"] += 1
+            counts["nhess"] += 1
             return np.asarray(self.d.hessian(full(z)), dtype=np.float64)[np.ix_(r, r)]
 
         z0 = theta[r]
@@ -400,12 +495,12 @@ class _Tracer:
                 )
             z0 = res.x
         x = full(z0)
-        f, g, h = self.vgh(x)
+        f, g, h = self.vgh(x, counts)
         return self._point(i, x, f, g, h, self._factor(h[np.ix_(r, r)]), True)
 
-    def solve(self, i: int, theta: np.ndarray) -> _Point:
-        p, _ = self.newton(i, theta)
-        return p if p is not None else self.reoptimise(i, theta)
+    def solve(self, i: int, theta: np.ndarray, counts: dict[str, int]) -> Steps[_Point]:
+        p, _ = yield from self.newton(i, theta, counts)
+        return p if p is not None else self.reoptimise(i, theta, counts)
 
     def predict(self, i: int, p: _Point, c: float) -> np.ndarray:
         """The Euler predictor from ``p`` to ``c``, inside the bounds."""
@@ -419,7 +514,7 @@ class _Tracer:
         pts = self.points[prof.index]
         near = min(pts, key=lambda p: abs(p.c - c))
         theta = self.predict(prof.index, near, c)
-        p = self.solve(prof.index, theta)
+        p = self.run(self.solve(prof.index, theta, self.counts), self.counts)
         return p.value, p.theta
 
     # ------------------------------------------------------------------ one side
@@ -428,6 +523,7 @@ class _Tracer:
         i: int,
         start: _Point,
         direction: int,
+        counts: dict[str, int],
         *,
         lmin: float,
         threshold: float,
@@ -436,7 +532,7 @@ class _Tracer:
         max_steps: int,
         step_fraction: float,
         flat_steps: int,
-    ) -> tuple[list[_Point], float | None, str, str]:
+    ) -> Steps[tuple[list[_Point], float | None, str, str]]:
         """Trace from ``start`` along ``direction`` to the threshold, a bound, or flatness."""
         target = step_fraction * threshold
         pts: list[_Point] = []
@@ -457,18 +553,18 @@ class _Tracer:
             h = min(h, room)
             for _halving in range(12):
                 c = bound if at_bound else cur.c + direction * h
-                p, singular = self.newton(i, self.predict(i, cur, c))
+                p, singular = yield from self.newton(i, self.predict(i, cur, c), counts)
                 if singular:
-                    p = self.reoptimise(i, self.predict(i, cur, c))
+                    p = self.reoptimise(i, self.predict(i, cur, c), counts)
                 if p is not None and (singular or p.value - cur.value <= 4.0 * target):
                     break
-                self.counts["rejected"] += 1
+                counts["rejected"] += 1
                 h, at_bound = 0.5 * h, False
             else:
-                p = self.reoptimise(i, self.predict(i, cur, c))
+                p = self.reoptimise(i, self.predict(i, cur, c), counts)
             pts.append(p)
             if p.value - lmin >= threshold:
-                end = self.root(i, cur, p, lmin + threshold)
+                end = yield from self.root(i, cur, p, lmin + threshold, counts)
                 pts.append(end)
                 return (
                     pts,
@@ -502,7 +598,9 @@ class _Tracer:
             ),
         )
 
-    def root(self, i: int, a: _Point, b: _Point, level: float) -> _Point:
+    def root(
+        self, i: int, a: _Point, b: _Point, level: float, counts: dict[str, int]
+    ) -> Steps[_Point]:
         """``PL(c) = level`` between ``a`` (below) and ``b`` (above): safeguarded Newton."""
         lo, hi = a, b
         p = b
@@ -512,7 +610,7 @@ class _Tracer:
             if not inside:
                 c = 0.5 * (lo.c + hi.c)
             near = lo if abs(lo.c - c) < abs(hi.c - c) else hi
-            q = self.solve(i, self.predict(i, near, c))
+            q = yield from self.solve(i, self.predict(i, near, c), counts)
             # the next Newton step would move c by less than 1e-11 (relative): converged
             nxt = abs(q.value - level) / abs(q.slope) if q.slope != 0 else np.inf
             done = nxt <= 1e-11 * (1.0 + abs(q.c))
@@ -617,7 +715,7 @@ def _positive(value: Any, what: str, *, integer: bool = False, upper: float = np
 def _polish(tracer: _Tracer, x: np.ndarray, ftol: float) -> tuple[np.ndarray, str]:
     """A few Newton steps on the full problem from ``x`` (the fit's tolerance is loose)."""
     for _ in range(5):
-        _, g, h = tracer.vgh(x)
+        _, g, h = tracer.vgh(x, tracer.counts)
         chol = tracer._factor(h)
         if chol is None:
             return x, "the Hessian at the optimum is not positive definite; fit.x used as is"
@@ -646,6 +744,7 @@ def profile_likelihood(
     newton_steps: int = 6,
     rcond: float = 1e-10,
     flat_steps: int = 4,
+    batch: int = 16,
 ) -> ProfileLikelihood:
     """Profile likelihoods and likelihood-ratio intervals, traced with exact Hessians.
 
@@ -693,6 +792,11 @@ def profile_likelihood(
     flat_steps : int
         That many consecutive steps of size ``max_step`` raising ``L`` by less
         than ``1e-6`` of the threshold end a side with status ``"flat"``.
+    batch : int
+        Most points per batched derivative call (default 16).  The
+        ``2 * len(params)`` sides are traced in lockstep, their next points
+        evaluated together in calls of ``min(batch, 2 * len(params))`` points;
+        1 evaluates each point alone (less memory for a large problem).
 
     Returns
     -------
@@ -711,7 +815,14 @@ def profile_likelihood(
     the aim.  Interval ends: safeguarded Newton on ``PL(c)`` with the exact
     slope ``dPL/dc = dL/dtheta_i``, bracketed by the last two path points.
     Exact derivatives come from :class:`simdiff.Derivatives` on the chosen
-    backend; the counts say how many.
+    backend; the counts say how many.  The two sides of every profiled
+    parameter are traced in lockstep: the points all running paths need next
+    are evaluated together, value and gradient in one batched call and the
+    Hessians in another (``vmap``), padded to ``min(batch, 2 * len(params))``
+    rows so that one compilation serves every round; a round with one point
+    left makes the plain call.  Each path takes the same steps as it would
+    alone.  Should a batched call raise (a problem the framework cannot
+    ``vmap``), the points are evaluated one at a time and ``message`` says so.
 
     References
     ----------
@@ -739,6 +850,7 @@ def profile_likelihood(
     _positive(max_steps, "max_steps", integer=True)
     _positive(newton_steps, "newton_steps", integer=True)
     _positive(flat_steps, "flat_steps", integer=True)
+    _positive(batch, "batch", integer=True)
     _positive(step_fraction, "step_fraction", upper=1.0)
     _positive(rcond, "rcond", upper=1.0)
     backend = str(fit.get("backend", "jax")) if backend is None else backend
@@ -763,31 +875,40 @@ def profile_likelihood(
         steps = np.broadcast_to(np.asarray(max_step, dtype=np.float64), (n,)).copy()
         if not np.all(np.isfinite(steps) & (steps > 0)):
             raise InputError(f"profile_likelihood: max_step must be positive; got {max_step!r}")
-    profiles = []
-    lmin = np.inf
-    for i in which:
-        before = dict(tracer.counts)
-        start = tracer.solve(i, x.copy())
-        lmin = min(lmin, start.value)
-        ends: dict[int, tuple[list[_Point], float | None, str, str]] = {}
-        for direction in (-1, 1):
-            bound = np.inf * direction if b is None else b[i, 0 if direction < 0 else 1]
-            ends[direction] = tracer.side(
-                i,
-                start,
-                direction,
-                lmin=start.value,
-                threshold=threshold,
-                bound=bound,
-                max_step=float(steps[i]),
-                max_steps=max_steps,
-                step_fraction=step_fraction,
-                flat_steps=flat_steps,
+    tracer.width = min(int(batch), 2 * len(which))
+    counts = {i: dict.fromkeys(COUNTS, 0) for i in which}
+    starts = tracer.lockstep([(tracer.solve(i, x.copy(), counts[i]), counts[i]) for i in which])
+    sides = [(k, i, direction) for k, i in enumerate(which) for direction in (-1, 1)]
+    traced = tracer.lockstep(
+        [
+            (
+                tracer.side(
+                    i,
+                    starts[k],
+                    direction,
+                    counts[i],
+                    lmin=starts[k].value,
+                    threshold=threshold,
+                    bound=(np.inf * direction if b is None else b[i, 0 if direction < 0 else 1]),
+                    max_step=float(steps[i]),
+                    max_steps=max_steps,
+                    step_fraction=step_fraction,
+                    flat_steps=flat_steps,
+                ),
+                counts[i],
             )
-        pts = sorted([*ends[-1][0], start, *ends[1][0]], key=lambda p: p.c)
+            for k, i, direction in sides
+        ]
+    )
+    ends = {(i, direction): out for (_, i, direction), out in zip(sides, traced, strict=True)}
+    profiles = []
+    for k, i in enumerate(which):
+        start, lower, upper = starts[k], ends[i, -1], ends[i, 1]
+        pts = sorted([*lower[0], start, *upper[0]], key=lambda p: p.c)
         tracer.points[i] = pts
-        counts = {k: tracer.counts[k] - before[k] for k in tracer.counts}
-        counts["steps"] = len(ends[-1][0]) + len(ends[1][0])
+        for name in COUNTS:
+            tracer.counts[name] += counts[i][name]
+        counts[i]["steps"] = len(lower[0]) + len(upper[0])
         wald = None if lap.ci is None else (float(lap.ci[0, i]), float(lap.ci[1, i]))
         obj = np.array([p.value for p in pts])
         profiles.append(
@@ -800,19 +921,24 @@ def profile_likelihood(
                 2.0 * (obj - start.value) / scale,
                 np.array([p.theta for p in pts]),
                 np.array([p.reoptimised for p in pts]),
-                ends[-1][1],
-                ends[1][1],
-                ends[-1][2],
-                ends[1][2],
-                ends[-1][3],
-                ends[1][3],
+                lower[1],
+                upper[1],
+                lower[2],
+                upper[2],
+                lower[3],
+                upper[3],
                 wald,
-                counts,
+                counts[i],
             )
         )
+    lmin = min(p.value for p in starts)
     reopt = sum(p.counts["reoptimised"] for p in profiles)
     lowest = min(float(np.min(p.objective)) for p in profiles)
     notes = [polish]
+    if tracer.unbatched is not None:
+        notes.append(
+            f"a batched derivative call raised ({tracer.unbatched}); points evaluated one at a time"
+        )
     if reopt:
         notes.append(
             f"{reopt} point(s) re-optimised by SciPy where H_rr was singular or "
