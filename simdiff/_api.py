@@ -1263,16 +1263,23 @@ def _tree_call(
     compile: Any,
     method: str = "auto",
 ) -> Any:
-    """``kind`` at a tree point ``x`` as one compiled call (:meth:`Derivatives._fused_call`),
-    or None where the general path runs (a flat point, numpy leaves, a first call, ...)."""
+    """``(result, x)``: ``kind`` at a tree point ``x`` as one compiled call
+    (:meth:`Derivatives._fused_call`), or ``(None, x)`` where the general path runs (a flat
+    point, a first call, a backend that does not fuse, ...); there ``x`` is the flat vector
+    where the tree's leaves are arrays of one framework that join as they are (else the
+    point as given: the general path flattens and checks it)."""
     spec = getattr(problem, "param_spec", None)
     if spec is None or x is None or type(x) is np.ndarray or not spec.is_input(x):
-        return None
+        return None, x
     parts = spec.matching_leaves(x)
     if parts is None:
-        return None
+        return None, x
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
-    return d._fused_call(kind, parts, method)
+    out = d._fused_call(kind, parts, method)
+    if out is not None:
+        return out, x
+    joined = spec._join_native(parts)
+    return None, (x if joined is None else joined)
 
 
 def _structured(problem: Problem, kind: str, out: Any, order: int = 0) -> Any:
@@ -1322,7 +1329,7 @@ def grad(
     >>> simdiff.grad(p, np.ones((3, 2)), backend="torch").shape
     (3, 2)
     """
-    fast = _tree_call(problem, "grad", x, backend, dtype, compile)
+    fast, x = _tree_call(problem, "grad", x, backend, dtype, compile)
     if fast is not None:
         return fast
     x = _flat(problem, x)
@@ -1347,7 +1354,7 @@ def value_and_grad(
     >>> simdiff.value_and_grad(p)
     (array(5.), array([2., 4.]))
     """
-    fast = _tree_call(problem, "value_and_grad", x, backend, dtype, compile)
+    fast, x = _tree_call(problem, "value_and_grad", x, backend, dtype, compile)
     if fast is not None:
         return fast
     x = _flat(problem, x)
@@ -1389,7 +1396,7 @@ def hessian(
            [2., 0.]])
     """
     if not sparse:
-        fast = _tree_call(problem, "hessian", x, backend, dtype, compile, method)
+        fast, x = _tree_call(problem, "hessian", x, backend, dtype, compile, method)
         if fast is not None:
             return fast
     x = _flat(problem, x)

@@ -473,6 +473,9 @@ class ParamSpec:
                 for v, s in zip(fast, self.shapes, strict=True)
             ):
                 return np.concatenate([v.reshape(-1) for v in fast])  # numpy, unbatched
+            joined = self._join_native(fast)
+            if joined is not None:
+                return joined
             leaves = list(zip(self.paths, fast, strict=True))
         else:
             leaves = []
@@ -510,6 +513,26 @@ class ParamSpec:
         if src is None:
             return np.concatenate([np.reshape(p, (*lead, -1)) for p in parts], axis=-1)
         return src.join(parts, lead)
+
+    def _join_native(self, leaves: list[Any]) -> Any:
+        """The flat vector of ``leaves`` where all are arrays of one differentiable framework
+        of one type and dtype, each of its leaf's shape (unbatched): the vector itself for a
+        one-vector structure, else one join; None otherwise (the general path checks and
+        names what differs)."""
+        first = leaves[0]
+        kind = type(first)
+        if kind in _HOST_SCALARS or kind is np.ndarray or any(type(v) is not kind for v in leaves):
+            return None
+        src = backend_of(first)
+        if not (src.differentiable and src.is_native(first)):
+            return None
+        dtype = first.dtype
+        for v, shape in zip(leaves, self.shapes, strict=True):
+            if v.dtype != dtype or tuple(v.shape) != shape:
+                return None
+        if self._whole is not None:
+            return first  # as a flat vector of the framework is taken: no copy
+        return src.join(leaves, ())
 
     def _assemble(self, parts: list[Any]) -> Any:
         """The tree of the leaves ``parts`` (flat order): a dict of leaves in one step."""

@@ -8,6 +8,7 @@ run the same arithmetic up to the order of slicing, so ``rtol = 1e-12``.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import jax
@@ -152,6 +153,40 @@ def test_scalar_leaves_split_in_one_call_on_each_backend():
         assert float(tree["a"]) == 0.0 and float(tree["b"]) == 1.0
         np.testing.assert_array_equal(np.asarray(tree["c"]), [[2.0, 3.0], [4.0, 5.0]])
         np.testing.assert_array_equal(np.asarray(spec.flatten(tree)), flat)
+
+
+@pytest.mark.parametrize("name", ["jax", "torch"])
+@pytest.mark.parametrize("lead", [(), (3,)])
+def test_join_and_split_invert_each_other_on_mixed_leaves(name, lead):
+    """Scalars, vectors, matrices and a length-1 vector, batched or not: what the backend's
+    one-op join and split (the structured fast path) do to the leaves and back."""
+    backend = simdiff.backends.get_backend(name)
+    shapes = ((), (3,), (2, 2), (), (1,))
+    ends = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
+    bounds = tuple((int(a), int(b)) for a, b in itertools.pairwise(ends))
+    rng = np.random.default_rng(1)
+    parts = [rng.normal(size=(*lead, *s)) for s in shapes]
+    flat = backend.join([backend.from_numpy(p, "float64") for p in parts], lead)
+    assert tuple(flat.shape) == (*lead, ends[-1])
+    want = np.concatenate([p.reshape(*lead, -1) for p in parts], axis=-1)
+    np.testing.assert_array_equal(backend.to_numpy(flat), want)
+    for got, p in zip(backend.split(flat, bounds, shapes), parts, strict=True):
+        assert tuple(got.shape) == p.shape
+        np.testing.assert_array_equal(backend.to_numpy(got), p)
+
+
+def test_native_leaves_join_as_they_are_and_mixed_ones_take_the_checked_path():
+    spec, _ = simdiff.ParamSpec.from_tree({"a": 1.0, "k": np.zeros(2)})
+    whole, _ = simdiff.ParamSpec.from_tree({"w": np.zeros(3)})
+    w = torch.arange(3.0, dtype=torch.float64)
+    assert whole.flatten({"w": w}) is w  # one vector: the tensor itself, as a flat point is
+    a, k = torch.tensor(1.0, dtype=torch.float64), torch.tensor([2.0, 3.0], dtype=torch.float64)
+    np.testing.assert_array_equal(spec.flatten({"a": a, "k": k}).numpy(), [1.0, 2.0, 3.0])
+    with pytest.raises(simdiff.errors.StructureError, match="shape"):
+        spec.flatten({"a": a, "k": torch.zeros(3, dtype=torch.float64)})
+    with pytest.warns(simdiff.PrecisionWarning):  # float32 meets float64: named, promoted
+        out = spec.flatten({"a": a, "k": k.to(torch.float32)})
+    assert out.dtype == torch.float64
 
 
 # --------------------------------------------------------------------------- torch.func

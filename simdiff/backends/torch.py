@@ -991,15 +991,20 @@ class TorchBackend(Backend):
     def join(self, parts: Any, lead: tuple[int, ...]) -> Any:
         """``torch.stack`` of scalar leaves, else ``torch.cat`` (one op, not one per leaf)."""
         parts = list(parts)
-        if all(tuple(p.shape) == tuple(lead) for p in parts):
+        k = len(lead)
+        if all(p.dim() == k for p in parts):
             return torch.stack(parts, dim=-1)
-        return torch.cat([p.reshape(*lead, -1) for p in parts], dim=-1)
+        return torch.cat([p if p.dim() == k + 1 else p.reshape(*lead, -1) for p in parts], dim=-1)
 
     def split(self, flat: Any, bounds: Any, shapes: Any) -> list[Any]:
-        """``unbind`` (one op) for scalar leaves, else slices."""
+        """``unbind`` (one op) for scalar leaves, else one ``torch.split`` (views) and a
+        reshape where a leaf is not a vector."""
         if all(s == () for s in shapes):
             return list(flat.unbind(-1))
-        return super().split(flat, bounds, shapes)
+        lead = tuple(flat.shape[:-1])
+        chunks = torch.split(flat, [b - a for a, b in bounds], dim=-1)
+        return [c if len(s) == 1 else c.squeeze(-1) if s == () else c.reshape(*lead, *s)
+                for c, s in zip(chunks, shapes, strict=True)]  # fmt: skip
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)

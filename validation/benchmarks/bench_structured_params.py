@@ -11,8 +11,9 @@ Three ways of writing one problem, each with a hand-written flat twin:
 For each, on jax and torch, the public functions ``simdiff.grad`` and
 ``simdiff.hessian`` at a point given as a tree (structured: the point is
 flattened and the result split into leaves / a ``simdiff.Labelled``) and as a
-flat array (flat twin), interleaved in 7 rounds (the order alternating) of
-the median of 31 calls after a warm-up; the median over rounds, the ratio structured / flat and the
+flat array (flat twin), after a warm-up, by the one timer
+(:func:`simdiff.evidence._timing.interleaved`: 21 rounds in shuffled order, each
+sample the mean of 15 calls); the median over rounds, the ratio structured / flat and the
 difference in microseconds (what the structure adds per call: flattening
 the point, splitting the result, one slice per leaf inside the function).
 The point is given twice: as numpy (leaves numpy arrays and floats; the flat
@@ -26,16 +27,14 @@ that framework, so the structured side splits a framework array).
 from __future__ import annotations
 
 import itertools
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import simdiff
+from simdiff.evidence._timing import Summary, interleaved
 
-ROUNDS, REPEATS = 7, 31
+ROUNDS, INNER = 21, 15
 
 
 def _chain(xs: list[Any], ops: Any) -> Any:
@@ -73,16 +72,6 @@ def cases() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any]]:
     return out
 
 
-def _median_ms(fn: Callable[[], Any]) -> float:
-    fn()
-    times = []
-    for _ in range(REPEATS):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1e3 * statistics.median(times)
-
-
 def _native(backend: str, a: Any) -> Any:
     """``a`` (numpy or a float) as the backend's own array, float64."""
     return simdiff.backends.get_backend(backend).from_numpy(np.asarray(a), "float64")
@@ -93,7 +82,8 @@ def _host(a: Any) -> np.ndarray:
 
 
 def main() -> None:
-    print(f"ms per call: median over {ROUNDS} interleaved rounds of the median of {REPEATS}")
+    print(f"ms per call: median over {ROUNDS} interleaved rounds (shuffled order) of the mean "
+          f"of {INNER} calls")  # fmt: skip
     print()
     print("| problem | n | backend | point | derivative | flat | structured | structured / flat "
           "| difference (us) |")  # fmt: skip
@@ -106,7 +96,6 @@ def main() -> None:
                 flat_point = _native(backend, flat_point)
             for kind in ("grad", "hessian"):
                 fn = getattr(simdiff, kind)
-                runs: dict[str, list[float]] = {"flat": [], "structured": []}
                 host = _host
                 a = np.asarray(host(fn(flat, flat_point, backend=backend)))
                 b = fn(tree, point, backend=backend)
@@ -116,10 +105,10 @@ def main() -> None:
                     "flat": lambda fn=fn, p=flat, x=flat_point, b=backend: fn(p, x, backend=b),
                     "structured": lambda fn=fn, p=tree, x=point, b=backend: fn(p, x, backend=b),
                 }
-                for r in range(ROUNDS):  # the order alternates between rounds
-                    for side in ("flat", "structured")[:: 1 if r % 2 == 0 else -1]:
-                        runs[side].append(_median_ms(calls[side]))
-                f, s = (statistics.median(runs[k]) for k in ("flat", "structured"))
+                for call in calls.values():  # the warm-up: every call after it is steady
+                    call()
+                runs = interleaved(calls, ROUNDS, inner=INNER)
+                f, s = (1e3 * Summary.of(runs[k]).median for k in ("flat", "structured"))
                 print(f"| {name} | {tree.n} | {backend} | {arrays} | {kind} | {f:.3g} | {s:.3g} | "
                       f"{s / f:.3f} | {1e3 * (s - f):.0f} |", flush=True)  # fmt: skip
 
