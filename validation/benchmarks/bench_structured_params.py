@@ -27,8 +27,10 @@ that framework, so the structured side splits a framework array).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
+import jax
 import numpy as np
 
 import simdiff
@@ -45,30 +47,39 @@ def _chain(xs: list[Any], ops: Any) -> Any:
     return total + ops.sum(ops.sin(xs[-1]))
 
 
-def cases() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any]]:
+def cases() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, Callable, Callable]]:
+    """``name -> (tree problem, flat twin, a tree point, f(tree, ops), f(flat, ops))``."""
     rng = np.random.default_rng(0)
     out = {}
     keys = tuple(f"p{i}" for i in range(10))  # sorted order p0 < ... < p9; a tuple: not watched
     x0 = rng.uniform(0.5, 1.5, 10)
-    tree = simdiff.Problem(lambda q, ops: _chain([q[k] for k in keys], ops),
-                           x0=dict(zip(keys, x0, strict=True)), name="dict10")  # fmt: skip
-    flat = simdiff.Problem(lambda x, ops: _chain([x[i] for i in range(10)], ops), x0=x0)
-    out["dict10"] = (tree, flat, dict(zip(keys, x0 + 0.01, strict=True)))
+    def scalars(q: Any, ops: Any) -> Any:
+        return _chain([q[k] for k in keys], ops)
+
+    def scalars_flat(x: Any, ops: Any) -> Any:
+        return _chain([x[i] for i in range(10)], ops)
+
+    tree = simdiff.Problem(scalars, x0=dict(zip(keys, x0, strict=True)), name="dict10")
+    flat = simdiff.Problem(scalars_flat, x0=x0)
+    out["dict10"] = (tree, flat, dict(zip(keys, x0 + 0.01, strict=True)), scalars, scalars_flat)
     w = rng.uniform(0.5, 1.5, 10)
 
     def one(x: Any, ops: Any) -> Any:
         return ops.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
 
-    leaf = simdiff.Problem(lambda q, ops: one(q["w"], ops), x0={"w": w}, name="leaf10")
-    out["leaf10"] = (leaf, simdiff.Problem(lambda x, ops: one(x, ops), x0=w), {"w": w + 0.01})
+    def vector(q: Any, ops: Any) -> Any:
+        return one(q["w"], ops)
+
+    leaf = simdiff.Problem(vector, x0={"w": w}, name="leaf10")
+    out["leaf10"] = (leaf, simdiff.Problem(one, x0=w), {"w": w + 0.01}, vector, one)
     big = rng.uniform(0.5, 1.5, (10, 10))
-    tree100 = simdiff.Problem(lambda q, ops: _chain([q[k] for k in keys], ops),
-                              x0=dict(zip(keys, big, strict=True)), name="leaves100")  # fmt: skip
-    flat100 = simdiff.Problem(
-        lambda x, ops: _chain([x[10 * i : 10 * i + 10] for i in range(10)], ops),
-        x0=big.reshape(-1),
-    )
-    out["leaves100"] = (tree100, flat100, dict(zip(keys, big + 0.01, strict=True)))
+    def vectors_flat(x: Any, ops: Any) -> Any:
+        return _chain([x[10 * i : 10 * i + 10] for i in range(10)], ops)
+
+    tree100 = simdiff.Problem(scalars, x0=dict(zip(keys, big, strict=True)), name="leaves100")
+    flat100 = simdiff.Problem(vectors_flat, x0=big.reshape(-1))
+    out["leaves100"] = (tree100, flat100, dict(zip(keys, big + 0.01, strict=True)), scalars,
+                        vectors_flat)  # fmt: skip
     return out
 
 
@@ -86,9 +97,10 @@ def main() -> None:
           f"of {INNER} calls")  # fmt: skip
     print()
     print("| problem | n | backend | point | derivative | flat | structured | structured / flat "
-          "| difference (us) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, (tree, flat, numpy_point) in cases().items():
+          "| difference (us) | jax.jit(jax.grad): flat | tree | tree / flat |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    jops = simdiff.backends.get_backend("jax").ops("float64")
+    for name, (tree, flat, numpy_point, f_tree, f_flat) in cases().items():
         for backend, arrays in itertools.product(("jax", "torch"), ("numpy", "native")):
             point, flat_point = numpy_point, np.asarray(tree.flatten(numpy_point))
             if arrays == "native":
@@ -105,12 +117,22 @@ def main() -> None:
                     "flat": lambda fn=fn, p=flat, x=flat_point, b=backend: fn(p, x, backend=b),
                     "structured": lambda fn=fn, p=tree, x=point, b=backend: fn(p, x, backend=b),
                 }
+                plain = backend == "jax" and arrays == "native" and kind == "grad"
+                if plain:  # what JAX itself takes for the same two ways of writing it
+                    g_flat = jax.jit(jax.grad(lambda x, f=f_flat: f(x, jops)))
+                    g_tree = jax.jit(jax.grad(lambda q, f=f_tree: f(q, jops)))
+                    assert np.allclose(np.asarray(g_flat(flat_point)), a, rtol=1e-12, atol=0)
+                    calls["jax flat"] = lambda g=g_flat, x=flat_point: g(x).block_until_ready()
+                    calls["jax tree"] = lambda g=g_tree, q=point: jax.block_until_ready(g(q))
                 for call in calls.values():  # the warm-up: every call after it is steady
                     call()
                 runs = interleaved(calls, ROUNDS, inner=INNER)
-                f, s = (1e3 * Summary.of(runs[k]).median for k in ("flat", "structured"))
+                ms = {k: 1e3 * Summary.of(v).median for k, v in runs.items()}
+                f, s = ms["flat"], ms["structured"]
+                jf, jt = ms.get("jax flat"), ms.get("jax tree")
+                own = f"{jf:.3g} | {jt:.3g} | {jt / jf:.3f}" if jf and jt else "- | - | -"
                 print(f"| {name} | {tree.n} | {backend} | {arrays} | {kind} | {f:.3g} | {s:.3g} | "
-                      f"{s / f:.3f} | {1e3 * (s - f):.0f} |", flush=True)  # fmt: skip
+                      f"{s / f:.3f} | {1e3 * (s - f):.0f} | {own} |", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
