@@ -184,6 +184,12 @@ def test_dopri5_compiled_loop_gradient_matches_eager_and_jax() -> None:
     assert info["compiles"] == "the dopri5 step loop (method, controller, saving), one graph"
     np.testing.assert_allclose(g, simdiff.Derivatives(p, "torch").grad(), rtol=1e-12, atol=0)
     np.testing.assert_allclose(g, simdiff.Derivatives(p, "jax").grad(), rtol=1e-12, atol=0)
+    # steady calls, at the point and at others, run the graph built: no trace again (the
+    # leak guard, active around the call, once failed Dynamo's guards: a trace every call)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for q in (p.x0, [1.0, 0.4, 0.9, 0.3], [1.2, 0.5, 0.8, 0.35]):
+        d.grad(np.asarray(q, dtype=float))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
 
 
 @pytest.mark.slow

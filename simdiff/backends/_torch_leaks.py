@@ -64,15 +64,16 @@ and ``torch._C._set_grad_enabled`` a Python call more per switch (about
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["GUARDED", "LeakGuard", "guard_message", "watching_grad_mode"]
+__all__ = ["GUARDED", "LeakGuard", "guard_message", "paused", "watching_grad_mode"]
 
 _CUT = (
     "the result is cut from the graph, so the derivative misses what flows through it; "
@@ -466,3 +467,22 @@ class LeakGuard:
         _active.depth -= 1
         if self._saved or self._trusted:
             _active.trusted = self._saved
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """No guard on this thread for the duration: for a compiled graph's call.
+
+    Dynamo's guards read tensor values (``Tensor.item()``) to decide whether a
+    compiled graph applies to the inputs; a guard that raises there reads as a
+    failed guard, so the graph would be traced again on every call.  What runs
+    compiled was checked under the guard eagerly before it was traced
+    (``Derivatives`` runs the same callable eagerly first), and a one-graph
+    compile cannot hold a Python branch on a value, so pausing hides nothing.
+    """
+    depth = _active.depth
+    _active.depth = 0
+    try:
+        yield
+    finally:
+        _active.depth = depth

@@ -22,7 +22,7 @@ import torch.utils.checkpoint
 
 from ..errors import InputTypeError, UnsupportedError
 from ._base import BINARY, UNARY, Backend, LoopOps, Namespace
-from ._torch_leaks import LeakGuard, guard_message, watching_grad_mode
+from ._torch_leaks import LeakGuard, guard_message, paused, watching_grad_mode
 
 __all__ = ["TorchBackend", "TorchOps"]
 
@@ -788,10 +788,12 @@ class _PartCompiler:
                 self.eager_calls += 1
                 return pure(*args)
             self.compiled_calls += 1
-            with warnings.catch_warnings(), _kept_buffers():
+            with warnings.catch_warnings(), _kept_buffers(), paused():
                 # Dynamo reads .grad of the non-leaf inputs (the state, the FSAL stage)
                 # while it builds its guards; the warning is about that read, not ours
                 warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)
+                # and the leak guard is paused (:func:`paused`): its Tensor.item() raised in
+                # Dynamo's guard evaluation, a failed guard, so a trace on every call
                 return compiled(*args)
 
         return part
