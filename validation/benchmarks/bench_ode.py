@@ -9,9 +9,9 @@ configuration alike) of:
 - simdiff-jax, simdiff-torch: :class:`simdiff.Derivatives` over simdiff's
   Dopri5 (default adjoint, ``CheckpointAdjoint``); torch gradients by plain
   autograd at the top level (``TorchBackend.grad``);
-- simdiff-torch ``compile=True``: the same, each Dopri5 step one
-  ``torch.compile`` graph (value and gradient; the first call includes the
-  compiles);
+- simdiff-torch ``compile=True``: the same, the whole Dopri5 step loop
+  (method, controller, saving) one ``torch.compile`` graph with torch's
+  ``while_loop`` (value and gradient; the first call includes the compiles);
 - diffrax: the same ODEProblem through :func:`simdiff.ode.diffrax_problem`
   (Dopri5, PIDController; RecursiveCheckpointAdjoint for the value and the
   gradient, DirectAdjoint for the Hessian and the HVP);
@@ -235,10 +235,10 @@ def configurations(p: ODEProblem, v: np.ndarray) -> dict[str, Callables]:
         d = simdiff.Derivatives(p, backend=be)
         out[f"simdiff-{be}"] = {"value": d.value, "grad": d.grad, "hessian": d.hessian,
                                 "hvp": lambda d=d: d.hvp(v)}  # fmt: skip
-    # compile=True: on torch the Dopri5 step is compiled (one graph), the adaptive loop stays
-    # in Python; value and gradient only (Hessians would compile the whole callable)
+    # compile=True: on torch the Dopri5 step loop is one compiled graph (torch's while_loop);
+    # value and gradient only (second-order derivatives never take the compiled loop)
     dc = simdiff.Derivatives(p, backend="torch", compile=True)
-    out["simdiff-torch compile=True (step compiled)"] = {"value": dc.value, "grad": dc.grad}
+    out["simdiff-torch compile=True (loop compiled)"] = {"value": dc.value, "grad": dc.grad}
     dv = simdiff.Derivatives(diffrax_problem(p, "grad", solver="dopri5"), backend="jax")
     dh = simdiff.Derivatives(diffrax_problem(p, "hessian", solver="dopri5"), backend="jax")
     out["diffrax (dopri5)"] = {"value": dv.value, "grad": dv.grad, "hessian": dh.hessian,
