@@ -38,3 +38,18 @@ def test_structured_parameter_cost_table_is_the_stored_run():
             flat, tree = stored[problem, point, backend, kind]
             for shown, value in zip(m.groups(), (flat, tree), strict=True):
                 assert abs(float(shown) - value) <= 0.006 * value + 5e-4, (line, cell, value)
+
+
+def test_ode_gradient_tables_are_the_stored_run():
+    """Each row of the Lotka-Volterra gradient tables in docs/ode.md and docs/performance.md
+    is a line of the stored run's output."""
+    stored = set((DOCS / "results" / "bench_ode_gradient.txt").read_text().splitlines())
+    for doc, first in (("ode.md", "python -m validation.benchmarks bench_ode_gradient"),
+                       ("performance.md", "### bench ode gradient")):  # fmt: skip
+        text = (DOCS / doc).read_text()
+        section = text[text.index(first) :].split("\n### ", 1)[0]
+        rows = [line for line in section.splitlines()
+                if line.startswith("| simdiff-") or line.startswith("| diffrax (")]  # fmt: skip
+        assert len(rows) >= 3, doc
+        for line in rows:
+            assert line in stored, (doc, line)
