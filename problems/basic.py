@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -77,19 +79,29 @@ def rosenbrock_fn(x, ops):
     return ops.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
 
 
+def _rosen(name: str) -> Callable[[np.ndarray], Any]:
+    """``scipy.optimize.<name>``, imported when called: listing the catalogue stays cheap."""
+
+    def exact(x: np.ndarray) -> Any:
+        import scipy.optimize
+
+        return getattr(scipy.optimize, name)(x)
+
+    exact.__name__ = f"scipy.optimize.{name}"
+    return exact
+
+
 def rosenbrock(n: int = 4) -> simdiff.Problem:
     """n-dimensional Rosenbrock; exact gradient and Hessian from scipy.optimize.rosen_der/hess."""
-    import scipy.optimize  # here, so `simdiff list` does not import it
-
     x0 = np.array([-1.2 if i % 2 == 0 else 1.0 for i in range(n)])
     return simdiff.Problem(
         rosenbrock_fn,
         x0=x0,
         name=f"rosenbrock{n}",
         exact={
-            "value": scipy.optimize.rosen,
-            "grad": scipy.optimize.rosen_der,
-            "hessian": scipy.optimize.rosen_hess,
+            "value": _rosen("rosen"),
+            "grad": _rosen("rosen_der"),
+            "hessian": _rosen("rosen_hess"),
         },
         meta={
             "tags": ("closed-form", "small", "optimisation"),

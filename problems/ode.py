@@ -12,8 +12,6 @@ import functools
 from collections.abc import Callable
 
 import numpy as np
-import scipy.integrate
-import scipy.linalg
 
 from simdiff import CheckOptions
 from simdiff.ode import Dopri5, FixedStep, ODEProblem, Rodas3, Rodas5P
@@ -37,12 +35,16 @@ def _unit(k: int) -> np.ndarray:
 
 
 def _linear_value(a: np.ndarray, times: np.ndarray = LINEAR_TIMES) -> np.ndarray:
+    import scipy.linalg  # here, not at import: listing the catalogue stays cheap
+
     A = a.reshape(2, 2)
     return np.concatenate([scipy.linalg.expm(t * A) @ LINEAR_Y0 for t in times])
 
 
 def _linear_jacobian(a: np.ndarray, times: np.ndarray = LINEAR_TIMES) -> np.ndarray:
     """d y(t) / d a_k = L(tA, t E_k) y0 with L the Fréchet derivative of expm."""
+    import scipy.linalg  # here, not at import: listing the catalogue stays cheap
+
     A = a.reshape(2, 2)
     rows = []
     for t in times:
@@ -62,6 +64,8 @@ def _expm_second(M: np.ndarray, E: np.ndarray, F: np.ndarray) -> np.ndarray:
     n = M.shape[0]
 
     def block(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        import scipy.linalg  # here, not at import: listing the catalogue stays cheap
+
         Z = np.zeros((3 * n, 3 * n))
         for i in range(3):
             Z[i * n : (i + 1) * n, i * n : (i + 1) * n] = M
@@ -82,6 +86,8 @@ def _energy_grad(a: np.ndarray) -> np.ndarray:
 
 
 def _energy_hessian(a: np.ndarray) -> np.ndarray:
+    import scipy.linalg  # here, not at import: listing the catalogue stays cheap
+
     T = float(LINEAR_TIMES[-1])
     M = T * a.reshape(2, 2)
     y = scipy.linalg.expm(M) @ LINEAR_Y0
@@ -203,14 +209,23 @@ def lotka_volterra() -> ODEProblem:
     )  # fmt: skip
 
 
-@functools.lru_cache(maxsize=1)
+#: Synthetic data: the exact trajectory at the true parameters, at ``LV_TIMES`` (rows) for
+#: (prey, predator).  Stored, not integrated at import, so listing the catalogue stays cheap;
+#: tests/test_ode_solvers.py remakes it with ``scipy.integrate.solve_ivp`` (DOP853, rtol 1e-12).
+LV_DATA = np.array([
+    [1.531230779708674, 0.41015517425870585],
+    [2.772850901838359, 0.2587108781415787],
+    [5.074253916797112, 0.3914541093753137],
+    [6.777189388281422, 2.012753711561416],
+    [2.1783451738137387, 4.369232278678291],
+    [0.9703304511560545, 1.9098538380596894],
+])  # fmt: skip
+LV_DATA.flags.writeable = False
+
+
 def lv_data() -> np.ndarray:
-    """Synthetic data: the exact (DOP853, rtol 1e-12) trajectory at the true parameters."""
-    sol = scipy.integrate.solve_ivp(
-        lambda t, y: lotka_volterra_rhs(t, y, LV_PARAMS, np), (0.0, 3.0), LV_Y0,
-        method="DOP853", rtol=1e-12, atol=1e-12, t_eval=LV_TIMES,
-    )  # fmt: skip
-    return sol.y.T.copy()
+    """The synthetic data :data:`LV_DATA` (read-only)."""
+    return LV_DATA
 
 
 def lotka_volterra_fit() -> ODEProblem:
@@ -362,6 +377,9 @@ def sensitivities(
     def jac(t: float, z: np.ndarray) -> np.ndarray:
         jy = jac_y(z[:n], x)
         return scipy.linalg.block_diag(jy, np.kron(jy, np.eye(m)))
+
+    import scipy.integrate  # here, not at import: listing the catalogue stays cheap
+    import scipy.linalg
 
     z0 = np.concatenate([y0, np.zeros(n * m)])
     sol = scipy.integrate.solve_ivp(aug, (0.0, float(times[-1])), z0, method=method, rtol=rtol,

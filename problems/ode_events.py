@@ -14,11 +14,15 @@ solver and of the event machinery.
 
 from __future__ import annotations
 
-import mpmath as mp
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from simdiff import CheckOptions
 from simdiff.ode import Dopri5, Event, ODEProblem
+
+if TYPE_CHECKING:
+    import mpmath as mp
 
 BALL_G = 9.81
 BALL_H0 = 1.0
@@ -45,6 +49,8 @@ def ball_bounce(t, y, p, ops):
 
 def _bounce_time(e: mp.mpf, c: mp.mpf) -> mp.mpf:
     """The ``BALL_BOUNCES``-th bounce time by the Lambert-W flights (mpmath)."""
+    import mpmath as mp
+
     g = mp.mpf(BALL_G)
     b = mp.mpf(BALL_H0) * c**2 / g
     s = 1 + b + mp.lambertw(-mp.exp(-1 - b))
@@ -60,6 +66,8 @@ def _bounce_time(e: mp.mpf, c: mp.mpf) -> mp.mpf:
 
 
 def _exact(orders: list[tuple[int, int]], x: np.ndarray) -> np.ndarray:
+    import mpmath as mp  # here, not at import: listing the catalogue stays cheap
+
     with mp.workdps(_DPS):
         at = (mp.mpf(float(x[0])), mp.mpf(float(x[1])))
         return np.array([float(mp.diff(_bounce_time, at, o)) for o in orders])

@@ -12,7 +12,6 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 
 from ..errors import UnsupportedError
 from ._base import Backend, LoopOps
@@ -48,6 +47,8 @@ class NumpyOps(XPOps, LoopOps):
     @staticmethod
     def lu_factor(a: Any) -> Any:
         """``scipy.linalg.lu_factor``; a singular ``a`` raises ``numpy.linalg.LinAlgError``."""
+        import scipy.linalg  # here, not at import: importing simdiff must stay cheap
+
         lu, piv = scipy.linalg.lu_factor(a, check_finite=False)
         if not np.all(np.isfinite(lu)) or np.any(np.diag(lu) == 0):
             raise np.linalg.LinAlgError("singular matrix (a zero pivot in its LU factorisation)")
@@ -56,6 +57,8 @@ class NumpyOps(XPOps, LoopOps):
     @staticmethod
     def lu_solve(lu: Any, b: Any) -> Any:
         """``scipy.linalg.lu_solve``."""
+        import scipy.linalg
+
         return scipy.linalg.lu_solve(lu, b, check_finite=False)
 
     def jacfwd(self, fn: Callable[..., Any]) -> Callable[..., Any]:

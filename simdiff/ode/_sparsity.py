@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse
 
 from ..backends import get_ops
 from ..errors import InputError, InputTypeError, ShapeError, UnsupportedError
@@ -45,6 +44,8 @@ def colour_columns(mask: np.ndarray) -> np.ndarray:
     >>> int(c.max()) + 1, bool(c[0] == c[2] != c[1])  # two colours; columns 0 and 2 share one
     (2, True)
     """
+    import scipy.sparse
+
     s = scipy.sparse.csc_matrix(np.asarray(mask, dtype=bool), dtype=np.int8)
     conflict = (s.T @ s).tocsr()  # columns j, k conflict iff they share a row
     n = conflict.shape[0]
@@ -62,6 +63,8 @@ def colour_columns(mask: np.ndarray) -> np.ndarray:
 
 def _as_mask(pattern: Any, n: int | None = None) -> np.ndarray:
     """A boolean ``(n, n)`` numpy mask from an array-like or a scipy.sparse pattern."""
+    import scipy.sparse
+
     if scipy.sparse.issparse(pattern):
         a = np.asarray(pattern.toarray()) != 0
     elif isinstance(pattern, (np.ndarray, list, tuple)):

@@ -11,7 +11,6 @@ import math
 from typing import Any
 
 import numpy as np
-import scipy.spatial
 
 from .._problem import Problem
 from ..errors import InputError, ShapeError
@@ -30,6 +29,18 @@ __all__ = [
     "minimum_image",
     "pair_index",
 ]
+
+
+#: Up to this many particles :func:`check_positions` tests every pair for coincidence.
+_ALL_PAIRS = 512
+
+
+def _kdtree(*args: Any, **kwargs: Any) -> Any:
+    """``scipy.spatial.cKDTree(*args, **kwargs)``, imported here, not at import: listing the
+    catalogue (which imports this module) must stay cheap."""
+    import scipy.spatial
+
+    return scipy.spatial.cKDTree(*args, **kwargs)
 
 
 class ClusterInfo:
@@ -237,17 +248,20 @@ def check_positions(
     if not np.all(np.isfinite(pos)):
         i = int(np.flatnonzero(~np.isfinite(pos).all(axis=1))[0])
         raise InputError(f"coordinates must be finite; particle {i} is at {pos[i]}")
-    # candidates by a k-d tree (O(N log N), not N^2 distances), within a radius far above
-    # rounding; then the exact test, distance 0 by minimum image, on those pairs only
+    # candidates: every pair for a few hundred particles (a k-d tree's import and build cost
+    # more there), else by a k-d tree (O(N log N), not N^2 distances) within a radius far
+    # above rounding; then the exact test, distance 0 by minimum image, on those pairs only
     scale = max(1.0, float(np.abs(pos).max(initial=0.0)))
-    if isinstance(box, Cell):
+    if n_particles <= _ALL_PAIRS and not isinstance(box, Cell):
+        near = np.stack(np.triu_indices(n_particles, 1), axis=1)
+    elif isinstance(box, Cell):
         scale = max(scale, float(np.abs(box.matrix).max()))
         near = pair_index(pos, 1e-9 * scale, box)
     elif box is None:
-        near = scipy.spatial.cKDTree(pos).query_pairs(1e-9 * scale, output_type="ndarray")
+        near = _kdtree(pos).query_pairs(1e-9 * scale, output_type="ndarray")
     else:
         scale = max(scale, float(np.max(box)))
-        tree = scipy.spatial.cKDTree(np.mod(pos, box), boxsize=box)
+        tree = _kdtree(np.mod(pos, box), boxsize=box)
         near = tree.query_pairs(1e-9 * scale, output_type="ndarray")
     if near.size:
         near = np.sort(near, axis=1)
@@ -366,8 +380,8 @@ def _cell_pair_index(pos: np.ndarray, radius: float, cell: Cell) -> np.ndarray:
     grid = np.stack(np.meshgrid(*[np.arange(-r, r + 1) for r in reach], indexing="ij"), -1)
     shifts = grid.reshape(-1, 3) @ cell.matrix
     images = (wrapped[None, :, :] + shifts[:, None, :]).reshape(-1, 3)
-    found = scipy.spatial.cKDTree(wrapped).sparse_distance_matrix(
-        scipy.spatial.cKDTree(images), float(radius), output_type="ndarray"
+    found = _kdtree(wrapped).sparse_distance_matrix(
+        _kdtree(images), float(radius), output_type="ndarray"
     )
     n = pos.shape[0]
     i, j = found["i"].astype(np.int64), (found["j"] % n).astype(np.int64)
@@ -404,8 +418,8 @@ def image_pair_index(
     grid = np.stack(np.meshgrid(*[np.arange(-r, r + 1) for r in reach], indexing="ij"), -1)
     grid = grid.reshape(-1, 3).astype(np.float64)
     images = (wrapped[None, :, :] + (grid @ cell.matrix)[:, None, :]).reshape(-1, 3)
-    found = scipy.spatial.cKDTree(wrapped).sparse_distance_matrix(
-        scipy.spatial.cKDTree(images), float(radius), output_type="ndarray"
+    found = _kdtree(wrapped).sparse_distance_matrix(
+        _kdtree(images), float(radius), output_type="ndarray"
     )
     i = found["i"].astype(np.int64)
     k = found["j"].astype(np.int64)
@@ -441,10 +455,10 @@ def pair_index(positions: Any, r_cut: float | None = None, box: Any = None) -> n
     if isinstance(box, Cell):
         return _cell_pair_index(pos, float(r_cut), box)
     if box is None:
-        tree = scipy.spatial.cKDTree(pos)
+        tree = _kdtree(pos)
     else:
         b = np.asarray(box, dtype=np.float64)
-        tree = scipy.spatial.cKDTree(np.mod(pos, b), boxsize=b)
+        tree = _kdtree(np.mod(pos, b), boxsize=b)
     pairs = tree.query_pairs(float(r_cut), output_type="ndarray").astype(np.int64)
     pairs.sort(axis=1)
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]

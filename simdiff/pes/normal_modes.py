@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse
-import scipy.sparse.linalg
 
 from .._api import grad as _grad
 from .._api import hessian as _hessian
@@ -103,6 +101,8 @@ def mass_weighted_hessian(hessian: Any, masses: Any) -> Any:
     array([[1.  , 0.  ],
            [0.  , 0.25]])
     """
+    import scipy.sparse
+
     s = 1.0 / np.sqrt(np.asarray(masses, dtype=np.float64))
     if scipy.sparse.issparse(hessian):
         if hessian.shape != (s.size, s.size):
@@ -314,6 +314,8 @@ def _normal_modes(
     k: int | None = None,
 ) -> NormalModes:
     """:func:`normal_modes` at a checked point, without the stationarity check."""
+    import scipy.sparse
+
     info = cluster_info(problem)
     m = _coordinate_masses(problem, masses)
     if project and info is not None:
@@ -338,6 +340,9 @@ def _modes_result(lam: np.ndarray, modes: np.ndarray, m: np.ndarray, n_rigid: in
 
 
 def _lowest_modes(problem, x, backend, m, rigid, hessian, k) -> NormalModes:
+    import scipy.sparse
+    import scipy.sparse.linalg
+
     n_int = problem.n - rigid.shape[1]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < n_int:
         raise InputError(f"k must be an integer in 1..{n_int - 1} (fewer than the {n_int} "

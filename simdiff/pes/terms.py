@@ -20,10 +20,9 @@ output; ``scipy.sparse`` on request).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse
 
 from .._api import cached_derivatives
 from .._cache import RecentlyUsed
@@ -44,6 +43,9 @@ from .geometry import (
     image_displacement_np,
     pair_index,
 )
+
+if TYPE_CHECKING:
+    import scipy.sparse
 
 __all__ = ["TermEnergy", "check_index", "structured_hessian", "term_energy"]
 
@@ -220,6 +222,8 @@ class _BlockAssembly:
 
     def __init__(self, rows: np.ndarray, cols: np.ndarray, source: np.ndarray,
                  coef: np.ndarray, n_sources: int, n_particles: int) -> None:  # fmt: skip
+        import scipy.sparse
+
         keys = rows * n_particles + cols
         uniq, inv = np.unique(keys, return_inverse=True)
         self.rows, self.cols = uniq // n_particles, uniq % n_particles
@@ -394,6 +398,8 @@ class _PairCSR:
     """
 
     def __init__(self, lo: np.ndarray, hi: np.ndarray, n_particles: int, dim: int) -> None:
+        import scipy.sparse
+
         m, big, dd = lo.size, n_particles, dim
         atoms = np.arange(big)
         # every nonzero block: (block row, block col, source block, transposed?)
@@ -426,6 +432,8 @@ class _PairCSR:
 
     def matrix(self, src: np.ndarray) -> scipy.sparse.csr_array:
         """The Hessian from ``src`` (``(m + N, dim, dim)``: ``-B_t``, then the diagonal blocks)."""
+        import scipy.sparse
+
         data = np.take(src.reshape(-1), self.perm)
         h = scipy.sparse.csr_array((data, self.indices.copy(), self.indptr.copy()),
                                    shape=self.shape)  # fmt: skip
@@ -867,6 +875,8 @@ class TermEnergy:
         (:class:`simdiff.Derivatives`); :meth:`structured_cache_info` reports
         the path it ran.
         """
+        import scipy.sparse
+
         x = np.asarray(x, dtype=np.float64)
         n, dd = self.n_particles * self.dim, self.dim
         batch = x.shape[:-1]
