@@ -220,12 +220,11 @@ LV_DATA = np.array([
     [2.1783451738137387, 4.369232278678291],
     [0.9703304511560545, 1.9098538380596894],
 ])  # fmt: skip
-LV_DATA.flags.writeable = False
 
 
 def lv_data() -> np.ndarray:
-    """The synthetic data :data:`LV_DATA` (read-only)."""
-    return LV_DATA
+    """A copy of the synthetic data :data:`LV_DATA`."""
+    return LV_DATA.copy()
 
 
 def lotka_volterra_fit() -> ODEProblem:

@@ -13,9 +13,11 @@ rtol 1e-10, atol 1e-12, an adaptive step controller):
 Configurations, timed interleaved in one run (order shuffled each round,
 median of the rounds; ``validation.benchmarks.bench_torch.interleaved``):
 
-- simdiff-jax, simdiff-torch: ``simdiff.Derivatives(problem, backend).grad()``
+- simdiff-jax, simdiff-torch: ``simdiff.Derivatives(problem, backend).grad(x)``
   over simdiff's Dopri5 with ``Event`` (the ball: one non-terminal event
-  with the update, one solve);
+  with the update, one solve), at a numpy point (the result a numpy array);
+  simdiff-jax also at a point that is a ``jax.Array``, as diffrax's jitted
+  gradient is called (each result is read back with ``numpy.asarray``);
 - diffrax: ``diffeqsolve(..., event=diffrax.Event(cond, root_finder=
   optimistix.Newton))`` under ``jax.jit(jax.grad(...))``, PIDController,
   RecursiveCheckpointAdjoint; the ball as four solves, each ending at its
@@ -160,9 +162,11 @@ def run(name: str, repeats: int, budget: float) -> None:
         }
         what, ref_name = f"d t_{BOUNCES} / d(e, c)", "exact, Lambert W"
     dj = simdiff.Derivatives(prob, "jax", check_finite=False)
+    x_native = jnp.asarray(x)  # as diffrax is called: the point already a JAX array
     dt = simdiff.Derivatives(prob, "torch", check_finite=False)
     calls: dict[str, Callable[[], Any]] = {
         "simdiff-jax": lambda: np.asarray(dj.grad(x)),
+        "simdiff-jax (jax.Array point)": lambda: np.asarray(dj.grad(x_native)),
         "simdiff-torch": lambda: np.asarray(dt.grad(x)),
         **peers,
     }
