@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -53,3 +54,30 @@ def test_ode_gradient_tables_are_the_stored_run():
         assert len(rows) >= 3, doc
         for line in rows:
             assert line in stored, (doc, line)
+
+
+def test_ode_event_gradient_table_is_the_stored_run():
+    """docs/ode.md's table of gradients through events: each time is the stored run's, to
+    its rounding, in the column of its configuration."""
+    stored: dict[tuple[str, str], float] = {}
+    problem = ""
+    for line in (DOCS / "results" / "bench_ode_events_gradient.txt").read_text().splitlines():
+        if line.startswith(("decay_event:", "bouncing_ball_drag:")):
+            problem = line.split(":")[0]
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 5 and cells[1] != "gradient (ms)":
+            stored[problem, cells[0]] = float(cells[1])
+    columns = ["simdiff-jax", "simdiff-jax (jax.Array point)", "simdiff-torch",
+               "diffrax (Event, Newton", "torchdiffeq (odeint_event"]  # fmt: skip
+    rows = {"| decay, dt/dk (ms) |": "decay_event",
+            "| ball, d$t_4$/d$(e, c)$ (ms) |": "bouncing_ball_drag"}  # fmt: skip
+    text = (DOCS / "ode.md").read_text()
+    for start, problem in rows.items():
+        (line,) = [ln for ln in text.splitlines() if ln.startswith(start)]
+        shown = [float(c) for c in line[len(start) :].strip(" |").split("|")]
+        for column, value in zip(columns, shown, strict=True):
+            (key,) = [k for k in stored if k[0] == problem and k[1].startswith(column)
+                      and (column != "simdiff-jax" or k[1] == column)]  # fmt: skip
+            want = stored[key]
+            assert abs(value - want) <= 0.5 * 10 ** (math.floor(math.log10(want)) - 2) + 1e-9, (
+                problem, column, value, want)  # fmt: skip
