@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -79,16 +78,24 @@ def rosenbrock_fn(x, ops):
     return ops.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
 
 
-def _rosen(name: str) -> Callable[[np.ndarray], Any]:
-    """``scipy.optimize.<name>``, imported when called: listing the catalogue stays cheap."""
+# scipy.optimize's references, imported when called (listing the catalogue stays cheap);
+# module functions, so a problem holding them pickles.
+def _rosen(x: np.ndarray) -> Any:
+    import scipy.optimize
 
-    def exact(x: np.ndarray) -> Any:
-        import scipy.optimize
+    return scipy.optimize.rosen(x)
 
-        return getattr(scipy.optimize, name)(x)
 
-    exact.__name__ = f"scipy.optimize.{name}"
-    return exact
+def _rosen_der(x: np.ndarray) -> Any:
+    import scipy.optimize
+
+    return scipy.optimize.rosen_der(x)
+
+
+def _rosen_hess(x: np.ndarray) -> Any:
+    import scipy.optimize
+
+    return scipy.optimize.rosen_hess(x)
 
 
 def rosenbrock(n: int = 4) -> simdiff.Problem:
@@ -99,9 +106,9 @@ def rosenbrock(n: int = 4) -> simdiff.Problem:
         x0=x0,
         name=f"rosenbrock{n}",
         exact={
-            "value": _rosen("rosen"),
-            "grad": _rosen("rosen_der"),
-            "hessian": _rosen("rosen_hess"),
+            "value": _rosen,
+            "grad": _rosen_der,
+            "hessian": _rosen_hess,
         },
         meta={
             "tags": ("closed-form", "small", "optimisation"),

@@ -518,6 +518,9 @@ class Backend:
     optional_compiler: bool = False
     #: What an uncompiled call runs as (``cache_info()``'s ``path``): "jit" or "eager".
     plain_path: str = "eager"
+    #: Whether a built derivative callable takes numpy arrays of its dtype as they are
+    #: (jax.jit's dispatch moves them to the device itself, faster than a conversion first).
+    calls_take_numpy: bool = False
     prefers_batched_calls: bool = True
     precision_hint: str = ""
     #: The class of this backend's ``ops`` namespaces.

@@ -25,6 +25,9 @@ from ._xp import XPOps
 
 jax.config.update("jax_enable_x64", True)
 
+#: ``dtype -> its numpy name``, read once per dtype.
+_DTYPE_NAMES: dict[Any, str] = {}
+
 __all__ = ["JaxBackend", "JaxOps"]
 
 
@@ -184,6 +187,7 @@ def _split(flat: Any, bounds: tuple[tuple[int, int], ...], shapes: Any) -> list[
 class JaxBackend(Backend):
     name = "jax"
     plain_path = "jit"
+    calls_take_numpy = True
     ops_class = JaxOps
     precision_hint = (
         " (JAX makes float32 arrays until x64 is on: import simdiff.backends.jax, or call "
@@ -240,13 +244,24 @@ class JaxBackend(Backend):
         return isinstance(x, jax.Array)
 
     def from_numpy(self, a: Any, dtype: Any, device: Any = None) -> Any:
+        if (
+            dtype is not None
+            and isinstance(a, jax.Array)
+            and getattr(a, "weak_type", True) is False  # asarray would make it strong
+            and a.dtype == dtype
+        ):
+            return a  # already what asarray would give: no call through jnp
         return jnp.asarray(a, dtype=dtype)
 
     def to_numpy(self, x: Any) -> Any:
         return np.asarray(x)
 
     def dtype_name(self, x: Any) -> str:
-        return np.dtype(x.dtype).name
+        dtype = x.dtype
+        name = _DTYPE_NAMES.get(dtype)
+        if name is None:  # numpy computes a dtype's name in Python, on every read
+            name = _DTYPE_NAMES[dtype] = np.dtype(dtype).name
+        return name
 
     def concrete(self, x: Any) -> Any:
         return _concrete(x)

@@ -17,6 +17,9 @@ from ..errors import UnsupportedError
 from ._base import Backend, LoopOps
 from ._xp import XPOps
 
+#: ``dtype -> dtype.name``, read once per dtype.
+_DTYPE_NAMES: dict[Any, str] = {}
+
 __all__ = ["NumpyBackend", "NumpyOps"]
 
 
@@ -139,4 +142,8 @@ class NumpyBackend(Backend):
         return np.asarray(x)
 
     def dtype_name(self, x: Any) -> str:
-        return np.asarray(x).dtype.name
+        dtype = x.dtype if type(x) is np.ndarray else np.asarray(x).dtype
+        name = _DTYPE_NAMES.get(dtype)
+        if name is None:  # numpy computes a dtype's name in Python, on every read
+            name = _DTYPE_NAMES[dtype] = dtype.name
+        return name
