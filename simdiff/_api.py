@@ -348,6 +348,7 @@ class Derivatives(OperatorMethods):
         problem.require(self.backend.name)
         self.problem = problem
         self.dtype = A.resolve_dtype(dtype)
+        self._dtype_name = np.dtype(self.dtype).name
         self.compile = check_compile(compile, self.backend)
         self.check_finite = bool(check_finite)
         if probe not in (None, True, False, "strict"):
@@ -942,7 +943,7 @@ class Derivatives(OperatorMethods):
             tuple(sorted(params.items())),
             axes,
             tuple(tuple(int(s) for s in a.shape) for _, a in arrays),
-            np.dtype(self.dtype).name,
+            self._dtype_name,
             str(device),
         )
         fn = self._fns.get(key)
@@ -1004,6 +1005,9 @@ class Derivatives(OperatorMethods):
                     self._probe(kind, native[0], xb, out, device)
         self._info[key]["calls"] += 1
         self._info[key]["traced_calls"] += int(traced)
+        host = not traced and xsrc is not self.backend and xsrc.name == "numpy"
+        if host:  # the caller's arrays are numpy: one copy to the host, checked there
+            out = tree_map(self.backend.to_numpy, out)
         if check:
             try:
                 tree_map(lambda y: A.check_finite_result(y, self.backend, f"simdiff.{kind}"), out)
@@ -1012,7 +1016,7 @@ class Derivatives(OperatorMethods):
                 if cause is not None:
                     raise cause from exc
                 raise
-        if traced:  # inside the caller's transform: the backend's own (traced) arrays
+        if traced or host:  # inside the caller's transform: the backend's own (traced) arrays
             return out
         return tree_map(lambda y: A.convert_out(y, xsrc, self.backend), out)
 

@@ -56,6 +56,8 @@ def tree_unflatten(treedef: Any, leaves: list[Any]) -> Any:
 
 def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
     """Apply ``fn`` leaf-wise over ``tree`` and trees of the same structure."""
+    if not rest and tree is not None and not isinstance(tree, (tuple, list, dict)):
+        return fn(tree)  # a leaf: no structure to walk
     leaves, treedef = tree_flatten(tree)
     others = [tree_flatten(r)[0] for r in rest]
     return tree_unflatten(treedef, [fn(*xs) for xs in zip(leaves, *others, strict=True)])
