@@ -78,6 +78,13 @@ _PES = "lj-dimer morse-dimer morse-h2 lj7 lj13 lj38 lj75 lj150 muller-brown"
 #: Every result file the docs cite, by the page section that cites it (docs/performance.md
 #: unless noted).
 BENCHMARKS: tuple[Benchmark, ...] = (
+    # docs/performance.md, core overhead
+    Benchmark("bench_core_hessian_lj38.txt", "bench_core", ("--atoms", "38", "--repeats", "30")),
+    Benchmark(
+        "bench_core_grad_lj2.txt",
+        "bench_core",
+        ("--atoms", "2", "--derivative", "grad", "--repeats", "30"),
+    ),
     Benchmark(
         "bench_torch_catalogue.txt",
         "bench_torch",
