@@ -81,3 +81,16 @@ def test_ode_event_gradient_table_is_the_stored_run():
             want = stored[key]
             assert abs(value - want) <= 0.5 * 10 ** (math.floor(math.log10(want)) - 2) + 1e-9, (
                 problem, column, value, want)  # fmt: skip
+
+
+def test_core_overhead_tables_are_the_stored_runs():
+    """docs/performance.md's core-overhead tables are the rows of the stored bench_core runs."""
+    text = (DOCS / "performance.md").read_text()
+    section = text[text.index("## Core overhead") :].split("\n## ", 1)[0]
+    shown = [line for line in section.splitlines() if line.startswith("| jax:")
+             or line.startswith("| torch:")]  # fmt: skip
+    stored: list[str] = []
+    for name in ("bench_core_hessian_lj38.txt", "bench_core_grad_lj2.txt"):
+        lines = (DOCS / "results" / name).read_text().splitlines()
+        stored += [line for line in lines if line.startswith(("| jax:", "| torch:"))]
+    assert shown == stored
