@@ -786,17 +786,25 @@ class Derivatives(OperatorMethods):
             or self.problem.cache.refresh() != self._generation
         ):
             return None  # not built, not probed, or the problem changed: the general path
-        fused = self._fused.get(key)
+        split = not host and kind in ("grad", "value_and_grad")
+        fused = self._fused.get((key, split))
         if fused is None:
-            fused = self._fused[key] = self._fuse(kind, self._fns[key], device)
+            fused = self._fused[key, split] = self._fuse(kind, self._fns[key], device, split)
         try:
             with self._leak_guard() if self.probe else nullcontext():
                 out = fused(parts)
         except Exception as exc:
             raise self._leak(exc, kind) from exc
+        if split:  # the gradient's leaves, split in the compiled call, and whether finite
+            out, finite = out
+            if self.check_finite and not bool(finite):
+                return None  # the general path names the non-finite entry
+            info["calls"] += 1
+            if kind == "value_and_grad":
+                return out[0], spec._assemble(list(out[1]))
+            return spec._assemble(list(out))
         if host:  # the caller's array type, as on the general path
-            numpy = get_backend("numpy")
-            out = tree_map(lambda y: A.convert_out(y, numpy, T), out)
+            out = tree_map(T.to_numpy, out)
         if self.check_finite:
             for y in out if kind == "value_and_grad" else (out,):
                 if not np.isfinite(y if host else T.to_numpy(y)).all():
@@ -806,19 +814,38 @@ class Derivatives(OperatorMethods):
             return out[0], spec.unflatten(out[1])
         return spec.unflatten_tree(out, kind)
 
-    def _fuse(self, kind: str, fn: Callable, device: Any) -> Callable:
+    def _fuse(self, kind: str, fn: Callable, device: Any, split: bool = False) -> Callable:
         """One compiled function of a tree's leaves: they are joined and ``fn`` called, and
         the result is NaN where an entry of the point is not finite (the finite check of
-        the point folded into that of the result, made on the host)."""
+        the point folded into that of the result, made on the host).
+
+        ``split`` (a gradient of framework leaves): the gradient comes back split into the
+        parameters' leaves, with one flag saying whether every entry of the result is
+        finite (one value read on the host, not one array per leaf).
+        """
         ops = self.backend.ops(self.dtype, device)
+        spec = self.problem.param_spec
+
+        def leaves(g: Any) -> tuple[Any, ...]:  # a gradient split into the parameters' leaves
+            pieces = zip(spec._bounds, spec.shapes, strict=True)
+            return tuple(g[a] if shape == () else ops.reshape(g[a:b], shape)
+                         for (a, b), shape in pieces)  # fmt: skip
 
         def fused(parts: list[Any]) -> Any:
             x = ops.concat([ops.reshape(p, (-1,)) for p in parts], axis=0)
             finite = ops.isfinite(ops.sum(x))  # NaN or inf where an entry of x is
             out = fn(x)
             if kind == "value_and_grad":
-                return tuple(ops.where(finite, y, math.nan) for y in out)
-            return ops.where(finite, out, math.nan)
+                out = tuple(ops.where(finite, y, math.nan) for y in out)
+            else:
+                out = ops.where(finite, out, math.nan)
+            if not split:
+                return out
+            total = ops.sum(out[1]) + out[0] if kind == "value_and_grad" else ops.sum(out)
+            ok = ops.isfinite(total)
+            if kind == "value_and_grad":
+                return (out[0], leaves(out[1])), ok
+            return leaves(out), ok
 
         return self.backend.jit(fused, on_compile=self._count_compilation)
 
