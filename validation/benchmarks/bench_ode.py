@@ -42,7 +42,8 @@ time interpolated (log-log) to each diffrax point's accuracy.
 ``--problem hires``: HIRES (8 species, the stiff test-set problem) at
 rtol 1e-9, atol 1e-12, the gradient of y8(321.8122) with respect to the 12
 rate constants: simdiff-jax and simdiff-torch Rodas5P against diffrax
-Kvaerno5 (through :func:`simdiff.ode.diffrax_problem`); gradient time
+Kvaerno5 (through :func:`simdiff.ode.diffrax_problem`), and simdiff-jax at
+tolerances 10 and 100 times tighter (to compare at Kvaerno5's accuracy); gradient time
 (median, interleaved), first call, resident-set peak of the first and of a
 later call, value error against the test set's reference solution and
 gradient error against Radau-integrated sensitivity equations (rtol 1e-11).
@@ -516,6 +517,10 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
     for be in backends:
         configs[f"simdiff-{be} Rodas5P"] = simdiff.Derivatives(
             hires_problem(rtol, atol), backend=be)  # fmt: skip
+    if "jax" in backends:  # tighter: to compare at the accuracy of Kvaerno5, not the tolerance
+        for f in (10.0, 100.0):
+            configs[f"simdiff-jax Rodas5P, rtol {rtol / f:g}"] = simdiff.Derivatives(
+                hires_problem(rtol / f, atol / f), backend="jax")  # fmt: skip
     configs["diffrax Kvaerno5"] = simdiff.Derivatives(
         hires_problem(rtol, atol, solver="kvaerno5"), backend="jax")  # fmt: skip
     first: dict[str, float] = {}
