@@ -1032,7 +1032,7 @@ class Derivatives(OperatorMethods):
                     self._probe(kind, native[0], xb, out, device)
         self._info[key]["calls"] += 1
         self._info[key]["traced_calls"] += int(traced)
-        host = not traced and xsrc is not self.backend and xsrc.name == "numpy"
+        host = not traced and xsrc is not self.backend and type(x) is np.ndarray
         if host:  # the caller's arrays are numpy: one copy to the host, checked there
             out = tree_map(self.backend.to_numpy, out)
         if check:
