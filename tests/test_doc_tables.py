@@ -53,3 +53,15 @@ def test_ode_gradient_tables_are_the_stored_run():
         assert len(rows) >= 3, doc
         for line in rows:
             assert line in stored, (doc, line)
+
+
+def test_ode_lorenz96_table_is_the_stored_run():
+    """Each row of docs/ode.md's Lorenz-96 table is a line of the stored run's output."""
+    stored = set((DOCS / "results" / "bench_ode_lorenz96.txt").read_text().splitlines())
+    text = (DOCS / "ode.md").read_text()
+    section = text[text.index("python -m validation.benchmarks bench_ode_lorenz96") :]
+    section = section.split("\n### ", 1)[0]
+    rows = [line for line in section.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert [line.split("|")[1].strip() for line in rows] == ["10", "100", "1000", "10000"]
+    for line in rows:
+        assert line in stored, line

@@ -131,8 +131,9 @@ def combination(coeffs: Any, ks: list[Any], ops: Any) -> Any:
     elementwise expression: no stage stack is built, and reverse mode
     transposes it to one product per stage.  (A broadcast product and a sum
     over a stacked stage axis, or a ``dot``, read and write the stack: for
-    the Lorenz-96 system of docs/ode.md with 10,000 states the Dopri5 solve
-    took 5 to 10 times longer that way.)  Otherwise it is :func:`weighted`
+    the Lorenz-96 benchmark of docs/ode.md with 10,000 states the Dopri5 solve
+    took about 4 times longer that way, 131 against 30 ms, and the gradient
+    about 2 times, 449 against 234 ms.)  Otherwise it is :func:`weighted`
     over ``ops.stack(ks)``.
     """
     if isinstance(coeffs, tuple) and fuses(ops):

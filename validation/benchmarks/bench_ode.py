@@ -686,7 +686,6 @@ def brusselator2d(t1: float, rtol: float, repeats: int, torch_too: bool,
     return out
 
 
-
 # --------------------------------------------------------------------------- Lorenz-96
 
 L96_T = 1.0
@@ -736,7 +735,8 @@ def lorenz96(ns: list[int], repeats: int) -> dict[int, dict[str, float]]:
         fns: dict[str, Callable[[], object]] = {
             "simdiff solve": sd.value, "diffrax solve": dg.value,
             "simdiff grad": sd.grad, "diffrax grad": dg.grad,
-            "simdiff HVP": lambda: sd.hvp(v), "diffrax HVP": lambda: dh.hvp(v),
+            "simdiff HVP": lambda sd=sd, v=v: sd.hvp(v),
+            "diffrax HVP": lambda dh=dh, v=v: dh.hvp(v),
         }  # fmt: skip
         res = {name: timed(fn)[1] for name, fn in fns.items()}  # first calls: compiles
         reps = repeats if n < 10_000 else max(1, min(repeats, 3))
