@@ -94,3 +94,15 @@ def test_core_overhead_tables_are_the_stored_runs():
         lines = (DOCS / "results" / name).read_text().splitlines()
         stored += [line for line in lines if line.startswith(("| jax:", "| torch:"))]
     assert shown == stored
+
+
+def test_ode_lorenz96_table_is_the_stored_run():
+    """Each row of docs/ode.md's Lorenz-96 table is a line of the stored run's output."""
+    stored = set((DOCS / "results" / "bench_ode_lorenz96.txt").read_text().splitlines())
+    text = (DOCS / "ode.md").read_text()
+    section = text[text.index("python -m validation.benchmarks bench_ode_lorenz96") :]
+    section = section.split("\n### ", 1)[0]
+    rows = [line for line in section.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert [line.split("|")[1].strip() for line in rows] == ["10", "100", "1000", "10000"]
+    for line in rows:
+        assert line in stored, line

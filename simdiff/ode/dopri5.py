@@ -7,7 +7,7 @@ from typing import Any
 
 from ._adaptive import EmbeddedPair, check_tolerances
 from ._base import Rhs
-from .rk import ButcherTableau, rk_stages, tableau_arrays, weighted
+from .rk import ButcherTableau, combination, fuses, rk_stages, tableau_arrays
 
 __all__ = ["DOPRI5", "Dopri5"]
 
@@ -129,21 +129,22 @@ class Dopri5(EmbeddedPair):
         return rhs(t0, y0, p, ops)
 
     def stepper(self, rhs: Rhs, p: Any, ops: Any) -> Any:
-        rows = tableau_arrays(DOPRI5, ops)
-        error = ops.asarray(list(_ERROR))
+        rows = None if fuses(ops) else tableau_arrays(DOPRI5, ops)
+        error = _ERROR if fuses(ops) else ops.asarray(list(_ERROR))
 
         def step(t: Any, y: Any, h: Any, k1: Any) -> tuple[Any, Any, Any]:
             # The last row of ``a`` is ``b`` (and b_7 = 0): stage 7's input is the new state.
             ks, y_new = rk_stages(
-                rhs, t, y, h, p, ops, DOPRI5, rows=rows, k1=k1, with_last_input=True
-            )
-            return y_new, h * weighted(error, ks, ops), ks[6]
+                rhs, t, y, h, p, ops, DOPRI5, rows=rows, k1=k1, with_last_input=True,
+                stacked=False,
+            )  # fmt: skip
+            return y_new, h * combination(error, ks, ops), ks[6]
 
         return step
 
     def dense(self, rhs: Rhs, p: Any, ops: Any) -> Any:
         """The quartic dense output :data:`DENSE_P` (order 4); the step's stages are recomputed."""
-        rows = tableau_arrays(DOPRI5, ops)
+        rows = None if fuses(ops) else tableau_arrays(DOPRI5, ops)
         cols = [ops.asarray([r[j] for r in DENSE_P]) for j in range(4)]
 
         def quartic(theta: Any, data: tuple[Any, Any]) -> Any:

@@ -13,7 +13,7 @@ from ..errors import InputError, InputTypeError
 from ._base import Rhs, SolveInfo, Solver
 from ._driver import drive
 from .adjoint import Adjoint, CheckpointAdjoint, make_adjoint
-from .rk import RK4, ButcherTableau, rk_stages, tableau_arrays, weighted
+from .rk import RK4, ButcherTableau, combination, fuses, rk_stages, tableau_arrays
 from .stability import check_explicit_step, rhs_spectral_radius
 
 __all__ = ["FixedController", "FixedStep", "step_grid"]
@@ -148,12 +148,12 @@ class FixedStep(Solver):
         stage_rhs = adjoint.step_rhs(rhs, ops)
 
         def stepper(q: Any) -> Any:
-            rows = tableau_arrays(tableau, ops)
-            weights = ops.asarray(list(tableau.b))
+            rows = None if fuses(ops) else tableau_arrays(tableau, ops)
+            weights = tableau.b if fuses(ops) else ops.asarray(list(tableau.b))
 
             def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, None, Any]:
-                ks = rk_stages(stage_rhs, t, y, h, q, ops, tableau, rows=rows)
-                return y + h * weighted(weights, ks, ops), None, state
+                ks = rk_stages(stage_rhs, t, y, h, q, ops, tableau, rows=rows, stacked=False)
+                return y + h * combination(weights, ks, ops), None, state
 
             return step
 

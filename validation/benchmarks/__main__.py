@@ -201,6 +201,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "3",
         ),
     ),
+    Benchmark("bench_ode_lorenz96.txt", "bench_ode", ("--problem", "lorenz96", "--repeats", "7")),
     Benchmark(
         "bench_ode_hires_gradient.txt", "bench_ode", ("--problem", "hires", "--repeats", "3")
     ),

@@ -58,6 +58,17 @@ against diffrax Kvaerno5 (dense Jacobian) at the same rtol; gradient time
 1e-10, with the same sparsity pattern) and the gradients' relative
 difference.  ``--bruss-torch`` adds one timed simdiff-torch gradient.
 
+``--problem lorenz96``: Lorenz-96 with a forcing parameter per site,
+``y_i' = (y_{i+1} - y_{i-2}) y_{i-1} - y_i + F_i`` (periodic), F = 8 + a
+small site-to-site variation, y0 = 8 + a small random perturbation, on [0, 1] with
+5 save times; the loss is the misfit 0.5 sum (y - data)^2 against a
+trajectory of F = 8 (the n parameters are the F_i).  Dopri5 at rtol 1e-6,
+atol 1e-8, for each n of ``--l96-n``: simdiff-jax (default adjoint) against
+diffrax Dopri5 through :func:`simdiff.ode.diffrax_problem`
+(RecursiveCheckpointAdjoint for the solve and the gradient, DirectAdjoint
+for the HVP); median of interleaved repeats (fewer at n >= 10,000), ratios
+simdiff / diffrax and the gradients' relative difference.
+
 ``--problem all``: long, catalogue, robertson, hires and memory, one after the other.
 
     python -m validation.benchmarks.bench_ode --problem all --repeats 7
@@ -680,6 +691,77 @@ def brusselator2d(t1: float, rtol: float, repeats: int, torch_too: bool,
     return out
 
 
+# --------------------------------------------------------------------------- Lorenz-96
+
+L96_T = 1.0
+L96_SAVE = np.linspace(0.2, L96_T, 5)
+
+
+def l96_rhs(t: Any, y: Any, p: Any, ops: Any) -> Any:
+    """Lorenz-96: ``y_i' = (y_{i+1} - y_{i-2}) y_{i-1} - y_i + F_i``, periodic, ``p = F``."""
+    return (ops.roll(y, -1) - ops.roll(y, 2)) * ops.roll(y, 1) - y + p
+
+
+def l96_problem(n: int, rtol: float = 1e-6, atol: float = 1e-8) -> ODEProblem:
+    """The misfit of the saved trajectory against that of F = 8, as a function of F (n values)."""
+    i = np.arange(n)
+    y0 = 8.0 + 0.1 * np.random.default_rng(0).standard_normal(n)
+    forcing = 8.0 + 0.5 * np.cos(2.0 * np.pi * i / n)
+    ops = simdiff.backends.get_ops("numpy")
+    data = scipy.integrate.solve_ivp(
+        lambda t, y: l96_rhs(t, y, np.full(n, 8.0), ops), (0.0, L96_T), y0,
+        method="DOP853", rtol=1e-10, atol=1e-12, t_eval=L96_SAVE,
+    ).y.T.copy()  # fmt: skip
+
+    def misfit(ys: Any, ops: Any) -> Any:
+        return 0.5 * ops.sum((ys - ops.asarray(data)) ** 2)
+
+    return ODEProblem(
+        l96_rhs, y0, (0.0, L96_T), forcing, save_at=L96_SAVE, observable=misfit,
+        solver=Dopri5(rtol=rtol, atol=atol, max_steps=1024), name=f"lorenz96_{n}",
+    )  # fmt: skip
+
+
+def lorenz96(ns: list[int], repeats: int) -> dict[int, dict[str, float]]:
+    """simdiff-jax Dopri5 against diffrax Dopri5 on Lorenz-96: solve, gradient and HVP."""
+    print(f"Lorenz-96, F per site (n parameters), Dopri5 rtol 1e-6, atol 1e-8, [0, {L96_T:g}], "
+          f"{len(L96_SAVE)} save times; median of interleaved repeats; ms")  # fmt: skip
+    print("| n | steps | repeats | simdiff solve | diffrax solve | solve ratio | simdiff grad "
+          "| diffrax grad | grad ratio | simdiff HVP | diffrax HVP | HVP ratio "
+          "| grad rel. diff. | HVP rel. diff. |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    out: dict[int, dict[str, float]] = {}
+    for n in ns:
+        p = l96_problem(n)
+        v = np.cos(np.arange(n) * 0.7)
+        sd = simdiff.Derivatives(p, backend="jax")
+        dg = simdiff.Derivatives(diffrax_problem(p, "grad", solver="dopri5"), backend="jax")
+        dh = simdiff.Derivatives(diffrax_problem(p, "hvp", solver="dopri5"), backend="jax")
+        fns: dict[str, Callable[[], object]] = {
+            "simdiff solve": sd.value, "diffrax solve": dg.value,
+            "simdiff grad": sd.grad, "diffrax grad": dg.grad,
+            "simdiff HVP": lambda sd=sd, v=v: sd.hvp(v),
+            "diffrax HVP": lambda dh=dh, v=v: dh.hvp(v),
+        }  # fmt: skip
+        res = {name: timed(fn)[1] for name, fn in fns.items()}  # first calls: compiles
+        reps = repeats if n < 10_000 else max(1, min(repeats, 3))
+        ts: dict[str, list[float]] = {name: [] for name in fns}
+        for _ in range(reps):
+            for name, fn in fns.items():
+                ts[name].append(timed(fn)[0])
+        med = {name: statistics.median(t) for name, t in ts.items()}
+        steps = int(p.solve_info(backend="jax")["n_accepted"])
+        cells = [str(n), str(steps), str(reps)]
+        for what in ("solve", "grad", "HVP"):
+            a, b = med[f"simdiff {what}"], med[f"diffrax {what}"]
+            cells += [f"{1e3 * a:.1f}", f"{1e3 * b:.1f}", f"{a / b:.2f}x"]
+        cells += [f"{_rel(res['simdiff grad'], _np(res['diffrax grad'])):.1e}",
+                  f"{_rel(res['simdiff HVP'], _np(res['diffrax HVP'])):.1e}"]  # fmt: skip
+        print("| " + " | ".join(cells) + " |", flush=True)
+        out[n] = med
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -695,12 +777,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--problem", default="long",
                         choices=["long", "catalogue", "memory", "robertson", "hires",
-                                 "brusselator2d", "all"],
+                                 "brusselator2d", "lorenz96", "all"],
                         help="long: issue 11's 100-time misfit on [0, 10]; catalogue: "
                         "lotka_volterra_fit; memory: reverse-mode memory against steps; "
                         "robertson: stiff, to t = 1e5; hires: the stiff test-set "
                         "problem at rtol 1e-9; all: long, catalogue, robertson and memory in turn "
-                        "(hires and brusselator2d are runs of their own)")  # fmt: skip
+                        "(hires, brusselator2d and lorenz96 are runs of their own)")  # fmt: skip
     parser.add_argument("--steps", type=int, nargs="*", default=[1_000, 10_000, 100_000],
                         help="memory: the step counts")  # fmt: skip
     parser.add_argument("--rtols", type=float, nargs="*",
@@ -717,6 +799,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="brusselator2d: the grid size (2 n^2 states)")  # fmt: skip
     parser.add_argument("--bruss-torch", action="store_true",
                         help="brusselator2d: also time simdiff-torch once")  # fmt: skip
+    parser.add_argument("--l96-n", default="10,100,1000,10000",
+                        help="lorenz96: the sizes, a comma list")  # fmt: skip
     parser.add_argument("--hires-backends", nargs="*", default=["jax", "torch"],
                         help="hires: simdiff's backends")  # fmt: skip
     args = parser.parse_args(argv)
@@ -739,6 +823,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         elif what == "brusselator2d":
             out[what] = brusselator2d(args.bruss_t1, args.bruss_rtol, args.repeats,
                                       args.bruss_torch, args.bruss_n)  # fmt: skip
+        elif what == "lorenz96":
+            out[what] = lorenz96([int(n) for n in args.l96_n.split(",")], args.repeats)
         else:
             out[what] = memory(args.steps, args.repeats)
         print(f"load: {os.getloadavg()}")
