@@ -73,7 +73,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["GUARDED", "LeakGuard", "guard_message", "paused", "watching_grad_mode"]
+__all__ = [
+    "GUARDED",
+    "LeakGuard",
+    "dispatch_paused",
+    "guard_message",
+    "paused",
+    "watching_grad_mode",
+]
 
 _CUT = (
     "the result is cut from the graph, so the derivative misses what flows through it; "
@@ -105,6 +112,15 @@ GUARDED = {
     "_set_grad_enabled": (
         "torch._C._set_grad_enabled(False): what is computed while gradients are off is cut "
         "from the graph; use ops.stop_gradient(...) on the values meant to be constant"
+    ),
+    "aten::detach": (
+        "x.detach(), torch.tensor(x) or y.new_tensor(x) on an array by a reference to torch's "
+        f"own function (bound before simdiff, or the C type's method): {_CUT}"
+    ),
+    "aten::detach_": f"x.detach_() on an array by a reference to torch's own method: {_CUT}",
+    "aten::_local_scalar_dense": (
+        "x.item(), float(x) or int(x) on an array by a reference to torch's own method "
+        "(bound before simdiff, or the C type's method)"
     ),
     "grad_mode": (
         "gradients switched off and left off when the problem returned (by a reference the "
@@ -406,7 +422,77 @@ _STRICT = {
 }
 
 
+#: The spare dispatch key of the dispatch-level watch: the autocast key of Graphcore's IPU,
+#: which no CPU or CUDA build of torch gives a kernel.  While a guard is active it is in this
+#: thread's dispatch keys (``torch._C._dispatch_tls_set_dispatch_key_included``); every
+#: operation passes it as a fallthrough, at no cost, but the watched ones below, which meet
+#: a Python kernel there (above autograd: the tensors still say whether they require grad).
+_KEY = torch._C.DispatchKey.AutocastIPU
+#: aten operations watched at dispatch, whatever reference reached them (``GUARDED``'s keys):
+#: ``Tensor.item``, ``float(x)`` and ``int(x)`` reach ``_local_scalar_dense``;
+#: ``torch.tensor(x)`` and ``y.new_tensor(x)`` of a tensor reach ``detach``
+_DISPATCHED = ("detach", "detach_", "_local_scalar_dense")
+_libraries: list[Any] = []  # the registrations last as long as these objects
+_dispatching = False
+
+
+def _dispatch_kernel(name: str) -> Callable[..., Any]:
+    """The kernel of ``aten::name`` on :data:`_KEY`: raises where the problem's code reached
+    the operation on a tensor that requires grad under a guard, else hands it on below.
+
+    The caller is the Python frame that called torch's C function (frame 1; C++ code of
+    torch between them has no frame): the problem's own code for a reference to torch's
+    function bound before the wrappers (``item = torch._C.TensorBase.item``); the guard's
+    wrapper, which has judged the call already, for ``x.item()`` and the rest; torch's or
+    simdiff's own code otherwise.  ``_local_scalar_dense`` (a value read) raises in a trusted
+    package too, as ``x.item()`` does."""
+    op = getattr(torch.ops.aten, name).default
+    where = f"aten::{name}"
+    anywhere = name == "_local_scalar_dense"
+    key = _KEY
+
+    def kernel(keyset: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+        if _active.depth > 0 and x.requires_grad and not torch.compiler.is_compiling():
+            module = sys._getframe(1).f_globals.get("__name__", "")
+            top = module.partition(".")[0] if isinstance(module, str) else ""
+            if not (top in _OWN_PACKAGES if anywhere else _exempt(module)):
+                raise _leak(where)
+        return op.redispatch(keyset.remove(key), x, *args, **kwargs)
+
+    return kernel
+
+
+def _install_dispatch() -> bool:
+    """Register the watched operations' kernels on :data:`_KEY` and a fallthrough for all
+    others; False (no dispatch-level watch, the wrappers only) where the key is taken."""
+    key = _KEY.name
+    if any(torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", key)
+           for op in ("mm", "add.Tensor", *_DISPATCHED)):  # fmt: skip
+        return False  # an IPU build's autocast kernels: not spare
+    fallback = torch.library.Library("_", "IMPL")
+    try:
+        fallback.fallback(torch.library.fallthrough_kernel, key)
+    except RuntimeError:  # a fallback is there: spare only if it is a fallthrough
+        if f"{key}: fallthrough" not in torch._C._dispatch_dump_table("aten::mm"):
+            return False
+    kernels = torch.library.Library("aten", "IMPL")
+    for name in _DISPATCHED:
+        kernels.impl(name, _dispatch_kernel(name), key, with_keyset=True)
+    _libraries.extend((fallback, kernels))
+    return True
+
+
+def _dispatch_watch(on: bool) -> None:
+    """:data:`_KEY` in (or out of) this thread's dispatch keys: an autocast key is excluded
+    unless its autocast is on, so it is taken out of the excluded set too."""
+    if _dispatching:
+        torch._C._dispatch_tls_set_dispatch_key_excluded(_KEY, not on)
+        torch._C._dispatch_tls_set_dispatch_key_included(_KEY, on)
+
+
 def _install() -> None:
+    global _dispatching
+    _dispatching = _dispatching or _install_dispatch()
     for name, method in _METHODS.items():
         setattr(torch.Tensor, name, method)
     for name, function in _FUNCTIONS.items():
@@ -456,6 +542,8 @@ class LeakGuard:
         saved = self._saved = _active.trusted
         if saved or self._trusted:  # the innermost guard's trust holds (none: nothing to set)
             _active.trusted = self._trusted
+        if _active.depth == 0:
+            _dispatch_watch(True)
         _active.depth += 1
         if self._mode is not None:
             self._mode.__enter__()
@@ -465,6 +553,8 @@ class LeakGuard:
         if self._mode is not None:
             self._mode.__exit__(None, None, None)
         _active.depth -= 1
+        if _active.depth == 0:
+            _dispatch_watch(False)
         if self._saved or self._trusted:
             _active.trusted = self._saved
 
@@ -482,7 +572,31 @@ def paused() -> Iterator[None]:
     """
     depth = _active.depth
     _active.depth = 0
+    if depth:
+        _dispatch_watch(False)
     try:
         yield
     finally:
         _active.depth = depth
+        if depth:
+            _dispatch_watch(True)
+
+
+@contextlib.contextmanager
+def dispatch_paused() -> Iterator[None]:
+    """No dispatch-level watch on this thread for the duration (the wrappers stay): for a
+    call of a ``torch.compile``'d callable.
+
+    Dynamo traces with fake tensors, and a Python kernel handed one of them would give it a
+    plain ``Tensor`` object before Dynamo's own (``Creating a new Tensor subclass
+    FakeTensor``); a compiled graph runs no Python, so the watch would see nothing there.
+    The Python between graph breaks stays watched by the wrappers.
+    """
+    on = _dispatching and _active.depth > 0
+    if on:
+        _dispatch_watch(False)
+    try:
+        yield
+    finally:
+        if on:
+            _dispatch_watch(True)

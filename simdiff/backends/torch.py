@@ -10,6 +10,7 @@ is not bounded by rematerialisation.  This is stated in docs/backends.md.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,13 @@ import torch.utils.checkpoint
 
 from ..errors import InputTypeError, UnsupportedError
 from ._base import BINARY, UNARY, Backend, LoopOps, Namespace
-from ._torch_leaks import LeakGuard, guard_message, paused, watching_grad_mode
+from ._torch_leaks import (
+    LeakGuard,
+    dispatch_paused,
+    guard_message,
+    paused,
+    watching_grad_mode,
+)
 
 __all__ = ["TorchBackend", "TorchOps"]
 
@@ -878,8 +885,12 @@ class TorchBackend(Backend):
         created": torch 2.13, every such problem under ``torch.func.grad``);
         :func:`_numpy_guards_dropped` drops those guards (the array is still
         read on every call, so a changed value is seen).
+
+        The compiled callable runs with the leak guard's dispatch-level watch
+        off (:func:`~simdiff.backends._torch_leaks.dispatch_paused`: Dynamo's
+        fake tensors cannot pass a Python kernel); its wrappers stay.
         """
-        return torch.compile(  # type: ignore[call-overload]  # torch 2.13 keywords, not in stubs
+        compiled = torch.compile(  # type: ignore[call-overload]  # torch 2.13 keywords, not in stubs
             fn,
             fullgraph=fullgraph,
             dynamic=False,
@@ -890,6 +901,13 @@ class TorchBackend(Backend):
                 "cpp.min_chunk_size": INDUCTOR_MIN_CHUNK,
             },
         )
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with dispatch_paused():
+                return compiled(*args, **kwargs)
+
+        return call
 
     def warm_up(self) -> None:
         t = torch.tensor([0.5], dtype=torch.float64)
