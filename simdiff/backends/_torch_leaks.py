@@ -490,6 +490,12 @@ def _dispatch_watch(on: bool) -> None:
         torch._C._dispatch_tls_set_dispatch_key_included(_KEY, on)
 
 
+def _watch_on() -> bool:
+    """Whether the dispatch-level watch is on in this thread now (the pauses restore what
+    they found: one nested in another leaves it off)."""
+    return _dispatching and torch._C._dispatch_tls_is_dispatch_key_included(_KEY)
+
+
 def _install() -> None:
     global _dispatching
     _dispatching = _dispatching or _install_dispatch()
@@ -572,27 +578,29 @@ def paused() -> Iterator[None]:
     """
     depth = _active.depth
     _active.depth = 0
-    if depth:
+    on = _watch_on()
+    if on:
         _dispatch_watch(False)
     try:
         yield
     finally:
         _active.depth = depth
-        if depth:
+        if on:
             _dispatch_watch(True)
 
 
 @contextlib.contextmanager
 def dispatch_paused() -> Iterator[None]:
     """No dispatch-level watch on this thread for the duration (the wrappers stay): for a
-    call of a ``torch.compile``'d callable.
+    call of a ``torch.compile``'d callable, and for simdiff's backward passes
+    (``torch.autograd.grad``), where torch compiles a compiled graph's backward lazily.
 
     Dynamo traces with fake tensors, and a Python kernel handed one of them would give it a
     plain ``Tensor`` object before Dynamo's own (``Creating a new Tensor subclass
     FakeTensor``); a compiled graph runs no Python, so the watch would see nothing there.
     The Python between graph breaks stays watched by the wrappers.
     """
-    on = _dispatching and _active.depth > 0
+    on = _watch_on()
     if on:
         _dispatch_watch(False)
     try:

@@ -205,9 +205,10 @@ def _grad(func: Callable[..., Any], argnums: Any = 0, has_aux: bool = False) -> 
                 return functional(*args)  # torch.func's own error message
             if not out.requires_grad:  # f does not depend on x
                 return torch.zeros_like(args[0])
-            (g,) = torch.autograd.grad(
-                out, x, create_graph=nested, allow_unused=True, materialize_grads=True
-            )
+            with dispatch_paused():  # torch's backward (a compiled one may compile here)
+                (g,) = torch.autograd.grad(
+                    out, x, create_graph=nested, allow_unused=True, materialize_grads=True
+                )
         return g
 
     grad.__doc__ = func.__doc__
@@ -234,7 +235,8 @@ def _vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
             return torch.func.vjp(func, *primals)[1](u)  # type: ignore[no-any-return]
         if not out.requires_grad:
             return (torch.zeros_like(primals[0]),)
-        with torch.enable_grad(), _kept_buffers():  # a compiled backward may compile here
+        # a compiled backward may compile here (with Dynamo's fake tensors: no dispatch watch)
+        with torch.enable_grad(), _kept_buffers(), dispatch_paused():
             create = nested or (isinstance(u, torch.Tensor) and u.requires_grad)
             (g,) = torch.autograd.grad(
                 out, x, u, retain_graph=True, create_graph=create, allow_unused=True,
@@ -904,6 +906,8 @@ class TorchBackend(Backend):
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
+            if torch.compiler.is_compiling():  # inside another trace: Dynamo inlines it
+                return compiled(*args, **kwargs)
             with dispatch_paused():
                 return compiled(*args, **kwargs)
 
