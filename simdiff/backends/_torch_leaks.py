@@ -34,18 +34,28 @@ On every other tensor, and on every other thread, they do what torch does.
 ``x.numpy()`` on such a tensor already raises in torch.  Gradients switched
 off by any reference and still off when the problem's function returns raise
 there (:func:`watching_grad_mode`, which every derivative's call of the
-problem goes through, ``Backend.problem_call``).  What the wrappers cannot
-reach: a ``torch.tensor``, ``Tensor.detach`` or ``torch._C._set_grad_enabled``
-bound before the first guard (``from torch import tensor``), the C type's own
-methods (``torch._C.TensorBase.detach(x)``, ``.detach_``, ``.item``, its
-``data`` descriptor; the type is immutable), C extensions, and code run by
-``torch.compile`` (the wrappers are torch's own while Dynamo traces, and a
-compiled graph does not run Python; see docs/errors.md).  The bound
-references and the C type's methods are seen by the strict guard
-(``LeakGuard(strict=True)``, ``Derivatives(probe="strict")``): a
-``TorchFunctionMode`` through which every torch operation passes, whatever
-reference called it; a bound grad-mode switch turned back on before the
-problem returns is seen by neither.
+problem goes through, ``Backend.problem_call``).
+
+References the wrappers cannot reach (a ``torch.tensor``, ``Tensor.item`` or
+``Tensor.detach`` bound before the first guard, ``from torch import tensor``;
+the C type's own methods, ``torch._C.TensorBase.detach(x)``, ``.detach_``,
+``.item``, ``.__float__``, ``.numpy(force=True)``; the type is immutable) are
+seen at dispatch: while a guard is active, a spare dispatch key (``_KEY``) is
+in this thread's dispatch keys, and ``aten::detach``, ``aten::detach_`` and
+``aten::_local_scalar_dense`` (what ``item``, ``float`` and ``int`` reach)
+meet a Python kernel there that judges the calling frame as the wrappers do;
+every other operation passes the key as a fallthrough.  The watch is off
+inside a ``torch.compile``'d callable and simdiff's backward passes
+(:func:`dispatch_paused`: Dynamo's fake tensors cannot pass a Python kernel),
+so under ``compile=True`` a branch first taken after the first call, run
+eagerly at a graph break, is watched by the wrappers only.  What neither
+reaches: the C type's ``data`` descriptor (no dispatched operation), C
+extensions, ``x.tolist()`` by the C type's method, and a bound
+``torch._C._set_grad_enabled`` switched back on before the problem returns
+(grad mode is a thread-local flag torch changes without dispatch).  The
+strict guard (``LeakGuard(strict=True)``, ``Derivatives(probe="strict")``, a
+``TorchFunctionMode`` through which every torch operation passes) sees the
+``data`` descriptor and ``tolist`` too; the restored switch it does not see.
 
 Cost: the methods are replaced on ``torch.Tensor`` (and ``torch.tensor`` in
 the ``torch`` module) once, at the first guard, by wrappers that do what
@@ -55,7 +65,8 @@ microsecond more per call of them, anywhere in the process); under
 (``torch.compiler.is_compiling``).  Entering and leaving a guard changes a
 thread-local counter only: no type is modified per call (that would cost
 every later attribute lookup on tensors a cache miss), and the problem's
-ops run untouched (no mode, no dispatch hook).  The grad-mode check costs two
+ops run untouched (no mode; the dispatch key is a fallthrough for all but the
+three watched operations, each a Python call more under a guard).  The grad-mode check costs two
 reads of torch's grad mode per call of the problem's function (about 0.2 us),
 and ``torch._C._set_grad_enabled`` a Python call more per switch (about
 0.4 us per ``torch.enable_grad()`` block).  Measured:
@@ -220,16 +231,29 @@ def _leak(where: str) -> RuntimeError:
     )
 
 
+_included = torch._C._dispatch_tls_is_dispatch_key_included
+_include = torch._C._dispatch_tls_set_dispatch_key_included
+
+
+def _judged(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``original(*args, **kwargs)`` past the dispatch-level watch: a wrapper has judged the
+    call (two thread-local switches instead of a Python kernel per dispatched operation)."""
+    _include(_KEY, False)
+    try:
+        return original(*args, **kwargs)
+    finally:
+        _include(_KEY, True)
+
+
 def _watching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     anywhere = name in _ANYWHERE
 
     def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if (
-            _guarding()
-            and self.requires_grad
-            and (_not_printing() if anywhere else _from_problem())
-        ):
-            raise _leak(f"Tensor.{name}")
+        if _guarding():
+            if self.requires_grad and (_not_printing() if anywhere else _from_problem()):
+                raise _leak(f"Tensor.{name}")
+            if _watch_on():
+                return _judged(original, self, *args, **kwargs)
         return original(self, *args, **kwargs)
 
     method.__name__ = name
@@ -261,8 +285,11 @@ def _watching_data() -> property:
 
 def _watching_new_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
     def new_tensor(self: torch.Tensor, data: Any, *args: Any, **kwargs: Any) -> Any:
-        if _guarding() and _holds_graph(data) and _from_problem():
-            raise _leak("Tensor.new_tensor")
+        if _guarding():
+            if _holds_graph(data) and _from_problem():
+                raise _leak("Tensor.new_tensor")
+            if _watch_on():
+                return _judged(original, self, data, *args, **kwargs)
         return original(self, data, *args, **kwargs)
 
     return new_tensor
@@ -270,8 +297,11 @@ def _watching_new_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _watching_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
     def tensor(data: Any, *args: Any, **kwargs: Any) -> Any:
-        if _guarding() and _holds_graph(data) and _from_problem():
-            raise _leak("torch.tensor")
+        if _guarding():
+            if _holds_graph(data) and _from_problem():
+                raise _leak("torch.tensor")
+            if _watch_on():
+                return _judged(original, data, *args, **kwargs)
         return original(data, *args, **kwargs)
 
     tensor.__doc__ = original.__doc__
@@ -296,8 +326,11 @@ def _watching_mode(cls: type, method: str, off: Callable[..., bool]) -> Callable
 
 def _watching_detach(original: Callable[..., Any]) -> Callable[..., Any]:
     def detach(x: Any, *args: Any, **kwargs: Any) -> Any:
-        if _guarding() and isinstance(x, torch.Tensor) and x.requires_grad and _from_problem():
-            raise _leak("Tensor.detach")
+        if _guarding():
+            if isinstance(x, torch.Tensor) and x.requires_grad and _from_problem():
+                raise _leak("Tensor.detach")
+            if _watch_on():
+                return _judged(original, x, *args, **kwargs)
         return original(x, *args, **kwargs)
 
     detach.__name__ = "detach"
@@ -493,7 +526,7 @@ def _dispatch_watch(on: bool) -> None:
 def _watch_on() -> bool:
     """Whether the dispatch-level watch is on in this thread now (the pauses restore what
     they found: one nested in another leaves it off)."""
-    return _dispatching and torch._C._dispatch_tls_is_dispatch_key_included(_KEY)
+    return _dispatching and _included(_KEY)
 
 
 def _install() -> None:
