@@ -291,13 +291,14 @@ class Derivatives(OperatorMethods):
         runs under the backend's leak guard too (torch: ``x.item()``,
         ``x.tolist()``, ``float(x)``, ``int(x)``, ``x.detach()``, ``x.data``,
         ``torch.tensor(x)`` on a value with a derivative raise ``LeakError``
-        at that op), so a leak that appears only at other points (behind a
-        branch) is caught there; a compiled callable's first call runs it
-        eagerly once under the guard before the trace (docs/errors.md says
-        what the guard cannot see).  ``"strict"`` (torch, ``compile=False``):
-        as ``True``, and the guard also sees these operations when called by a
-        reference it could not wrap (``torch._C.TensorBase.detach(x)``, a
-        ``torch.tensor`` imported before simdiff), at the cost of a Python
+        at that op, by whatever reference: one bound before simdiff, such
+        as ``torch._C.TensorBase.detach(x)``, is seen at torch's dispatcher),
+        so a leak that appears only at other points (behind a branch) is
+        caught there; a compiled callable's first call runs it eagerly once
+        under the guard before the trace (docs/errors.md says what the guard
+        cannot see).  ``"strict"`` (torch, ``compile=False``): as ``True``,
+        and the guard also sees the C type's ``data`` descriptor and
+        ``tolist``, which dispatch no operation, at the cost of a Python
         call per torch operation (``python -m
         validation.benchmarks.bench_leak_guard --strict``).
 

@@ -1,7 +1,8 @@
-"""``Derivatives(probe="strict")`` on torch: graph cuts by references the leak guard cannot
-wrap (the C type's own methods, ``torch.tensor`` bound before the wrappers existed) are a
-LeakError at the op, on every call; under the default guard they stay a wrong gradient
-and HVP (all but ``torch.tensor`` of a list, whose elements torch reads by ``float``).
+"""``Derivatives(probe="strict")`` on torch: graph cuts by references the leak guard's
+wrappers cannot reach (the C type's own methods, ``torch.tensor`` bound before the wrappers
+existed) are a LeakError at the op, on every call.  The default guard sees all but the C
+type's ``data`` descriptor too, at dispatch (tests/test_torch_leaks_bound.py); under it that
+one stays a wrong gradient and HVP.
 
 As in tests/test_torch_leaks_cut.py: each problem is clean at x0 and cuts behind a branch
 taken at FAR = (2, 3), where the true gradient of ``x0 x1 + x1^2`` is ``[3, 8]`` and the cut
@@ -61,16 +62,24 @@ def test_strict_catches_what_no_wrapper_sees(leak, kind):
             _call(d, kind, FAR)
 
 
-@pytest.mark.filterwarnings("ignore:To copy construct from a tensor")  # torch's, printed
 @pytest.mark.parametrize("kind", ["grad", "hvp"])
-@pytest.mark.parametrize("leak", sorted(set(CUTS) - {"bound_tensor_of_list"}))
-def test_under_the_default_guard_they_are_a_wrong_derivative(leak, kind):
-    """What strict adds: the default guard does not see these (true gradient [3, 8], true
-    HVP along e0 [0, 1])."""
-    d = simdiff.Derivatives(_problem(CUTS[leak][0], leak), backend="torch")
+def test_under_the_default_guard_the_data_descriptor_is_a_wrong_derivative(kind):
+    """What strict adds: the default guard does not see the C type's ``data`` descriptor
+    (no dispatched operation; true gradient [3, 8], true HVP along e0 [0, 1])."""
+    d = simdiff.Derivatives(_problem(CUTS["base_data"][0], "base_data"), backend="torch")
     _call(d, kind, X0)
     wrong = {"grad": [3.0, 6.0], "hvp": [0.0, 0.0]}[kind]
     np.testing.assert_allclose(_call(d, kind, FAR), wrong, rtol=1e-14)
+
+
+@pytest.mark.filterwarnings("ignore:To copy construct from a tensor")  # torch's, printed
+@pytest.mark.parametrize("kind", ["grad", "hvp"])
+@pytest.mark.parametrize("leak", sorted(set(CUTS) - {"base_data"}))
+def test_the_default_guard_sees_the_others_at_dispatch(leak, kind):
+    d = simdiff.Derivatives(_problem(CUTS[leak][0], leak), backend="torch")
+    _call(d, kind, X0)
+    with pytest.raises(simdiff.LeakError, match=r"x\.(item|detach)|float\(x\[i\]\)"):
+        _call(d, kind, FAR)
 
 
 @pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])

@@ -34,18 +34,28 @@ On every other tensor, and on every other thread, they do what torch does.
 ``x.numpy()`` on such a tensor already raises in torch.  Gradients switched
 off by any reference and still off when the problem's function returns raise
 there (:func:`watching_grad_mode`, which every derivative's call of the
-problem goes through, ``Backend.problem_call``).  What the wrappers cannot
-reach: a ``torch.tensor``, ``Tensor.detach`` or ``torch._C._set_grad_enabled``
-bound before the first guard (``from torch import tensor``), the C type's own
-methods (``torch._C.TensorBase.detach(x)``, ``.detach_``, ``.item``, its
-``data`` descriptor; the type is immutable), C extensions, and code run by
-``torch.compile`` (the wrappers are torch's own while Dynamo traces, and a
-compiled graph does not run Python; see docs/errors.md).  The bound
-references and the C type's methods are seen by the strict guard
-(``LeakGuard(strict=True)``, ``Derivatives(probe="strict")``): a
-``TorchFunctionMode`` through which every torch operation passes, whatever
-reference called it; a bound grad-mode switch turned back on before the
-problem returns is seen by neither.
+problem goes through, ``Backend.problem_call``).
+
+References the wrappers cannot reach (a ``torch.tensor``, ``Tensor.item`` or
+``Tensor.detach`` bound before the first guard, ``from torch import tensor``;
+the C type's own methods, ``torch._C.TensorBase.detach(x)``, ``.detach_``,
+``.item``, ``.__float__``, ``.numpy(force=True)``; the type is immutable) are
+seen at dispatch: while a guard is active, a spare dispatch key (``_KEY``) is
+in this thread's dispatch keys, and ``aten::detach``, ``aten::detach_`` and
+``aten::_local_scalar_dense`` (what ``item``, ``float`` and ``int`` reach)
+meet a Python kernel there that judges the calling frame as the wrappers do;
+every other operation passes the key as a fallthrough.  The watch is off
+inside a ``torch.compile``'d callable and simdiff's backward passes
+(:func:`dispatch_paused`: Dynamo's fake tensors cannot pass a Python kernel),
+so under ``compile=True`` a branch first taken after the first call, run
+eagerly at a graph break, is watched by the wrappers only.  What neither
+reaches: the C type's ``data`` descriptor (no dispatched operation), C
+extensions, ``x.tolist()`` by the C type's method, and a bound
+``torch._C._set_grad_enabled`` switched back on before the problem returns
+(grad mode is a thread-local flag torch changes without dispatch).  The
+strict guard (``LeakGuard(strict=True)``, ``Derivatives(probe="strict")``, a
+``TorchFunctionMode`` through which every torch operation passes) sees the
+``data`` descriptor and ``tolist`` too; the restored switch it does not see.
 
 Cost: the methods are replaced on ``torch.Tensor`` (and ``torch.tensor`` in
 the ``torch`` module) once, at the first guard, by wrappers that do what
@@ -55,7 +65,8 @@ microsecond more per call of them, anywhere in the process); under
 (``torch.compiler.is_compiling``).  Entering and leaving a guard changes a
 thread-local counter only: no type is modified per call (that would cost
 every later attribute lookup on tensors a cache miss), and the problem's
-ops run untouched (no mode, no dispatch hook).  The grad-mode check costs two
+ops run untouched (no mode; the dispatch key is a fallthrough for all but the
+three watched operations, each a Python call more under a guard).  The grad-mode check costs two
 reads of torch's grad mode per call of the problem's function (about 0.2 us),
 and ``torch._C._set_grad_enabled`` a Python call more per switch (about
 0.4 us per ``torch.enable_grad()`` block).  Measured:
@@ -73,7 +84,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["GUARDED", "LeakGuard", "guard_message", "paused", "watching_grad_mode"]
+__all__ = [
+    "GUARDED",
+    "LeakGuard",
+    "dispatch_paused",
+    "guard_message",
+    "paused",
+    "watching_grad_mode",
+]
 
 _CUT = (
     "the result is cut from the graph, so the derivative misses what flows through it; "
@@ -105,6 +123,15 @@ GUARDED = {
     "_set_grad_enabled": (
         "torch._C._set_grad_enabled(False): what is computed while gradients are off is cut "
         "from the graph; use ops.stop_gradient(...) on the values meant to be constant"
+    ),
+    "aten::detach": (
+        "x.detach(), torch.tensor(x) or y.new_tensor(x) on an array by a reference to torch's "
+        f"own function (bound before simdiff, or the C type's method): {_CUT}"
+    ),
+    "aten::detach_": f"x.detach_() on an array by a reference to torch's own method: {_CUT}",
+    "aten::_local_scalar_dense": (
+        "x.item(), float(x) or int(x) on an array by a reference to torch's own method "
+        "(bound before simdiff, or the C type's method)"
     ),
     "grad_mode": (
         "gradients switched off and left off when the problem returned (by a reference the "
@@ -204,16 +231,29 @@ def _leak(where: str) -> RuntimeError:
     )
 
 
+_included = torch._C._dispatch_tls_is_dispatch_key_included
+_include = torch._C._dispatch_tls_set_dispatch_key_included
+
+
+def _judged(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``original(*args, **kwargs)`` past the dispatch-level watch: a wrapper has judged the
+    call (two thread-local switches instead of a Python kernel per dispatched operation)."""
+    _include(_KEY, False)
+    try:
+        return original(*args, **kwargs)
+    finally:
+        _include(_KEY, True)
+
+
 def _watching(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     anywhere = name in _ANYWHERE
 
     def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if (
-            _guarding()
-            and self.requires_grad
-            and (_not_printing() if anywhere else _from_problem())
-        ):
-            raise _leak(f"Tensor.{name}")
+        if _guarding():
+            if self.requires_grad and (_not_printing() if anywhere else _from_problem()):
+                raise _leak(f"Tensor.{name}")
+            if _watch_on():
+                return _judged(original, self, *args, **kwargs)
         return original(self, *args, **kwargs)
 
     method.__name__ = name
@@ -245,8 +285,11 @@ def _watching_data() -> property:
 
 def _watching_new_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
     def new_tensor(self: torch.Tensor, data: Any, *args: Any, **kwargs: Any) -> Any:
-        if _guarding() and _holds_graph(data) and _from_problem():
-            raise _leak("Tensor.new_tensor")
+        if _guarding():
+            if _holds_graph(data) and _from_problem():
+                raise _leak("Tensor.new_tensor")
+            if _watch_on():
+                return _judged(original, self, data, *args, **kwargs)
         return original(self, data, *args, **kwargs)
 
     return new_tensor
@@ -254,8 +297,11 @@ def _watching_new_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _watching_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
     def tensor(data: Any, *args: Any, **kwargs: Any) -> Any:
-        if _guarding() and _holds_graph(data) and _from_problem():
-            raise _leak("torch.tensor")
+        if _guarding():
+            if _holds_graph(data) and _from_problem():
+                raise _leak("torch.tensor")
+            if _watch_on():
+                return _judged(original, data, *args, **kwargs)
         return original(data, *args, **kwargs)
 
     tensor.__doc__ = original.__doc__
@@ -280,8 +326,11 @@ def _watching_mode(cls: type, method: str, off: Callable[..., bool]) -> Callable
 
 def _watching_detach(original: Callable[..., Any]) -> Callable[..., Any]:
     def detach(x: Any, *args: Any, **kwargs: Any) -> Any:
-        if _guarding() and isinstance(x, torch.Tensor) and x.requires_grad and _from_problem():
-            raise _leak("Tensor.detach")
+        if _guarding():
+            if isinstance(x, torch.Tensor) and x.requires_grad and _from_problem():
+                raise _leak("Tensor.detach")
+            if _watch_on():
+                return _judged(original, x, *args, **kwargs)
         return original(x, *args, **kwargs)
 
     detach.__name__ = "detach"
@@ -406,7 +455,83 @@ _STRICT = {
 }
 
 
+#: The spare dispatch key of the dispatch-level watch: the autocast key of Graphcore's IPU,
+#: which no CPU or CUDA build of torch gives a kernel.  While a guard is active it is in this
+#: thread's dispatch keys (``torch._C._dispatch_tls_set_dispatch_key_included``); every
+#: operation passes it as a fallthrough, at no cost, but the watched ones below, which meet
+#: a Python kernel there (above autograd: the tensors still say whether they require grad).
+_KEY = torch._C.DispatchKey.AutocastIPU
+#: aten operations watched at dispatch, whatever reference reached them (``GUARDED``'s keys):
+#: ``Tensor.item``, ``float(x)`` and ``int(x)`` reach ``_local_scalar_dense``;
+#: ``torch.tensor(x)`` and ``y.new_tensor(x)`` of a tensor reach ``detach``
+_DISPATCHED = ("detach", "detach_", "_local_scalar_dense")
+_libraries: list[Any] = []  # the registrations last as long as these objects
+_dispatching = False
+
+
+def _dispatch_kernel(name: str) -> Callable[..., Any]:
+    """The kernel of ``aten::name`` on :data:`_KEY`: raises where the problem's code reached
+    the operation on a tensor that requires grad under a guard, else hands it on below.
+
+    The caller is the Python frame that called torch's C function (frame 1; C++ code of
+    torch between them has no frame): the problem's own code for a reference to torch's
+    function bound before the wrappers (``item = torch._C.TensorBase.item``); the guard's
+    wrapper, which has judged the call already, for ``x.item()`` and the rest; torch's or
+    simdiff's own code otherwise.  ``_local_scalar_dense`` (a value read) raises in a trusted
+    package too, as ``x.item()`` does."""
+    op = getattr(torch.ops.aten, name).default
+    where = f"aten::{name}"
+    anywhere = name == "_local_scalar_dense"
+    key = _KEY
+
+    def kernel(keyset: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+        if _active.depth > 0 and x.requires_grad and not torch.compiler.is_compiling():
+            module = sys._getframe(1).f_globals.get("__name__", "")
+            top = module.partition(".")[0] if isinstance(module, str) else ""
+            if not (top in _OWN_PACKAGES if anywhere else _exempt(module)):
+                raise _leak(where)
+        return op.redispatch(keyset.remove(key), x, *args, **kwargs)
+
+    return kernel
+
+
+def _install_dispatch() -> bool:
+    """Register the watched operations' kernels on :data:`_KEY` and a fallthrough for all
+    others; False (no dispatch-level watch, the wrappers only) where the key is taken."""
+    key = _KEY.name
+    if any(torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", key)
+           for op in ("mm", "add.Tensor", *_DISPATCHED)):  # fmt: skip
+        return False  # an IPU build's autocast kernels: not spare
+    fallback = torch.library.Library("_", "IMPL")
+    try:
+        fallback.fallback(torch.library.fallthrough_kernel, key)
+    except RuntimeError:  # a fallback is there: spare only if it is a fallthrough
+        if f"{key}: fallthrough" not in torch._C._dispatch_dump_table("aten::mm"):
+            return False
+    kernels = torch.library.Library("aten", "IMPL")
+    for name in _DISPATCHED:
+        kernels.impl(name, _dispatch_kernel(name), key, with_keyset=True)
+    _libraries.extend((fallback, kernels))
+    return True
+
+
+def _dispatch_watch(on: bool) -> None:
+    """:data:`_KEY` in (or out of) this thread's dispatch keys: an autocast key is excluded
+    unless its autocast is on, so it is taken out of the excluded set too."""
+    if _dispatching:
+        torch._C._dispatch_tls_set_dispatch_key_excluded(_KEY, not on)
+        torch._C._dispatch_tls_set_dispatch_key_included(_KEY, on)
+
+
+def _watch_on() -> bool:
+    """Whether the dispatch-level watch is on in this thread now (the pauses restore what
+    they found: one nested in another leaves it off)."""
+    return _dispatching and _included(_KEY)
+
+
 def _install() -> None:
+    global _dispatching
+    _dispatching = _dispatching or _install_dispatch()
     for name, method in _METHODS.items():
         setattr(torch.Tensor, name, method)
     for name, function in _FUNCTIONS.items():
@@ -456,6 +581,8 @@ class LeakGuard:
         saved = self._saved = _active.trusted
         if saved or self._trusted:  # the innermost guard's trust holds (none: nothing to set)
             _active.trusted = self._trusted
+        if _active.depth == 0:
+            _dispatch_watch(True)
         _active.depth += 1
         if self._mode is not None:
             self._mode.__enter__()
@@ -465,6 +592,8 @@ class LeakGuard:
         if self._mode is not None:
             self._mode.__exit__(None, None, None)
         _active.depth -= 1
+        if _active.depth == 0:
+            _dispatch_watch(False)
         if self._saved or self._trusted:
             _active.trusted = self._saved
 
@@ -482,7 +611,33 @@ def paused() -> Iterator[None]:
     """
     depth = _active.depth
     _active.depth = 0
+    on = _watch_on()
+    if on:
+        _dispatch_watch(False)
     try:
         yield
     finally:
         _active.depth = depth
+        if on:
+            _dispatch_watch(True)
+
+
+@contextlib.contextmanager
+def dispatch_paused() -> Iterator[None]:
+    """No dispatch-level watch on this thread for the duration (the wrappers stay): for a
+    call of a ``torch.compile``'d callable, and for simdiff's backward passes
+    (``torch.autograd.grad``), where torch compiles a compiled graph's backward lazily.
+
+    Dynamo traces with fake tensors, and a Python kernel handed one of them would give it a
+    plain ``Tensor`` object before Dynamo's own (``Creating a new Tensor subclass
+    FakeTensor``); a compiled graph runs no Python, so the watch would see nothing there.
+    The Python between graph breaks stays watched by the wrappers.
+    """
+    on = _watch_on()
+    if on:
+        _dispatch_watch(False)
+    try:
+        yield
+    finally:
+        if on:
+            _dispatch_watch(True)

@@ -10,6 +10,7 @@ is not bounded by rematerialisation.  This is stated in docs/backends.md.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,13 @@ import torch.utils.checkpoint
 
 from ..errors import InputTypeError, UnsupportedError
 from ._base import BINARY, UNARY, Backend, LoopOps, Namespace
-from ._torch_leaks import LeakGuard, guard_message, paused, watching_grad_mode
+from ._torch_leaks import (
+    LeakGuard,
+    dispatch_paused,
+    guard_message,
+    paused,
+    watching_grad_mode,
+)
 
 __all__ = ["TorchBackend", "TorchOps"]
 
@@ -198,9 +205,10 @@ def _grad(func: Callable[..., Any], argnums: Any = 0, has_aux: bool = False) -> 
                 return functional(*args)  # torch.func's own error message
             if not out.requires_grad:  # f does not depend on x
                 return torch.zeros_like(args[0])
-            (g,) = torch.autograd.grad(
-                out, x, create_graph=nested, allow_unused=True, materialize_grads=True
-            )
+            with dispatch_paused():  # torch's backward (a compiled one may compile here)
+                (g,) = torch.autograd.grad(
+                    out, x, create_graph=nested, allow_unused=True, materialize_grads=True
+                )
         return g
 
     grad.__doc__ = func.__doc__
@@ -227,7 +235,8 @@ def _vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
             return torch.func.vjp(func, *primals)[1](u)  # type: ignore[no-any-return]
         if not out.requires_grad:
             return (torch.zeros_like(primals[0]),)
-        with torch.enable_grad(), _kept_buffers():  # a compiled backward may compile here
+        # a compiled backward may compile here (with Dynamo's fake tensors: no dispatch watch)
+        with torch.enable_grad(), _kept_buffers(), dispatch_paused():
             create = nested or (isinstance(u, torch.Tensor) and u.requires_grad)
             (g,) = torch.autograd.grad(
                 out, x, u, retain_graph=True, create_graph=create, allow_unused=True,
@@ -878,8 +887,12 @@ class TorchBackend(Backend):
         created": torch 2.13, every such problem under ``torch.func.grad``);
         :func:`_numpy_guards_dropped` drops those guards (the array is still
         read on every call, so a changed value is seen).
+
+        The compiled callable runs with the leak guard's dispatch-level watch
+        off (:func:`~simdiff.backends._torch_leaks.dispatch_paused`: Dynamo's
+        fake tensors cannot pass a Python kernel); its wrappers stay.
         """
-        return torch.compile(  # type: ignore[call-overload]  # torch 2.13 keywords, not in stubs
+        compiled = torch.compile(  # type: ignore[call-overload]  # torch 2.13 keywords, not in stubs
             fn,
             fullgraph=fullgraph,
             dynamic=False,
@@ -890,6 +903,15 @@ class TorchBackend(Backend):
                 "cpp.min_chunk_size": INDUCTOR_MIN_CHUNK,
             },
         )
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if torch.compiler.is_compiling():  # inside another trace: Dynamo inlines it
+                return compiled(*args, **kwargs)
+            with dispatch_paused():
+                return compiled(*args, **kwargs)
+
+        return call
 
     def warm_up(self) -> None:
         t = torch.tensor([0.5], dtype=torch.float64)
