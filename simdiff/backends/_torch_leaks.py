@@ -460,7 +460,7 @@ _STRICT = {
 #: thread's dispatch keys (``torch._C._dispatch_tls_set_dispatch_key_included``); every
 #: operation passes it as a fallthrough, at no cost, but the watched ones below, which meet
 #: a Python kernel there (above autograd: the tensors still say whether they require grad).
-_KEY = torch._C.DispatchKey.AutocastIPU
+_KEY = torch._C.DispatchKey.AutocastIPU  # type: ignore[attr-defined]  # in the C enum, not its stub
 #: aten operations watched at dispatch, whatever reference reached them (``GUARDED``'s keys):
 #: ``Tensor.item``, ``float(x)`` and ``int(x)`` reach ``_local_scalar_dense``;
 #: ``torch.tensor(x)`` and ``y.new_tensor(x)`` of a tensor reach ``detach``

@@ -257,6 +257,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     # docs/taylor.md
     Benchmark("bench_operators.txt", "bench_operators", ("--repeats", "15", "--bih-points", "4")),
     Benchmark("bench_operators_sigma.txt", "bench_operators", ("--sigma-probe", "--repeats", "30")),
+    # docs/errors.md
+    Benchmark(
+        "bench_leak_guard.txt", "bench_leak_guard", ("--strict", "--rounds", "7", "--calls", "50")
+    ),
     # docs/parameters.md
     Benchmark("bench_structured_params.txt", "bench_structured_params"),
     # docs/sensitivity.md (bench_profile writes its JSON itself, atomically)

@@ -14,7 +14,8 @@ e.g. on simdiff's own ``x.detach()`` calls, and torch's ``_set_grad_enabled``
 with them).  Also printed: the cost of entering and leaving the guard alone,
 of the grad-mode check around each call of the problem's function
 (``watching_grad_mode``, built into the derivative, so in every column), and
-of the wrapped ``_set_grad_enabled`` per ``torch.enable_grad()`` block.  ``--strict`` adds a fourth
+of the wrapped ``_set_grad_enabled`` per ``torch.enable_grad()`` block, and of the
+dispatch-level watch per watched aten operation (``detach``, ``item``).  ``--strict`` adds a fourth
 configuration, ``Derivatives(probe="strict")`` (every torch operation through
 the guard's TorchFunctionMode), and its ratio to the default guard.
 
@@ -119,6 +120,24 @@ def main() -> None:
     torch._C._set_grad_enabled = wrapped
     print(f"torch.enable_grad() block, wrapped switch over torch's: "
           f"{min(block['wrapped']) - min(block['own']):.2f} us")  # fmt: skip
+    # the dispatch-level watch: a Python kernel per watched aten operation (detach, detach_,
+    # _local_scalar_dense) while a guard is active, whatever reference called it
+    t = torch.ones(3, dtype=torch.float64)
+    own_detach = torch._C.TensorBase.detach
+    own_item = torch._C.TensorBase.item
+    per_op: dict[str, list[float]] = {"watched": [], "paused": []}
+    with LeakGuard():
+        for _ in range(5):
+            for config in ("watched", "paused"):
+                paused = config == "paused"
+                with _torch_leaks.dispatch_paused() if paused else contextlib.nullcontext():
+                    start = time.perf_counter()
+                    for _ in range(20_000):
+                        own_detach(t)
+                        own_item(t[0])
+                    per_op[config].append((time.perf_counter() - start) * 25)
+    print(f"dispatch-level watch per watched aten op (detach, item): "
+          f"{min(per_op['watched']) - min(per_op['paused']):.2f} us")  # fmt: skip
     strict = " strict (us) | strict/guard (median) |" if args.strict else ""
     print("| problem | derivative | with guard (us) | without (us) | bare torch (us) "
           f"| guard/bare (median) | guard/bare (fastest) |{strict}")  # fmt: skip
