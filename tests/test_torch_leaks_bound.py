@@ -15,12 +15,11 @@ import numpy as np
 import pytest
 import torch
 import torch.utils.checkpoint
+from _leak_cases import FAR, X0, call, leaking_problem
 
 import simdiff
 from simdiff.backends import _torch_leaks
 
-X0 = np.array([0.5, 2.0])
-FAR = np.array([2.0, 3.0])
 WANT = {"grad": [3.0, 8.0], "hessian": [[0.0, 1.0], [1.0, 2.0]], "hvp": [0.0, 1.0]}
 
 #: torch's own methods and functions, as a module holds them that bound them before
@@ -55,38 +54,22 @@ CUTS = {
     "set_grad_enabled_left_off": (_left_off, r"returned with gradients switched off"),
 }
 
-
-def _problem(cut, name):
-    def fn(x, ops):
-        if float(ops.stop_gradient(x[0])) > 1.0:
-            return x[0] * cut(x[1]) + x[1] ** 2
-        return x[0] * x[1] + x[1] ** 2
-
-    return simdiff.Problem(fn, x0=X0, name=name, backends=("torch",))
-
-
-def _call(d, kind, x):
-    if kind == "hvp":
-        return d.hvp(np.array([1.0, 0.0]), x)
-    return getattr(d, kind)(x)
-
-
 @pytest.mark.filterwarnings("ignore:To copy construct from a tensor")
 @pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True")
 @pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
 @pytest.mark.parametrize("leak", sorted(CUTS))
 def test_a_bound_reference_is_a_leak_error_at_a_later_point(leak, kind):
     cut, names_op = CUTS[leak]
-    d = simdiff.Derivatives(_problem(cut, leak), backend="torch")
+    d = simdiff.Derivatives(leaking_problem(cut, leak), backend="torch")
     want = {"grad": [2.0, 4.5], "hessian": [[0.0, 1.0], [1.0, 2.0]], "hvp": [0.0, 1.0]}[kind]
-    np.testing.assert_allclose(_call(d, kind, X0), want, rtol=1e-14)
+    np.testing.assert_allclose(call(d, kind, X0), want, rtol=1e-14)
     for _ in range(2):  # every call, and the watch is off again after each
         with pytest.raises(simdiff.LeakError, match=names_op) as info:
-            _call(d, kind, FAR)
+            call(d, kind, FAR)
         assert f"'{leak}'" in str(info.value)
         assert not torch._C._dispatch_tls_is_dispatch_key_included(_torch_leaks._KEY)
         assert torch.is_grad_enabled()
-    np.testing.assert_allclose(_call(d, kind, X0), want, rtol=1e-14)  # and back at x0
+    np.testing.assert_allclose(call(d, kind, X0), want, rtol=1e-14)  # and back at x0
 
 
 @pytest.mark.filterwarnings("ignore:To copy construct from a tensor")
@@ -95,7 +78,7 @@ def test_a_bound_reference_is_a_leak_error_at_a_later_point(leak, kind):
 def test_the_value_is_the_true_one(leak):
     """A value carries no derivative: nothing leaks from it, and it is right (15).  (Gradients
     left off where fn returns raise for a value too, tests/test_torch_leaks_grad_mode.py.)"""
-    d = simdiff.Derivatives(_problem(CUTS[leak][0], leak), backend="torch")
+    d = simdiff.Derivatives(leaking_problem(CUTS[leak][0], leak), backend="torch")
     assert d.value(X0) == pytest.approx(0.5 * 2.0 + 4.0, rel=1e-14)
     for _ in range(2):
         assert d.value(FAR) == pytest.approx(15.0, rel=1e-14)
@@ -141,9 +124,9 @@ def test_torch_and_simdiffs_own_detaches_and_reads_pass(name, kind):
 
     d = simdiff.Derivatives(simdiff.Problem(fn, x0=X0, name=name, backends=("torch",)),
                             backend="torch")  # fmt: skip
-    _call(d, kind, X0)
+    call(d, kind, X0)
     for _ in range(2):
-        np.testing.assert_allclose(_call(d, kind, FAR), WANT[kind], rtol=1e-14)
+        np.testing.assert_allclose(call(d, kind, FAR), WANT[kind], rtol=1e-14)
 
 
 @pytest.mark.filterwarnings("ignore:`torch._prims_common.check` is deprecated:FutureWarning")

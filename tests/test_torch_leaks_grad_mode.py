@@ -11,11 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from _leak_cases import FAR, X0, call, leaking_problem
 
 import simdiff
-
-X0 = np.array([0.5, 2.0])
-FAR = np.array([2.0, 3.0])
 
 #: torch's own switch, as a module holds it that ran ``from torch._C import
 #: _set_grad_enabled`` before simdiff's first guard
@@ -48,33 +46,17 @@ CUTS = {
     "bound_switch_left_off": (_left_off, r"returned with gradients switched off"),
 }
 
-
-def _problem(cut, name):
-    def fn(x, ops):
-        if float(ops.stop_gradient(x[0])) > 1.0:
-            return x[0] * cut(x[1]) + x[1] ** 2
-        return x[0] * x[1] + x[1] ** 2
-
-    return simdiff.Problem(fn, x0=X0, name=name, backends=("torch",))
-
-
-def _call(d, kind, x):
-    if kind == "hvp":
-        return d.hvp(np.array([1.0, 0.0]), x)
-    return getattr(d, kind)(x)
-
-
 @pytest.mark.parametrize("probe", [True, "strict"])
 @pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
 @pytest.mark.parametrize("leak", sorted(CUTS))
-def test_grad_switched_off_is_a_leak_error_on_every_call(leak, kind, probe):
+def test_grad_switched_off_is_a_leak_error_on_everycall(leak, kind, probe):
     cut, names_op = CUTS[leak]
-    d = simdiff.Derivatives(_problem(cut, leak), backend="torch", probe=probe)
+    d = simdiff.Derivatives(leaking_problem(cut, leak), backend="torch", probe=probe)
     want = {"grad": [2.0, 4.5], "hessian": [[0.0, 1.0], [1.0, 2.0]], "hvp": [0.0, 1.0]}[kind]
-    np.testing.assert_allclose(_call(d, kind, X0), want, rtol=1e-14)
+    np.testing.assert_allclose(call(d, kind, X0), want, rtol=1e-14)
     for _ in range(2):  # every call, and grad mode is back on after each
         with pytest.raises(simdiff.LeakError, match=names_op) as info:
-            _call(d, kind, FAR)
+            call(d, kind, FAR)
         assert f"'{leak}'" in str(info.value) and "cut from the graph" in str(info.value)
         assert torch.is_grad_enabled()
 
@@ -104,7 +86,7 @@ def test_outside_a_call_the_switch_is_torchs():
 def test_a_bound_switch_restored_inside_fn_stays_a_wrong_gradient(probe):
     """What neither guard sees: torch's C switch by a reference bound before the guard,
     switched back on before fn returns (true gradient [3, 8])."""
-    d = simdiff.Derivatives(_problem(_bound_and_restored, "restored"), backend="torch",
+    d = simdiff.Derivatives(leaking_problem(_bound_and_restored, "restored"), backend="torch",
                             probe=probe)  # fmt: skip
     d.grad(X0)
     np.testing.assert_allclose(d.grad(FAR), [3.0, 6.0], rtol=1e-14)
@@ -113,7 +95,7 @@ def test_a_bound_switch_restored_inside_fn_stays_a_wrong_gradient(probe):
 def test_a_nested_ad_operator_of_a_problem_left_switched_off_is_a_leak_error():
     """The differential operators call the problem through the same check (true
     Laplacian 2; the Taylor methods do not use torch's autograd, so no grad mode)."""
-    p = _problem(_left_off, "operator")
+    p = leaking_problem(_left_off, "operator")
     np.testing.assert_allclose(simdiff.laplacian(p, X0, method="nested", backend="torch"), 2.0)
     with pytest.raises(simdiff.LeakError, match=r"returned with gradients switched off"):
         simdiff.laplacian(p, FAR, method="nested", backend="torch")

@@ -14,11 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from _leak_cases import FAR, X0, call, leaking_problem
 
 import simdiff
-
-X0 = np.array([0.5, 2.0])
-FAR = np.array([2.0, 3.0])
 
 #: torch's own functions, whatever the guard has replaced on ``torch`` and ``torch.Tensor``
 #: (what a module that ran ``from torch import tensor`` before simdiff holds)
@@ -34,61 +32,45 @@ CUTS = {
     "base_item": (lambda v: _BASE.item(v) + 0.0 * v, r"x\.item\(\)"),
 }
 
-
-def _problem(cut, name):
-    def fn(x, ops):
-        if float(ops.stop_gradient(x[0])) > 1.0:
-            return x[0] * cut(x[1]) + x[1] ** 2
-        return x[0] * x[1] + x[1] ** 2
-
-    return simdiff.Problem(fn, x0=X0, name=name, backends=("torch",))
-
-
-def _call(d, kind, x):
-    if kind == "hvp":
-        return d.hvp(np.array([1.0, 0.0]), x)
-    return getattr(d, kind)(x)
-
-
 @pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
 @pytest.mark.parametrize("leak", sorted(CUTS))
 def test_strict_catches_what_no_wrapper_sees(leak, kind):
     cut, names_op = CUTS[leak]
-    d = simdiff.Derivatives(_problem(cut, leak), backend="torch", probe="strict")
+    d = simdiff.Derivatives(leaking_problem(cut, leak), backend="torch", probe="strict")
     want = {"grad": [2.0, 4.5], "hessian": [[0.0, 1.0], [1.0, 2.0]], "hvp": [0.0, 1.0]}[kind]
-    np.testing.assert_allclose(_call(d, kind, X0), want, rtol=1e-14)
+    np.testing.assert_allclose(call(d, kind, X0), want, rtol=1e-14)
     for _ in range(2):  # every call
         with pytest.raises(simdiff.LeakError, match=names_op):
-            _call(d, kind, FAR)
+            call(d, kind, FAR)
 
 
 @pytest.mark.parametrize("kind", ["grad", "hvp"])
 def test_under_the_default_guard_the_data_descriptor_is_a_wrong_derivative(kind):
     """What strict adds: the default guard does not see the C type's ``data`` descriptor
     (no dispatched operation; true gradient [3, 8], true HVP along e0 [0, 1])."""
-    d = simdiff.Derivatives(_problem(CUTS["base_data"][0], "base_data"), backend="torch")
-    _call(d, kind, X0)
+    d = simdiff.Derivatives(leaking_problem(CUTS["base_data"][0], "base_data"), backend="torch")
+    call(d, kind, X0)
     wrong = {"grad": [3.0, 6.0], "hvp": [0.0, 0.0]}[kind]
-    np.testing.assert_allclose(_call(d, kind, FAR), wrong, rtol=1e-14)
+    np.testing.assert_allclose(call(d, kind, FAR), wrong, rtol=1e-14)
 
 
 @pytest.mark.filterwarnings("ignore:To copy construct from a tensor")  # torch's, printed
 @pytest.mark.parametrize("kind", ["grad", "hvp"])
 @pytest.mark.parametrize("leak", sorted(set(CUTS) - {"base_data"}))
 def test_the_default_guard_sees_the_others_at_dispatch(leak, kind):
-    d = simdiff.Derivatives(_problem(CUTS[leak][0], leak), backend="torch")
-    _call(d, kind, X0)
+    d = simdiff.Derivatives(leaking_problem(CUTS[leak][0], leak), backend="torch")
+    call(d, kind, X0)
     with pytest.raises(simdiff.LeakError, match=r"x\.(item|detach)|float\(x\[i\]\)"):
-        _call(d, kind, FAR)
+        call(d, kind, FAR)
 
 
 @pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
 def test_a_bound_tensor_of_a_list_is_seen_by_the_default_guard(kind):
     """torch reads the list's elements by ``float(x[i])``, which the guard watches."""
-    d = simdiff.Derivatives(_problem(CUTS["bound_tensor_of_list"][0], "list"), backend="torch")
-    _call(d, kind, X0)
+    d = simdiff.Derivatives(leaking_problem(CUTS["bound_tensor_of_list"][0], "list"), backend="torch")
+    call(d, kind, X0)
     with pytest.raises(simdiff.LeakError, match=r"float\(x\[i\]\)"):
-        _call(d, kind, FAR)
+        call(d, kind, FAR)
 
 
 @pytest.mark.parametrize("name", ["lj13", "ode_rk4_decay", "rosenbrock4"])
@@ -105,7 +87,7 @@ def test_strict_is_silent_on_catalogue_problems(name):
 
 
 def test_strict_needs_eager_torch_and_a_known_value():
-    p = _problem(CUTS["base_detach"][0], "opts")
+    p = leaking_problem(CUTS["base_detach"][0], "opts")
     with pytest.raises(simdiff.OptionError, match="compile=False"):
         simdiff.Derivatives(p, backend="torch", compile=True, probe="strict")
     with pytest.raises(simdiff.OptionError, match="True, False or 'strict'"):

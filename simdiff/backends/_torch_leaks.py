@@ -611,15 +611,11 @@ def paused() -> Iterator[None]:
     """
     depth = _active.depth
     _active.depth = 0
-    on = _watch_on()
-    if on:
-        _dispatch_watch(False)
     try:
-        yield
+        with dispatch_paused():
+            yield
     finally:
         _active.depth = depth
-        if on:
-            _dispatch_watch(True)
 
 
 @contextlib.contextmanager
