@@ -7,12 +7,20 @@ import os
 import jax
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 import simdiff.backends.jax  # noqa: F401  (switches on x64)
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
-settings.register_profile("simdiff", deadline=None, max_examples=25, derandomize=True)
+# No deadline and no "too slow" health check: both time the machine, not the code (a
+# loaded or sandboxed CPU stalled one draw of test_taylor_sympy's strategy for 100 s).
+settings.register_profile(
+    "simdiff",
+    deadline=None,
+    max_examples=25,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile("simdiff")
 os.environ.setdefault("MPLBACKEND", "Agg")
 

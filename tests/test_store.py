@@ -46,7 +46,11 @@ WRITER = textwrap.dedent(
 
 
 def _spawn(path: Path, n: int, tag: str = "p", name: str = "w") -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # Extend the caller's PYTHONPATH (where its dependencies may live), not replace it.
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
     return subprocess.Popen(
         [sys.executable, "-c", WRITER, str(path), str(n), tag, name],
         stdout=subprocess.PIPE,
