@@ -121,3 +121,32 @@ def test_every_rerun_result_names_the_command_that_made_it() -> None:
                    and _recorded_command(b.output) == b.command())  # fmt: skip
     assert not rerun, f"re-run by the registry: remove from NOT_RERUN: {rerun}"
     assert NOT_RERUN <= {b.output for b in BENCHMARKS}
+
+
+def test_a_run_replaces_its_file_and_is_recorded_in_the_store(tmp_path, monkeypatch) -> None:
+    import contextlib
+
+    import validation.benchmarks.__main__ as runner
+    from simdiff.store import Store
+
+    monkeypatch.setattr(runner, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "_lock", contextlib.nullcontext)  # not the machine-wide one
+    runner.RESULTS.mkdir()
+    (runner.RESULTS / "catalogue_list.txt").write_text("old\n")
+    b = runner.Benchmark("catalogue_list.txt", "simdiff.cli", ("list",))
+    store = tmp_path / "store"
+    assert runner.run(b, store) == 0
+    text = (runner.RESULTS / "catalogue_list.txt").read_text()
+    assert text.startswith("# command: python -m simdiff.cli list\n") and "old" not in text
+    assert "rosenbrock4" in text
+    s = Store(store)
+    [meta] = s.runs()
+    assert (meta["name"], meta["status"]) == ("benchmark-catalogue_list", "complete")
+    [entry] = s.entries(meta["id"])
+    assert (entry["problem"], entry["kind"]) == ("catalogue_list.txt", "benchmark")
+    assert entry["record"]["text"] == text
+    # a failing run leaves the file as it was and records nothing
+    bad = runner.Benchmark("catalogue_list.txt", "simdiff.cli", ("no-such-command",))
+    assert runner.run(bad, store) != 0
+    assert (runner.RESULTS / "catalogue_list.txt").read_text() == text
+    assert len(Store(store).runs()) == 1

@@ -6,7 +6,12 @@ of one entry of :data:`BENCHMARKS`: a module of this package and its
 arguments.  The runner writes each output atomically, with a header naming
 the command, the commit and the machine's load, so a result file always
 says how to remake it; a benchmark that fails leaves the stored file as it
-was.  Runs hold a lock, so two benchmarks never time each other.
+was.  Runs hold a lock, so two benchmarks never time each other.  Each
+successful run is also recorded in the results store (``results/store`` by
+default, the main job's; ``--store PATH``, or ``--no-store``): one run named
+``benchmark-<name>`` with the environment record, and one entry per file it
+wrote, holding the file's text, so the store keeps every run while
+``docs/results`` keeps the current one.
 
     python -m validation.benchmarks --list           # the entries and their outputs
     python -m validation.benchmarks bench_ode_memory # one entry (by output name)
@@ -28,9 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simdiff.evidence._environment import _git_revision
+from simdiff.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
+STORE = ROOT / "results" / "store"
 
 
 @dataclass(frozen=True)
@@ -324,8 +331,29 @@ def _lock() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def run(b: Benchmark) -> int:
-    """Run ``b`` and replace its output file; the return code of its (last failing) process."""
+def record(b: Benchmark, store: Path) -> str:
+    """Record the files ``b`` wrote in the results store at ``store``; the run id.
+
+    One run ``benchmark-<name>`` (params: the command and the commit; the
+    store adds the environment record), one entry per file, kind
+    ``"benchmark"``, config the command, record ``{"text": ...}``.
+    """
+    s = Store(store)
+    run_id = s.start_run(
+        f"benchmark-{b.name}", {"command": b.command(), "git": _git_revision()}, resume=False
+    )
+    for name in (b.output, *b.writes):
+        s.put(run_id, name, "benchmark", b.command(), {"text": (RESULTS / name).read_text()})
+    s.finish_run(run_id)
+    return run_id
+
+
+def run(b: Benchmark, store: Path | None = STORE) -> int:
+    """Run ``b`` and replace its output file; the return code of its (last failing) process.
+
+    A successful run is recorded in the results store at ``store`` (none when
+    ``store`` is None), see :func:`record`.
+    """
     env = {**os.environ, **b.env}
     header = [
         f"# command: {b.command()}",
@@ -350,6 +378,7 @@ def run(b: Benchmark) -> int:
         return rc
     if not b.stdout:
         print(f"{b.output}: written by the benchmark")
+        _record_if(b, store)
         return 0
     header.append("# load average after: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
     target = RESULTS / b.output
@@ -358,7 +387,13 @@ def run(b: Benchmark) -> int:
         fh.write("\n".join(header) + "\n\n" + "".join(body))
     os.replace(tmp, target)
     print(f"{b.output}: written")
+    _record_if(b, store)
     return 0
+
+
+def _record_if(b: Benchmark, store: Path | None) -> None:
+    if store is not None:
+        print(f"{b.output}: recorded in {store} as run {record(b, store)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -366,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("names", nargs="*", help="entries by output name (with or without suffix)")
     ap.add_argument("--all", action="store_true", help="run every entry")
     ap.add_argument("--list", action="store_true", help="list the entries and their commands")
+    ap.add_argument("--store", type=Path, default=STORE, help="results store to record runs in")
+    ap.add_argument("--no-store", action="store_true", help="do not record runs in a store")
     args = ap.parse_args(argv)
     if args.list:
         for b in BENCHMARKS:
@@ -377,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not (args.names or args.all):
         ap.error(f"unknown entries {unknown} (see --list)" if unknown else "name entries or --all")
     chosen = list(BENCHMARKS) if args.all else [by_name[n] for n in args.names]
-    failed = [b.output for b in chosen if run(b) != 0]
+    store = None if args.no_store else args.store
+    failed = [b.output for b in chosen if run(b, store) != 0]
     if failed:
         print(f"failed: {', '.join(failed)}")
     return 1 if failed else 0
