@@ -372,6 +372,8 @@ class Derivatives(OperatorMethods):
         self._fused: dict[tuple, Callable] = {}
         #: The key of :meth:`_fused_call`'s flat derivative by ``(kind, method, host)``.
         self._fused_keys: dict[tuple, tuple] = {}
+        #: ``(problem.fn, whether it is a StructuredHessian)``, see :meth:`_has_structure`.
+        self._structure_of: tuple[Any, bool] | None = None
         self._info: dict[tuple, dict[str, Any]] = {}
         self._traces = 0
         self._expected_calls: int | None = None
@@ -491,8 +493,8 @@ class Derivatives(OperatorMethods):
         method = _choice(method, (*HESSIAN_METHODS, "structured"), "Hessian method")
         if not isinstance(sparse, (bool, np.bool_)):
             raise OptionError(f"sparse must be True or False; got {sparse!r}")
-        fn = self.problem.fn
-        structured = isinstance(fn, StructuredHessian)
+        has_structure = self._has_structure()
+        structured = has_structure
         reason = None
         if structured and _is_traced(x) and method in ("auto", "structured"):
             if sparse or method == "structured":
@@ -531,7 +533,7 @@ class Derivatives(OperatorMethods):
             m = math.prod(self.problem.output_shape)
             compiled = self.compile is not False and self.backend.optional_compiler
             method = auto_hessian_method(self.backend, self.problem.n, m, compiled=compiled)
-        chunk = self._dense_chunk() if isinstance(fn, StructuredHessian) else None
+        chunk = self._dense_chunk() if has_structure else None
         if chunk is not None:
             if reason is not None:  # chunks are assembled on the host
                 raise MemoryBudgetError(
@@ -803,6 +805,16 @@ class Derivatives(OperatorMethods):
         info["calls"] += 1
         return spec.unflatten_tree(out, kind)
 
+    def _has_structure(self) -> bool:
+        """Whether the problem's ``fn`` is a :class:`~simdiff._structure.StructuredHessian`,
+        kept per ``fn`` object (a check against a runtime protocol walks its members: tens
+        of microseconds, on every Hessian call)."""
+        fn = self.problem.fn
+        known = self._structure_of
+        if known is None or known[0] is not fn:
+            known = self._structure_of = (fn, isinstance(fn, StructuredHessian))
+        return known[1]
+
     def _fused_key(self, kind: str, method: str, leaf: Any, host: bool) -> tuple | None:
         """The key of the flat derivative a steady tree call of ``kind`` runs (that of
         :meth:`_call` at an unbatched point), kept per ``(kind, method, host)``; None where
@@ -810,7 +822,7 @@ class Derivatives(OperatorMethods):
         T = self.backend
         params: dict[str, Any] = {}
         if kind == "hessian":
-            if isinstance(self.problem.fn, StructuredHessian) or method not in HESSIAN_METHODS:
+            if self._has_structure() or method not in HESSIAN_METHODS:
                 return None
             chosen = method
             if method == "auto":
