@@ -780,7 +780,7 @@ class Derivatives(OperatorMethods):
             or self.problem.cache.refresh() != self._generation
         ):
             return None  # not built, not probed, or the problem changed: the general path
-        if host:
+        if x is not None:  # host leaves, read into one vector
             return self._host_call(kind, key, info, x)
         split = kind in ("grad", "value_and_grad")
         fused = self._fused.get((key, split))
@@ -849,7 +849,7 @@ class Derivatives(OperatorMethods):
             raise self._leak(exc, kind) from exc
         if kind == "value_and_grad":
             out = (T.to_numpy(out[0]), T.to_numpy(out[1]))
-            results = out
+            results: tuple[Any, ...] = out
         else:
             out = T.to_numpy(out)
             results = (out,)
@@ -1352,8 +1352,9 @@ def _tree_call(
     """``(result, x)``: ``kind`` at a tree point ``x`` as one compiled call
     (:meth:`Derivatives._fused_call`), or ``(None, x)`` where the general path runs (a flat
     point, a first call, a backend that does not fuse, ...); there ``x`` is the flat vector
-    where the tree's leaves are arrays of one framework that join as they are (else the
-    point as given: the general path flattens and checks it)."""
+    where the tree's leaves are arrays of one framework that join as they are, or float64
+    numpy arrays and numbers of their leaves' shapes (else the point as given: the general
+    path flattens and checks it)."""
     spec = getattr(problem, "param_spec", None)
     if spec is None or x is None or type(x) is np.ndarray or not spec.is_input(x):
         return None, x
@@ -1364,7 +1365,10 @@ def _tree_call(
     out = d._fused_call(kind, parts, method)
     if out is not None:
         return out, x
-    joined = spec._join_native(parts)
+    if type(parts[0]) in _HOST_LEAVES:  # numpy leaves and numbers: one float64 vector
+        joined = spec.host_vector(parts)
+    else:
+        joined = spec._join_native(parts)
     return None, (x if joined is None else joined)
 
 

@@ -178,7 +178,7 @@ def _join(parts: list[Any], lead: tuple[int, ...]) -> Any:
 
 
 @functools.cache
-def _concrete_type() -> type:
+def _concrete_type() -> Any:
     """The type of a concrete ``jax.Array`` (``ArrayImpl``; tracers are of other types), read
     from an array on first use, not at import (which would start XLA's client early)."""
     return type(jnp.zeros(()))

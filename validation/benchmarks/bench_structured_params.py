@@ -27,11 +27,12 @@ For each, on jax and torch, the public functions ``simdiff.grad`` and
 flattened and the result split into leaves / a ``simdiff.Labelled``) and as a
 flat array (flat twin), after a warm-up, by the one timer
 (:func:`simdiff.evidence._timing.interleaved`: 21 rounds in shuffled order, each
-sample the mean of 15 calls; calls over 2 ms: 11 rounds of as many calls as
+sample the mean of 15 calls; calls over 2 ms: 15 rounds of as many calls as
 make about 20 ms; over 0.2 s: 5 rounds of one call; torch's Hessian of
-``lv_fit_t24``, 7 s a call in its eager RK4 loop, is left out); the median over rounds, the ratio structured / flat and the
-difference in microseconds (what the structure adds per call: flattening
-the point, splitting the result, the slices inside the function).
+``lv_fit_t24``, 7 s a call in its eager RK4 loop, is left out); the median
+over rounds, the ratio structured / flat and the difference in microseconds
+(what the structure adds per call: flattening the point, splitting the
+result, the slices inside the function).
 The point is given twice: as numpy (leaves numpy arrays and floats; the flat
 twin a numpy vector; results numpy) and as the backend's own arrays (leaves
 ``jax.Array`` / ``torch.Tensor``, the flat twin one such vector; results in
@@ -56,7 +57,7 @@ from simdiff.evidence._timing import Summary, interleaved, timed
 
 ROUNDS, INNER = 21, 15
 #: calls slower than this (seconds) take SLOW_ROUNDS rounds of about SAMPLE seconds each
-SLOW, SLOW_ROUNDS, SAMPLE = 2e-3, 11, 0.02
+SLOW, SLOW_ROUNDS, SAMPLE = 2e-3, 15, 0.02
 #: calls slower than this (seconds: torch's eager RK4 loop) take VERY_SLOW_ROUNDS single calls
 VERY_SLOW, VERY_SLOW_ROUNDS = 0.2, 5
 #: left out: 7 s a call (torch's eager RK4 Hessian over 480 steps)
@@ -77,6 +78,7 @@ def cases() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, Callable, 
     out = {}
     keys = tuple(f"p{i}" for i in range(10))  # sorted order p0 < ... < p9; a tuple: not watched
     x0 = rng.uniform(0.5, 1.5, 10)
+
     def scalars(q: Any, ops: Any) -> Any:
         return _chain([q[k] for k in keys], ops)
 
@@ -97,6 +99,7 @@ def cases() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, Callable, 
     leaf = simdiff.Problem(vector, x0={"w": w}, name="leaf10")
     out["leaf10"] = (leaf, simdiff.Problem(one, x0=w), {"w": w + 0.01}, vector, one)
     big = rng.uniform(0.5, 1.5, (10, 10))
+
     def vectors_flat(x: Any, ops: Any) -> Any:
         return _chain([x[10 * i : 10 * i + 10] for i in range(10)], ops)
 
