@@ -182,6 +182,46 @@ def test_join_and_split_invert_each_other_on_mixed_leaves(name, lead):
         np.testing.assert_array_equal(backend.to_numpy(got), p)
 
 
+def test_host_vector_reads_float64_leaves_and_numbers_and_declines_the_rest():
+    spec, _ = simdiff.ParamSpec.from_tree({"a": 1.0, "k": np.zeros(2)})
+    np.testing.assert_array_equal(spec.host_vector([0.5, np.array([1.0, 2.0])]), [0.5, 1.0, 2.0])
+    scalars, _ = simdiff.ParamSpec.from_tree({"a": 1.0, "b": 2.0})
+    out = scalars.host_vector([3, np.float64(4.0)])
+    assert out.dtype == np.float64 and out.tolist() == [3.0, 4.0]
+    # not float64 of the leaf's shape: None, and the checked path names what differs
+    for leaves in ([0.5, np.zeros(2, dtype=np.float32)], [0.5, np.zeros(3)],
+                   [0.5, np.zeros((4, 2))], [True, np.zeros(2)], [np.zeros(2), np.zeros(2)]):
+        assert spec.host_vector(leaves) is None, leaves  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["jax", "torch"])
+def test_concrete_leaves_accepts_untraced_arrays_of_the_shapes_and_dtype_only(name):
+    backend = simdiff.backends.get_backend(name)
+    native = [backend.from_numpy(np.asarray(0.5), "float64"),
+              backend.from_numpy(np.zeros(2), "float64")]  # fmt: skip
+    shapes, f64 = [(), (2,)], native[0].dtype
+    assert backend.concrete_leaves(native, shapes, f64)
+    assert not backend.concrete_leaves(native, [(), (3,)], f64)
+    assert not backend.concrete_leaves([native[0], np.zeros(2)], shapes, f64)  # numpy leaf
+    low = [backend.from_numpy(np.asarray(0.5), "float32"), native[1]]
+    assert not backend.concrete_leaves(low, shapes, f64)
+    if name == "jax":  # a tracer is not concrete
+        seen = []
+        jax.jit(lambda a: seen.append(backend.concrete_leaves([a, native[1]], shapes, f64)))(
+            native[0]
+        )
+        assert seen == [False]
+    else:  # a tensor under torch.func.grad is not concrete either
+
+        def probe(a):
+            seen.append(backend.concrete_leaves([a, native[1]], shapes, f64))
+            return a * 2.0
+
+        seen = []
+        torch.func.grad(probe)(native[0])
+        assert seen == [False]
+
+
 def test_native_leaves_join_as_they_are_and_mixed_ones_take_the_checked_path():
     spec, _ = simdiff.ParamSpec.from_tree({"a": 1.0, "k": np.zeros(2)})
     whole, _ = simdiff.ParamSpec.from_tree({"w": np.zeros(3)})
