@@ -189,8 +189,13 @@ def test_host_vector_reads_float64_leaves_and_numbers_and_declines_the_rest():
     out = scalars.host_vector([3, np.float64(4.0)])
     assert out.dtype == np.float64 and out.tolist() == [3.0, 4.0]
     # not float64 of the leaf's shape: None, and the checked path names what differs
-    for leaves in ([0.5, np.zeros(2, dtype=np.float32)], [0.5, np.zeros(3)],
-                   [0.5, np.zeros((4, 2))], [True, np.zeros(2)], [np.zeros(2), np.zeros(2)]):
+    for leaves in (
+        [0.5, np.zeros(2, dtype=np.float32)],
+        [0.5, np.zeros(3)],
+        [0.5, np.zeros((4, 2))],
+        [True, np.zeros(2)],
+        [np.zeros(2), np.zeros(2)],
+    ):
         assert spec.host_vector(leaves) is None, leaves  # fmt: skip
 
 
