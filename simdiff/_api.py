@@ -370,6 +370,10 @@ class Derivatives(OperatorMethods):
         self._fns: dict[tuple, Callable] = {}
         #: The compiled tree calls of :meth:`_fused_call`, by the key of their flat derivative.
         self._fused: dict[tuple, Callable] = {}
+        #: The key of :meth:`_fused_call`'s flat derivative by ``(kind, method, host)``.
+        self._fused_keys: dict[tuple, tuple] = {}
+        #: ``(problem.fn, whether it is a StructuredHessian)``, see :meth:`_has_structure`.
+        self._structure_of: tuple[Any, bool] | None = None
         self._info: dict[tuple, dict[str, Any]] = {}
         self._traces = 0
         self._expected_calls: int | None = None
@@ -489,8 +493,8 @@ class Derivatives(OperatorMethods):
         method = _choice(method, (*HESSIAN_METHODS, "structured"), "Hessian method")
         if not isinstance(sparse, (bool, np.bool_)):
             raise OptionError(f"sparse must be True or False; got {sparse!r}")
-        fn = self.problem.fn
-        structured = isinstance(fn, StructuredHessian)
+        has_structure = self._has_structure()
+        structured = has_structure
         reason = None
         if structured and _is_traced(x) and method in ("auto", "structured"):
             if sparse or method == "structured":
@@ -529,7 +533,7 @@ class Derivatives(OperatorMethods):
             m = math.prod(self.problem.output_shape)
             compiled = self.compile is not False and self.backend.optional_compiler
             method = auto_hessian_method(self.backend, self.problem.n, m, compiled=compiled)
-        chunk = self._dense_chunk() if isinstance(fn, StructuredHessian) else None
+        chunk = self._dense_chunk() if has_structure else None
         if chunk is not None:
             if reason is not None:  # chunks are assembled on the host
                 raise MemoryBudgetError(
@@ -753,32 +757,21 @@ class Derivatives(OperatorMethods):
         spec = self.problem.param_spec
         if not T.fuses_wrappers or spec is None or self.problem.checks_points:
             return None
-        dtype = np.dtype(self.dtype)
         host = type(parts[0]) in _HOST_LEAVES  # numpy leaves and numbers: numpy results
-        if host:
-            if dtype != np.float64:
+        x = None
+        if host:  # read into one float64 vector here: one transfer, not one per leaf
+            if self._dtype_name != "float64":
                 return None
-            parts = [np.float64(p) if type(p) in _NUMBERS and shape == () else p
-                     for p, shape in zip(parts, spec.shapes, strict=True)]  # fmt: skip
-            for p, shape in zip(parts, spec.shapes, strict=True):
-                if type(p) not in _FLOAT64 or p.shape != shape or p.dtype != dtype:
-                    return None
-        else:
-            for p, shape in zip(parts, spec.shapes, strict=True):
-                if not T.is_native(p) or T.is_traced(p) or p.shape != shape or p.dtype != dtype:
-                    return None
-        params: dict[str, Any] = {}
-        if kind == "hessian":
-            if isinstance(self.problem.fn, StructuredHessian) or method not in HESSIAN_METHODS:
+            x = spec.host_vector(parts)
+            if x is None:
                 return None
-            if method == "auto":
-                m = math.prod(self.problem.output_shape)
-                compiled = self.compile is not False and T.optional_compiler
-                method = auto_hessian_method(T, self.problem.n, m, compiled=compiled)
-            params = {"method": method}
-        device = T.device_of(parts[0])
-        key = (kind, tuple(sorted(params.items())), (None,), ((self.problem.n,),),
-               dtype.name, str(device))  # fmt: skip
+        elif not T.concrete_leaves(parts, spec.shapes, self.dtype):
+            return None
+        key = self._fused_keys.get((kind, method, host))
+        if key is None:
+            key = self._fused_key(kind, method, parts[0], host)
+            if key is None:
+                return None
         info = self._info.get(key)
         if (
             info is None
@@ -787,9 +780,12 @@ class Derivatives(OperatorMethods):
             or self.problem.cache.refresh() != self._generation
         ):
             return None  # not built, not probed, or the problem changed: the general path
-        split = not host and kind in ("grad", "value_and_grad")
+        if x is not None:  # host leaves, read into one vector
+            return self._host_call(kind, key, info, x)
+        split = kind in ("grad", "value_and_grad")
         fused = self._fused.get((key, split))
         if fused is None:
+            device = T.device_of(parts[0])
             fused = self._fused[key, split] = self._fuse(kind, self._fns[key], device, split)
         try:
             with self._leak_guard() if self.probe else nullcontext():
@@ -804,13 +800,65 @@ class Derivatives(OperatorMethods):
             if kind == "value_and_grad":
                 return out[0], spec._assemble(list(out[1]))
             return spec._assemble(list(out))
-        if host:  # the caller's array type, as on the general path
-            out = tree_map(T.to_numpy, out)
-        if self.check_finite:
-            for y in out if kind == "value_and_grad" else (out,):
-                if not np.isfinite(y if host else T.to_numpy(y)).all():
-                    return None  # the general path names the non-finite entry
+        if self.check_finite and not np.isfinite(T.to_numpy(out)).all():
+            return None  # the general path names the non-finite entry
         info["calls"] += 1
+        return spec.unflatten_tree(out, kind)
+
+    def _has_structure(self) -> bool:
+        """Whether the problem's ``fn`` is a :class:`~simdiff._structure.StructuredHessian`,
+        kept per ``fn`` object (a check against a runtime protocol walks its members: tens
+        of microseconds, on every Hessian call)."""
+        fn = self.problem.fn
+        known = self._structure_of
+        if known is None or known[0] is not fn:
+            known = self._structure_of = (fn, isinstance(fn, StructuredHessian))
+        return known[1]
+
+    def _fused_key(self, kind: str, method: str, leaf: Any, host: bool) -> tuple | None:
+        """The key of the flat derivative a steady tree call of ``kind`` runs (that of
+        :meth:`_call` at an unbatched point), kept per ``(kind, method, host)``; None where
+        the tree call does not serve it (a structured Hessian, an unknown method)."""
+        T = self.backend
+        params: dict[str, Any] = {}
+        if kind == "hessian":
+            if self._has_structure() or method not in HESSIAN_METHODS:
+                return None
+            chosen = method
+            if method == "auto":
+                m = math.prod(self.problem.output_shape)
+                compiled = self.compile is not False and T.optional_compiler
+                chosen = auto_hessian_method(T, self.problem.n, m, compiled=compiled)
+            params = {"method": chosen}
+        device = T.device_of(leaf)
+        key = (kind, tuple(sorted(params.items())), (None,), ((self.problem.n,),),
+               self._dtype_name, str(device))  # fmt: skip
+        if device is None:  # a backend of one device (or host leaves): the key of every call
+            self._fused_keys[kind, method, host] = key
+        return key
+
+    def _host_call(self, kind: str, key: tuple, info: dict[str, Any], x: np.ndarray) -> Any:
+        """The steady tree call at numpy leaves or numbers read into the float64 vector
+        ``x``: the flat derivative called as :meth:`_call` calls it, the point and the result
+        checked on the host, the result split into the structure by views (numpy)."""
+        T = self.backend
+        try:
+            with self._leak_guard() if self.probe else nullcontext():
+                out = self._fns[key](x)
+        except Exception as exc:
+            raise self._leak(exc, kind) from exc
+        if kind == "value_and_grad":
+            out = (T.to_numpy(out[0]), T.to_numpy(out[1]))
+            results: tuple[Any, ...] = out
+        else:
+            out = T.to_numpy(out)
+            results = (out,)
+        if self.check_finite and not (
+            np.isfinite(x).all() and all(np.isfinite(y).all() for y in results)
+        ):
+            return None  # the general path names the non-finite entry
+        info["calls"] += 1
+        spec = self.problem.param_spec
         if kind == "value_and_grad":
             return out[0], spec.unflatten(out[1])
         return spec.unflatten_tree(out, kind)
@@ -949,6 +997,7 @@ class Derivatives(OperatorMethods):
         if generation != self._generation:  # the definition changed: rebuild, re-probe
             self._fns.clear()
             self._fused.clear()
+            self._fused_keys.clear()
             self._info.clear()
             self.probe_result = None
             self._generation = generation
@@ -1303,8 +1352,9 @@ def _tree_call(
     """``(result, x)``: ``kind`` at a tree point ``x`` as one compiled call
     (:meth:`Derivatives._fused_call`), or ``(None, x)`` where the general path runs (a flat
     point, a first call, a backend that does not fuse, ...); there ``x`` is the flat vector
-    where the tree's leaves are arrays of one framework that join as they are (else the
-    point as given: the general path flattens and checks it)."""
+    where the tree's leaves are arrays of one framework that join as they are, or float64
+    numpy arrays and numbers of their leaves' shapes (else the point as given: the general
+    path flattens and checks it)."""
     spec = getattr(problem, "param_spec", None)
     if spec is None or x is None or type(x) is np.ndarray or not spec.is_input(x):
         return None, x
@@ -1315,7 +1365,10 @@ def _tree_call(
     out = d._fused_call(kind, parts, method)
     if out is not None:
         return out, x
-    joined = spec._join_native(parts)
+    if type(parts[0]) in _HOST_LEAVES:  # numpy leaves and numbers: one float64 vector
+        joined = spec.host_vector(parts)
+    else:
+        joined = spec._join_native(parts)
     return None, (x if joined is None else joined)
 
 

@@ -514,6 +514,21 @@ class ParamSpec:
             return np.concatenate([np.reshape(p, (*lead, -1)) for p in parts], axis=-1)
         return src.join(parts, lead)
 
+    def host_vector(self, leaves: list[Any]) -> np.ndarray | None:
+        """The float64 numpy vector of ``leaves`` (flat order) where each is a number of a
+        scalar leaf or a float64 numpy array of its leaf's shape (unbatched): one
+        ``np.array`` or one concatenation; None otherwise (:meth:`flatten` checks and names
+        what differs)."""
+        if self._scalars and _HOST_SCALARS.issuperset(map(type, leaves)):
+            return np.array(leaves, dtype=np.float64)
+        for v, shape in zip(leaves, self.shapes, strict=True):
+            if type(v) is not np.ndarray or v.shape != shape or v.dtype.char != "d":
+                if shape != () or type(v) not in _HOST_SCALARS:
+                    return None
+        if self._vectors:
+            return np.concatenate(leaves)
+        return np.concatenate([np.reshape(v, -1) for v in leaves])
+
     def _join_native(self, leaves: list[Any]) -> Any:
         """The flat vector of ``leaves`` where all are arrays of one differentiable framework
         of one type and dtype, each of its leaf's shape (unbatched): the vector itself for a

@@ -268,6 +268,68 @@ def test_ode_both_and_y0_structures():
     assert y0.param_spec is None and simdiff.grad(y0, backend="torch").shape == (2,)
 
 
+def _table_rows(text):
+    """``{name: [numbers...]}`` of a printed result table (the header and message dropped)."""
+    rows = {}
+    for line in text.splitlines()[1:]:
+        name, *cells = line.split()
+        try:
+            rows[name] = [float(c) for c in cells]
+        except ValueError:  # the message line under the table
+            continue
+    return rows
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_lotka_volterra_fit_by_name_prints_the_flat_results(backend):
+    """The fit of docs/sensitivity.md, shortened to t = 6 as in docs/parameters.md, with named
+    parameters and on the flat vector, on one backend: the same estimates, standard errors
+    and intervals, the named table labelled by the names.  Slow for torch's eager RK4
+    Jacobians and Hessians and JAX's compilations (20 to 45 s each on 2 loaded cores)."""
+    truth = {"alpha": 1.0, "beta": 0.1, "delta": 0.075, "gamma": 1.5}
+    times, sigma, order = np.arange(1.0, 7.0), 0.5, ["alpha", "beta", "delta", "gamma"]
+
+    def lv(rhs, params, observable=None):
+        return ODEProblem(rhs, [10.0, 5.0], (0.0, 6.0), params, save_at=times, solver="rk4",
+                          n_steps=120, observable=observable)  # fmt: skip
+
+    data = lv(_lv_named, truth).evaluate() + sigma * np.random.default_rng(1).standard_normal(12)
+
+    def residuals(ys, ops):
+        return (ops.reshape(ys, (-1,)) - ops.asarray(data)) / sigma
+
+    def nll(ys, ops):
+        return 0.5 * ops.sum(residuals(ys, ops) ** 2)
+
+    start = {"alpha": 1.05, "beta": 0.095, "delta": 0.078, "gamma": 1.45}
+    flat_start = [start[k] for k in order]
+    fits, laps = {}, {}
+    for kind, rhs, x0 in (("named", _lv_named, start), ("flat", _lv_flat, flat_start)):
+        fits[kind] = simdiff.least_squares(lv(rhs, x0, residuals), backend=backend,
+                                           xtol=1e-12, ftol=1e-12)  # fmt: skip
+        laps[kind] = simdiff.sensitivity.laplace(lv(rhs, x0, nll), fits[kind].x, backend=backend)
+    # the same arithmetic in the same order on both sides: the fits differ by the rounding
+    # the optimiser's stopping tests let through (xtol 1e-12), the rest follows from them
+    np.testing.assert_allclose(fits["named"].x, fits["flat"].x, rtol=1e-8)
+    assert sorted(fits["named"].params) == order and fits["named"].names == order
+    named, flat = laps["named"], laps["flat"]
+    assert named.positive_definite and flat.positive_definite
+    for field in ("std_errors", "ci", "covariance"):
+        np.testing.assert_allclose(getattr(named, field), getattr(flat, field), rtol=1e-7)
+    rows, flat_rows = _table_rows(str(named)), _table_rows(str(flat))
+    assert list(rows) == order and list(flat_rows) == ["x[0]", "x[1]", "x[2]", "x[3]"]
+    assert str(named).splitlines()[0].split() == ["estimate", "std_error", "95%", "low", "95%",
+                                                  "high"]  # fmt: skip
+    for name, flat_name in zip(rows, flat_rows, strict=True):  # 6 significant digits printed
+        np.testing.assert_allclose(rows[name], flat_rows[flat_name], rtol=2e-6)
+    se = named.tree("std_errors")
+    assert se["gamma"] == pytest.approx(flat.std_errors[3], rel=1e-7)
+    # the intervals contain the truth (docs/parameters.md's table)
+    for i, name in enumerate(order):
+        assert named.ci[0, i] < truth[name] < named.ci[1, i]
+
+
 def test_sensitivity_results_carry_names():
     t = np.linspace(0.0, 1.0, 6)
     data = 2.0 * np.exp(-0.5 * t)

@@ -106,6 +106,9 @@ def test_steady_tree_points_take_one_compiled_call_with_the_general_results(make
     point, x = make(0.5, K0 + 0.1), np.r_[0.5, K0 + 0.1]
     kind = jax.Array if make is _jax_point else np.ndarray
     d = simdiff._api.cached_derivatives(tree, "jax", point)
+    host_calls = []  # numpy leaves: read into one vector on the host, the flat derivative called
+    host_call = d._host_call
+    d._host_call = lambda kind, *rest: host_calls.append(kind) or host_call(kind, *rest)
     for i in range(3):  # the first call builds and probes; the later ones are fused
         g = simdiff.grad(tree, point, backend="jax")
         v, g2 = simdiff.value_and_grad(tree, point, backend="jax")
@@ -116,7 +119,11 @@ def test_steady_tree_points_take_one_compiled_call_with_the_general_results(make
         np.testing.assert_allclose(np.asarray(tree.flatten(g2)), simdiff.grad(flat, x), rtol=RTOL)
         np.testing.assert_allclose(float(v), simdiff.value_and_grad(flat, x)[0], rtol=RTOL)
         np.testing.assert_allclose(H.to_numpy(), simdiff.hessian(flat, x), rtol=RTOL)
-        assert len(d._fused) == (3 if i else 0)  # grad, value_and_grad, hessian
+        steady = 3 * i  # grad, value_and_grad, hessian after the first round
+        if make is _jax_point:  # framework leaves: one compiled tree call each
+            assert len(d._fused) == min(steady, 3) and not host_calls
+        else:
+            assert len(host_calls) == steady and not d._fused
     calls = {info["kind"]: info["calls"] for info in d.cache_info()}
     assert calls == {"grad": 3, "value_and_grad": 3, "hessian": 3}  # the fused calls count
 
@@ -173,6 +180,51 @@ def test_join_and_split_invert_each_other_on_mixed_leaves(name, lead):
     for got, p in zip(backend.split(flat, bounds, shapes), parts, strict=True):
         assert tuple(got.shape) == p.shape
         np.testing.assert_array_equal(backend.to_numpy(got), p)
+
+
+def test_host_vector_reads_float64_leaves_and_numbers_and_declines_the_rest():
+    spec, _ = simdiff.ParamSpec.from_tree({"a": 1.0, "k": np.zeros(2)})
+    np.testing.assert_array_equal(spec.host_vector([0.5, np.array([1.0, 2.0])]), [0.5, 1.0, 2.0])
+    scalars, _ = simdiff.ParamSpec.from_tree({"a": 1.0, "b": 2.0})
+    out = scalars.host_vector([3, np.float64(4.0)])
+    assert out.dtype == np.float64 and out.tolist() == [3.0, 4.0]
+    # not float64 of the leaf's shape: None, and the checked path names what differs
+    for leaves in (
+        [0.5, np.zeros(2, dtype=np.float32)],
+        [0.5, np.zeros(3)],
+        [0.5, np.zeros((4, 2))],
+        [True, np.zeros(2)],
+        [np.zeros(2), np.zeros(2)],
+    ):
+        assert spec.host_vector(leaves) is None, leaves  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["jax", "torch"])
+def test_concrete_leaves_accepts_untraced_arrays_of_the_shapes_and_dtype_only(name):
+    backend = simdiff.backends.get_backend(name)
+    native = [backend.from_numpy(np.asarray(0.5), "float64"),
+              backend.from_numpy(np.zeros(2), "float64")]  # fmt: skip
+    shapes, f64 = [(), (2,)], native[0].dtype
+    assert backend.concrete_leaves(native, shapes, f64)
+    assert not backend.concrete_leaves(native, [(), (3,)], f64)
+    assert not backend.concrete_leaves([native[0], np.zeros(2)], shapes, f64)  # numpy leaf
+    low = [backend.from_numpy(np.asarray(0.5), "float32"), native[1]]
+    assert not backend.concrete_leaves(low, shapes, f64)
+    if name == "jax":  # a tracer is not concrete
+        seen = []
+        jax.jit(lambda a: seen.append(backend.concrete_leaves([a, native[1]], shapes, f64)))(
+            native[0]
+        )
+        assert seen == [False]
+    else:  # a tensor under torch.func.grad is not concrete either
+
+        def probe(a):
+            seen.append(backend.concrete_leaves([a, native[1]], shapes, f64))
+            return a * 2.0
+
+        seen = []
+        torch.func.grad(probe)(native[0])
+        assert seen == [False]
 
 
 def test_native_leaves_join_as_they_are_and_mixed_ones_take_the_checked_path():

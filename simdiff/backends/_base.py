@@ -688,6 +688,16 @@ class Backend:
     def is_native(self, x: Any) -> bool:
         raise NotImplementedError
 
+    def concrete_leaves(
+        self, parts: Sequence[Any], shapes: Sequence[tuple[int, ...]], dtype: Any
+    ) -> bool:
+        """Whether every array of ``parts`` is one of this backend's, not traced, of ``dtype``
+        and of its entry of ``shapes``: what may go into a compiled call as it is."""
+        for p, shape in zip(parts, shapes, strict=True):
+            if not self.is_native(p) or self.is_traced(p) or p.shape != shape or p.dtype != dtype:
+                return False
+        return True
+
     def from_numpy(self, a: Any, dtype: Any, device: Any = None) -> Any:
         raise NotImplementedError
 

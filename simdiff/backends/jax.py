@@ -177,6 +177,13 @@ def _join(parts: list[Any], lead: tuple[int, ...]) -> Any:
     return jnp.concatenate([jnp.reshape(p, (*lead, -1)) for p in parts], axis=-1)
 
 
+@functools.cache
+def _concrete_type() -> Any:
+    """The type of a concrete ``jax.Array`` (``ArrayImpl``; tracers are of other types), read
+    from an array on first use, not at import (which would start XLA's client early)."""
+    return type(jnp.zeros(()))
+
+
 @functools.partial(jax.jit, static_argnums=(1, 2))
 def _split(flat: Any, bounds: tuple[tuple[int, int], ...], shapes: Any) -> list[Any]:
     lead = tuple(flat.shape[:-1])
@@ -277,6 +284,15 @@ class JaxBackend(Backend):
     def is_traced(self, x: Any) -> bool:
         """Whether ``x`` is a JAX tracer (inside ``jax.jit``, ``vmap``, ``grad``, ...)."""
         return isinstance(x, jax.core.Tracer)
+
+    def concrete_leaves(self, parts: Any, shapes: Any, dtype: Any) -> bool:
+        """As :meth:`Backend.concrete_leaves`, by the concrete array type (a tracer is another
+        type): one identity test per array instead of two ``isinstance`` checks."""
+        concrete = _concrete_type()
+        for p, shape in zip(parts, shapes, strict=True):
+            if type(p) is not concrete or p.shape != shape or p.dtype != dtype:
+                return False
+        return True
 
     def threads(self) -> dict[str, Any]:
         """XLA's CPU threads: 1 if ``XLA_FLAGS`` made it single-threaded, else the affinity."""

@@ -1,6 +1,9 @@
 """Structured parameters vs a flat vector: the same function, steady-state time per call.
 
-Three ways of writing one problem, each with a hand-written flat twin:
+Two kinds of problems, each written twice (a tree of parameters, and a hand-written
+flat twin reading the same numbers from one vector):
+
+Fixed-overhead microcases, functions so cheap that the per-call boundary shows:
 
 - ``dict10``: ten scalar parameters ``{"p0": ..., "p9": ...}`` (the flat twin
   reads ``x[0]``, ..., ``x[9]``);
@@ -8,18 +11,34 @@ Three ways of writing one problem, each with a hand-written flat twin:
   itself, so the structured side pays one slice per evaluation);
 - ``leaves100``: ten leaves of shape ``(10,)`` (``n = 100``).
 
+Problems users have:
+
+- ``lv_fit_t6``, ``lv_fit_t24``: the Lotka-Volterra fit of docs/sensitivity.md
+  and docs/parameters.md, the negative log-likelihood of noisy observations of
+  an RK4 solution (120 steps to ``t = 6``, 480 steps to ``t = 24``) as a
+  function of ``{"alpha", "beta", "delta", "gamma"}`` (flat twin: ``p[0..3]``);
+- ``lj13_ab``, ``lj38_ab``: the energy of a binary Lennard-Jones cluster (13 and
+  38 atoms, ``n = 39`` and ``114``) as a function of the positions of each
+  species, ``{"A": (n_A, 3), "B": (n_B, 3)}`` (flat twin: the ``(3N,)`` vector
+  reshaped), pair energies by species, dense over all pairs.
+
 For each, on jax and torch, the public functions ``simdiff.grad`` and
 ``simdiff.hessian`` at a point given as a tree (structured: the point is
 flattened and the result split into leaves / a ``simdiff.Labelled``) and as a
 flat array (flat twin), after a warm-up, by the one timer
 (:func:`simdiff.evidence._timing.interleaved`: 21 rounds in shuffled order, each
-sample the mean of 15 calls); the median over rounds, the ratio structured / flat and the
-difference in microseconds (what the structure adds per call: flattening
-the point, splitting the result, one slice per leaf inside the function).
+sample the mean of 15 calls; calls over 2 ms: 15 rounds of as many calls as
+make about 20 ms; over 0.2 s: 5 rounds of one call; torch's Hessian of
+``lv_fit_t24``, 7 s a call in its eager RK4 loop, is left out); the median
+over rounds, the ratio structured / flat and the difference in microseconds
+(what the structure adds per call: flattening the point, splitting the
+result, the slices inside the function).
 The point is given twice: as numpy (leaves numpy arrays and floats; the flat
 twin a numpy vector; results numpy) and as the backend's own arrays (leaves
 ``jax.Array`` / ``torch.Tensor``, the flat twin one such vector; results in
-that framework, so the structured side splits a framework array).
+that framework, so the structured side splits a framework array).  The
+microcases add what JAX itself takes for the two ways of writing them
+(``jax.jit(jax.grad(f))`` of the tree and of the flat vector).
 
     python -m validation.benchmarks.bench_structured_params
 """
@@ -34,9 +53,15 @@ import jax
 import numpy as np
 
 import simdiff
-from simdiff.evidence._timing import Summary, interleaved
+from simdiff.evidence._timing import Summary, interleaved, timed
 
 ROUNDS, INNER = 21, 15
+#: calls slower than this (seconds) take SLOW_ROUNDS rounds of about SAMPLE seconds each
+SLOW, SLOW_ROUNDS, SAMPLE = 2e-3, 15, 0.02
+#: calls slower than this (seconds: torch's eager RK4 loop) take VERY_SLOW_ROUNDS single calls
+VERY_SLOW, VERY_SLOW_ROUNDS = 0.2, 5
+#: left out: 7 s a call (torch's eager RK4 Hessian over 480 steps)
+SKIP = {("lv_fit_t24", "torch", "hessian")}
 
 
 def _chain(xs: list[Any], ops: Any) -> Any:
@@ -53,6 +78,7 @@ def cases() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, Callable, 
     out = {}
     keys = tuple(f"p{i}" for i in range(10))  # sorted order p0 < ... < p9; a tuple: not watched
     x0 = rng.uniform(0.5, 1.5, 10)
+
     def scalars(q: Any, ops: Any) -> Any:
         return _chain([q[k] for k in keys], ops)
 
@@ -73,6 +99,7 @@ def cases() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, Callable, 
     leaf = simdiff.Problem(vector, x0={"w": w}, name="leaf10")
     out["leaf10"] = (leaf, simdiff.Problem(one, x0=w), {"w": w + 0.01}, vector, one)
     big = rng.uniform(0.5, 1.5, (10, 10))
+
     def vectors_flat(x: Any, ops: Any) -> Any:
         return _chain([x[10 * i : 10 * i + 10] for i in range(10)], ops)
 
@@ -80,6 +107,82 @@ def cases() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, Callable, 
     flat100 = simdiff.Problem(vectors_flat, x0=big.reshape(-1))
     out["leaves100"] = (tree100, flat100, dict(zip(keys, big + 0.01, strict=True)), scalars,
                         vectors_flat)  # fmt: skip
+    return out
+
+
+def _lv_rhs(t: Any, y: Any, p: Any, ops: Any) -> Any:
+    u, v = y[0], y[1]
+    return ops.stack([p["alpha"] * u - p["beta"] * u * v, p["delta"] * u * v - p["gamma"] * v])
+
+
+def _lv_rhs_flat(t: Any, y: Any, p: Any, ops: Any) -> Any:  # [alpha, beta, delta, gamma]
+    u, v = y[0], y[1]
+    return ops.stack([p[0] * u - p[1] * u * v, p[2] * u * v - p[3] * v])
+
+
+def lv_fit(t_end: int) -> tuple[simdiff.Problem, simdiff.Problem, dict[str, float]]:
+    """The Lotka-Volterra negative log-likelihood to ``t_end`` (20 RK4 steps per unit time,
+    observations at each integer time), named and flat, and a point near the fit."""
+    from simdiff.ode import ODEProblem
+
+    truth = {"alpha": 1.0, "beta": 0.1, "delta": 0.075, "gamma": 1.5}
+    times, sigma, steps = np.arange(1.0, t_end + 1.0), 0.5, 20 * t_end
+
+    def lv(rhs: Any, params: Any, observable: Any = None) -> Any:
+        return ODEProblem(rhs, [10.0, 5.0], (0.0, float(t_end)), params, save_at=times,
+                          solver="rk4", n_steps=steps, observable=observable)  # fmt: skip
+
+    data = lv(_lv_rhs, truth).evaluate()
+    data = data + sigma * np.random.default_rng(1).standard_normal(data.shape)
+
+    def nll(ys: Any, ops: Any) -> Any:
+        return 0.5 * ops.sum(((ops.reshape(ys, (-1,)) - ops.asarray(data)) / sigma) ** 2)
+
+    start = {"alpha": 1.2, "beta": 0.08, "delta": 0.08, "gamma": 1.35}
+    flat_start = [start[k] for k in ("alpha", "beta", "delta", "gamma")]
+    point = {k: v * 0.99 for k, v in truth.items()}
+    return lv(_lv_rhs, start, nll), lv(_lv_rhs_flat, flat_start, nll), point
+
+
+def lj_binary(n_atoms: int) -> tuple[simdiff.Problem, simdiff.Problem, dict[str, np.ndarray]]:
+    """A binary Lennard-Jones cluster of ``n_atoms`` (a third of them species B) on a jittered
+    grid: the energy of ``{"A": (n_A, 3), "B": (n_B, 3)}`` and of the flat ``(3N,)`` vector."""
+    rng = np.random.default_rng(n_atoms)
+    side = int(np.ceil(n_atoms ** (1 / 3)))
+    grid = np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    pos = 1.12 * grid[:n_atoms] + 0.02 * rng.standard_normal((n_atoms, 3))
+    n_b = n_atoms // 3
+    species = np.r_[np.zeros(n_atoms - n_b), np.ones(n_b)]
+    i, j = np.triu_indices(n_atoms, 1)
+    eps = np.where(species[i] == species[j], np.where(species[i] == 0, 1.0, 0.5), 0.75)
+    sig = np.where(species[i] == species[j], np.where(species[i] == 0, 1.0, 0.88), 0.8)
+
+    def energy_of(r: Any, ops: Any) -> Any:
+        d = r[i] - r[j]
+        s6 = (ops.asarray(sig**2) / ops.sum(d * d, axis=-1)) ** 3
+        return ops.sum(4.0 * ops.asarray(eps) * (s6 * s6 - s6))
+
+    def energy(q: Any, ops: Any) -> Any:
+        return energy_of(ops.concat([q["A"], q["B"]], axis=0), ops)
+
+    def energy_flat(x: Any, ops: Any) -> Any:
+        return energy_of(ops.reshape(x, (-1, 3)), ops)
+
+    a, b = pos[: n_atoms - n_b], pos[n_atoms - n_b :]
+    tree = simdiff.Problem(energy, x0={"A": a, "B": b}, name=f"lj{n_atoms}_ab")
+    flat = simdiff.Problem(energy_flat, x0=pos.reshape(-1), name=f"lj{n_atoms}_ab_flat")
+    return tree, flat, {"A": a + 0.005, "B": b - 0.005}
+
+
+def realistic() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, None, None]]:
+    """``name -> (tree problem, flat twin, a tree point, None, None)``: problems users have."""
+    out: dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, None, None]] = {}
+    for t_end in (6, 24):
+        tree, flat, point = lv_fit(t_end)
+        out[f"lv_fit_t{t_end}"] = (tree, flat, point, None, None)
+    for n_atoms in (13, 38):
+        tree, flat, point = lj_binary(n_atoms)
+        out[f"lj{n_atoms}_ab"] = (tree, flat, point, None, None)
     return out
 
 
@@ -92,21 +195,29 @@ def _host(a: Any) -> np.ndarray:
     return np.asarray(simdiff.backends.backend_of(a).to_numpy(a))
 
 
-def main() -> None:
+def main(names: tuple[str, ...] = ()) -> None:
+    """Print the table (every problem, or those of ``names``)."""
     print(f"ms per call: median over {ROUNDS} interleaved rounds (shuffled order) of the mean "
-          f"of {INNER} calls")  # fmt: skip
+          f"of {INNER} calls; calls over {1e3 * SLOW:g} ms: {SLOW_ROUNDS} rounds of the mean of "
+          f"as many calls as take about {1e3 * SAMPLE:g} ms; over {1e3 * VERY_SLOW:g} ms: "
+          f"{VERY_SLOW_ROUNDS} rounds of one call")  # fmt: skip
     print()
     print("| problem | n | backend | point | derivative | flat | structured | structured / flat "
           "| difference (us) | jax.jit(jax.grad): flat | tree | tree / flat |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     jops = simdiff.backends.get_backend("jax").ops("float64")
-    for name, (tree, flat, numpy_point, f_tree, f_flat) in cases().items():
+    only = set(names)
+    for name, (tree, flat, numpy_point, f_tree, f_flat) in {**cases(), **realistic()}.items():
+        if only and name not in only:
+            continue
         for backend, arrays in itertools.product(("jax", "torch"), ("numpy", "native")):
             point, flat_point = numpy_point, np.asarray(tree.flatten(numpy_point))
             if arrays == "native":
                 point = {k: _native(backend, v) for k, v in numpy_point.items()}
                 flat_point = _native(backend, flat_point)
             for kind in ("grad", "hessian"):
+                if (name, backend, kind) in SKIP:
+                    continue
                 fn = getattr(simdiff, kind)
                 host = _host
                 a = np.asarray(host(fn(flat, flat_point, backend=backend)))
@@ -117,7 +228,8 @@ def main() -> None:
                     "flat": lambda fn=fn, p=flat, x=flat_point, b=backend: fn(p, x, backend=b),
                     "structured": lambda fn=fn, p=tree, x=point, b=backend: fn(p, x, backend=b),
                 }
-                plain = backend == "jax" and arrays == "native" and kind == "grad"
+                plain = (backend == "jax" and arrays == "native" and kind == "grad"
+                         and f_tree is not None and f_flat is not None)  # fmt: skip
                 if plain:  # what JAX itself takes for the same two ways of writing it
                     g_flat = jax.jit(jax.grad(lambda x, f=f_flat: f(x, jops)))
                     g_tree = jax.jit(jax.grad(lambda q, f=f_tree: f(q, jops)))
@@ -126,7 +238,13 @@ def main() -> None:
                     calls["jax tree"] = lambda g=g_tree, q=point: jax.block_until_ready(g(q))
                 for call in calls.values():  # the warm-up: every call after it is steady
                     call()
-                runs = interleaved(calls, ROUNDS, inner=INNER)
+                one = max(timed(call) for call in calls.values())
+                rounds, inner = ROUNDS, INNER
+                if one > VERY_SLOW:
+                    rounds, inner = VERY_SLOW_ROUNDS, 1
+                elif one > SLOW:
+                    rounds, inner = SLOW_ROUNDS, max(1, round(SAMPLE / one))
+                runs = interleaved(calls, rounds, inner=inner)
                 ms = {k: 1e3 * Summary.of(v).median for k, v in runs.items()}
                 f, s = ms["flat"], ms["structured"]
                 jf, jt = ms.get("jax flat"), ms.get("jax tree")
@@ -136,4 +254,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(tuple(sys.argv[1:]))
