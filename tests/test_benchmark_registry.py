@@ -100,8 +100,6 @@ NOT_RERUN = {
     "probe_torch_chunks_transforms.txt",
     "probe_torch_pde_hvp.txt",
     "probe_torch_pde_loop.txt",
-    "probe_torch_scan.txt",
-    "probe_torch_taylor_loop.txt",
 }
 
 
