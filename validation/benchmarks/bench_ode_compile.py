@@ -21,6 +21,7 @@ import torch
 from torch._dynamo.utils import compile_times, counters
 
 import simdiff
+from simdiff.evidence._accuracy import rel_error
 from simdiff.evidence._timing import Summary, first_call, interleaved
 from validation.benchmarks.bench_ode import lv_long, torchdiffeq_callables
 
@@ -64,7 +65,7 @@ def main() -> None:
     print("cache_info:", [{k: i[k] for k in keep if k in i} for i in d.cache_info()])
     td = torchdiffeq_callables(p, np.ones(4))
     want = np.asarray(td["grad"](), dtype=float)
-    print(f"grad vs torchdiffeq max rel diff {np.max(np.abs(g - want)) / np.max(np.abs(want)):.1e}")
+    print(f"grad vs torchdiffeq max rel diff {rel_error(g, want):.1e}")
     ts = interleaved({"compiled grad": d.grad, "torchdiffeq grad": td["grad"]}, args.repeats)
     med = {k: 1e3 * Summary.of(v).median for k, v in ts.items()}
     for k, v in med.items():

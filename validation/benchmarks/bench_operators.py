@@ -59,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 import problems.ode  # noqa: E402
 import simdiff  # noqa: E402
 from simdiff.backends import get_backend  # noqa: E402
+from simdiff.evidence._accuracy import rel_error  # noqa: E402
 from simdiff.evidence._timing import balanced_orders, first_call, timed  # noqa: E402
 from simdiff.pde import Grid, burgers_equation, solve  # noqa: E402
 
@@ -379,8 +380,7 @@ def _ratio(r: dict, a: str, b: str, key: str = "median_s") -> float:
 
 
 def _agree(r: dict, a: str, b: str) -> float:
-    va, vb = np.asarray(r[a]["value"]), np.asarray(r[b]["value"])
-    return float(np.max(np.abs(va - vb)) / max(1.0, float(np.max(np.abs(vb)))))
+    return rel_error(r[a]["value"], r[b]["value"], floor=1.0)
 
 
 def report(res: dict[str, Any], points: int, bih_points: int) -> str:

@@ -43,6 +43,7 @@ import tempfile
 
 import numpy as np
 
+from simdiff.evidence._accuracy import rel_error
 from simdiff.evidence._timing import Summary, first_call, timed
 
 METHODS = ("jax", "torch", "fd-ad-grad", "scipy-fd", "jax-grad", "torch-grad")
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 if method == "jax":
                     ref = rec["result"]
                 if ref is not None and method not in ("jax-grad", "torch-grad"):
-                    rec["rel_err"] = float(np.abs(rec["result"] - ref).max() / np.abs(ref).max())
+                    rec["rel_err"] = rel_error(rec["result"], ref)
                 del rec["result"]
                 records.append(rec)
                 print(json.dumps(rec), file=sys.stderr, flush=True)

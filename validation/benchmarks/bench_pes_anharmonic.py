@@ -19,6 +19,7 @@ import os
 
 import numpy as np
 
+from simdiff.evidence._accuracy import rel_error
 from simdiff.evidence._timing import Summary, first_call, interleaved
 
 # (catalogue name or N for an fcc cluster, number of lowest modes or None for all)
@@ -63,7 +64,7 @@ def measure(repeats: int, backend: str) -> list[dict]:
             out[k], first[k] = first_call(f)
         times = interleaved(fns, repeats)
         a, b = out["cubic taylor"], out["cubic hessian-jvp"]
-        err = float(np.abs(a - b).max() / np.abs(b).max())
+        err = rel_error(a, b)
         med = {k: Summary.of(v).median for k, v in times.items()}
         rows.append({"case": label, "first": first, "median": med, "rel_diff": err})
         print(rows[-1], flush=True)

@@ -55,6 +55,7 @@ import problems
 import simdiff
 from simdiff._structure import StructuredHessian
 from simdiff.evidence import _timing
+from simdiff.evidence._accuracy import rel_error
 
 
 def _derivatives(p: simdiff.Problem) -> dict[str, Any]:
@@ -146,9 +147,7 @@ def measure(name: str, rounds: int, budget: float, auto: bool = False) -> dict[s
         row["compile_s"] = first.get((kind, "compiled"))
         if (kind, "compiled") in results:
             e, c = results[(kind, "eager")], results[(kind, "compiled")]
-            row["compiled_vs_eager_rel"] = float(
-                np.max(np.abs(c - e)) / max(np.max(np.abs(e)), 1e-300)
-            )
+            row["compiled_vs_eager_rel"] = rel_error(c, e)
         if "eager_s" in row and "compiled_s" in row:
             gain = row["eager_s"] - row["compiled_s"]
             row["break_even_calls"] = row["compile_s"] / gain if gain > 0 else math.inf

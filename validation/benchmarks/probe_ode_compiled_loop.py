@@ -34,6 +34,7 @@ import numpy as np
 
 import problems
 import simdiff
+from simdiff.evidence._accuracy import rel_error
 from simdiff.evidence._timing import Summary, first_call
 
 from .bench_torch import interleaved
@@ -71,7 +72,7 @@ def measure(name: str, rounds: int, budget: float) -> list[str]:
     times = interleaved({k: (lambda d=d: call(d)) for k, d in ds.items()}, rounds, budget)
     ms = {k: 1e3 * Summary.of(v[1:] or v).median for k, v in times.items()}
     rel = {
-        (k, ref): float(np.max(np.abs(out[k] - out[ref])) / np.max(np.abs(out[ref])))
+        (k, ref): rel_error(out[k], out[ref])
         for k in ("whole", "loop") if k in out for ref in ("eager", "jax")
     }  # fmt: skip
     kind = "grad" if p.is_scalar else "vjp"

@@ -27,13 +27,14 @@ import torch.func as tf
 
 import problems
 import simdiff
+from simdiff.evidence._accuracy import rel_error
 from simdiff.evidence._timing import Summary
 from validation.benchmarks.bench_torch import interleaved
 
 
 def rel(a: Any, b: Any) -> float:
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+    return rel_error(a, b)
 
 
 def measure(name: str, rounds: int, budget: float) -> None:

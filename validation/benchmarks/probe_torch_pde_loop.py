@@ -51,6 +51,7 @@ from problems.pde import (
     KS_STEPS,
     KS_T,
 )
+from simdiff.evidence._accuracy import rel_error
 from simdiff.evidence._timing import Summary, first_call
 from simdiff.pde import Grid
 from simdiff.pde.etdrk import etdrk4_coefficients
@@ -347,7 +348,7 @@ def burgers_case() -> tuple[str, Setup, Any]:
 
 def rel(a: Any, b: Any) -> float:
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+    return rel_error(a, b)
 
 
 def main(argv: list[str] | None = None) -> None:
