@@ -99,7 +99,6 @@ NOT_RERUN = {
     "probe_torch_chunks.txt",
     "probe_torch_chunks_transforms.txt",
     "probe_torch_pde_hvp.txt",
-    "probe_torch_pde_loop.txt",
 }
 
 
