@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import random
 import statistics
-import time
 
 import numpy as np
 import torch
@@ -39,6 +38,7 @@ import problems
 import simdiff
 from simdiff.backends import _torch_leaks, get_backend
 from simdiff.backends._torch_leaks import LeakGuard
+from simdiff.evidence._timing import timed
 
 # torch's own attributes, read before any guard installs its wrappers (None: inherited)
 _TORCH_OWN = {name: torch.Tensor.__dict__.get(name) for name in _torch_leaks._METHODS}
@@ -73,10 +73,17 @@ def _call(name: str, probe: bool | str = True):  # type: ignore[no-untyped-def]
 
 
 def _per_call(f, calls: int) -> float:  # type: ignore[no-untyped-def]
-    start = time.perf_counter()
-    for _ in range(calls):
-        f()
-    return (time.perf_counter() - start) / calls
+    return timed(f, calls) / calls
+
+
+def _guard_alone() -> None:
+    with LeakGuard():
+        pass
+
+
+def _enable_grad_block() -> None:
+    with torch.enable_grad():
+        pass
 
 
 def main() -> None:
@@ -88,23 +95,13 @@ def main() -> None:
     args = ap.parse_args()
     torch_backend = type(get_backend("torch"))
     guarded = torch_backend.leak_guard
-    start = time.perf_counter()
-    for _ in range(100_000):
-        with LeakGuard():
-            pass
-    print(f"guard enter+exit alone: {(time.perf_counter() - start) * 10:.2f} us")
+    print(f"guard enter+exit alone: {_per_call(_guard_alone, 100_000) * 1e6:.2f} us")
     # the grad-mode check around each call of the problem's function (in every column)
     plain = lambda x, ops: x  # noqa: E731
     watched = _torch_leaks.watching_grad_mode(plain)
     with LeakGuard():
-        start = time.perf_counter()
-        for _ in range(100_000):
-            plain(None, None)
-        bare_fn = time.perf_counter() - start
-        start = time.perf_counter()
-        for _ in range(100_000):
-            watched(None, None)
-    fn_check = (time.perf_counter() - start - bare_fn) * 10
+        bare_fn = _per_call(lambda: plain(None, None), 100_000)
+        fn_check = (_per_call(lambda: watched(None, None), 100_000) - bare_fn) * 1e6
     print(f"grad-mode check per call of fn (in every column): {fn_check:.2f} us")
     block: dict[str, list[float]] = {"own": [], "wrapped": []}
     wrapped = torch._C._set_grad_enabled
@@ -112,11 +109,7 @@ def main() -> None:
         for _ in range(5):  # alternating; the fastest of each
             for config, switch in (("own", _TORCH_SWITCH), ("wrapped", wrapped)):
                 torch._C._set_grad_enabled = switch
-                start = time.perf_counter()
-                for _ in range(50_000):
-                    with torch.enable_grad():
-                        pass
-                block[config].append((time.perf_counter() - start) * 20)
+                block[config].append(_per_call(_enable_grad_block, 50_000) * 1e6)
     torch._C._set_grad_enabled = wrapped
     print(f"torch.enable_grad() block, wrapped switch over torch's: "
           f"{min(block['wrapped']) - min(block['own']):.2f} us")  # fmt: skip
@@ -131,11 +124,8 @@ def main() -> None:
             for config in ("watched", "paused"):
                 paused = config == "paused"
                 with _torch_leaks.dispatch_paused() if paused else contextlib.nullcontext():
-                    start = time.perf_counter()
-                    for _ in range(20_000):
-                        own_detach(t)
-                        own_item(t[0])
-                    per_op[config].append((time.perf_counter() - start) * 25)
+                    pair = _per_call(lambda: (own_detach(t), own_item(t[0])), 20_000)
+                    per_op[config].append(pair / 2 * 1e6)
     print(f"dispatch-level watch per watched aten op (detach, item): "
           f"{min(per_op['watched']) - min(per_op['paused']):.2f} us")  # fmt: skip
     strict = " strict (us) | strict/guard (median) |" if args.strict else ""
