@@ -65,7 +65,7 @@ def test_ode_event_gradient_table_is_the_stored_run():
         if line.startswith(("decay_event:", "bouncing_ball_drag:")):
             problem = line.split(":")[0]
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if line.startswith("| ") and len(cells) == 5 and cells[1] != "gradient (ms)":
+        if line.startswith("| ") and len(cells) == 6 and cells[1] != "gradient (ms)":
             stored[problem, cells[0]] = float(cells[1])
     columns = ["simdiff-jax", "simdiff-jax (jax.Array point)", "simdiff-torch",
                "diffrax (Event, Newton", "torchdiffeq (odeint_event"]  # fmt: skip

@@ -27,11 +27,12 @@ median of the rounds; ``validation.benchmarks.bench_torch.interleaved``):
   each bounce (torchdiffeq's own bouncing-ball example does so, by 1e-7) so
   the next one does not fire at once.
 
-Prints first-call seconds (compile on JAX), steady-state medians (ms) and each
-configuration's gradient error against the reference.
+Prints first-call seconds (compile on JAX), steady-state medians (ms) with
+their quartiles, each configuration's gradient error against the reference,
+and simdiff-jax's time over diffrax's paired by round (the two calls of one
+round see the same load): its median, quartiles and the rounds below 1.
 
-    python -m validation.benchmarks.bench_ode_events --repeats 15 \
-        > docs/results/bench_ode_events_gradient.txt
+    python -m validation.benchmarks bench_ode_events_gradient   # the registry's run
 """
 
 from __future__ import annotations
@@ -177,14 +178,26 @@ def run(name: str, repeats: int, budget: float) -> None:
     times = interleaved(calls, repeats, budget)  # its own first (warm) call, then the rounds
     print(f"{prob.name}: gradient {what}, Dopri5 rtol {RTOL:g} atol {ATOL:g}; "
           f"median of {repeats}, interleaved; ms")  # fmt: skip
-    print("| configuration | gradient (ms) | first call (s) | vs simdiff-jax | max abs. error |")
-    print("|---|---|---|---|---|")
+    print("| configuration | gradient (ms) | first call (s) | vs simdiff-jax | max abs. error "
+          "| quartiles (ms) |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     base = statistics.median(times["simdiff-jax"][1:])
     for k, ts in times.items():
         med = statistics.median(ts[1:]) if len(ts) > 1 else ts[0]
+        q = np.percentile(ts[1:], [25, 75]) if len(ts) > 2 else (med, med)
         err = float(np.max(np.abs(results[k] - ref)))
-        print(f"| {k} | {1e3 * med:.2f} | {first[k]:.2f} | {med / base:.2f} | {err:.1e} |")
+        print(f"| {k} | {1e3 * med:.2f} | {first[k]:.2f} | {med / base:.2f} | {err:.1e} "
+              f"| {1e3 * q[0]:.2f}-{1e3 * q[1]:.2f} |")  # fmt: skip
     print(f"- reference ({ref_name}): {ref}")
+    # the same round's two calls, so a change of load between rounds cancels
+    (dfx_name,) = [k for k in times if k.startswith("diffrax")]
+    for k in ("simdiff-jax", "simdiff-jax (jax.Array point)"):
+        n = min(len(times[k]), len(times[dfx_name]))  # a skipped round is a late one
+        r = np.array(times[k][1:n]) / np.array(times[dfx_name][1:n])
+        q25, q50, q75 = np.percentile(r, [25, 50, 75])
+        print(f"- {k} / diffrax, paired by round: median {q50:.2f} "
+              f"(quartiles {q25:.2f}-{q75:.2f}), below 1 in {int(np.sum(r < 1.0))} "
+              f"of {r.size} rounds")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
