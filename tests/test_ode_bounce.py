@@ -171,12 +171,16 @@ def test_event_that_never_fires_leaves_the_solution():
     np.testing.assert_allclose(out[:2], [H0 + 5.0 * 0.5 - G / 8, 5.0 - G / 2], atol=1e-12)
 
 
-def test_terminal_event_that_never_fires_is_reported():
+@pytest.mark.parametrize("backend", [None, "torch", "jax"])
+def test_terminal_event_that_never_fires_is_reported(backend):
     prob = ODEProblem(ball_rhs, [H0, 5.0], (0.0, 0.5), [E, 0.0],
                       events=[Event(lambda t, y, p, ops: y[0] + 100.0)],
                       observable=lambda ys, ops, ev: ev.t, rtol=RTOL, atol=1e-12)  # fmt: skip
     with pytest.raises(SolverError, match="no terminal event fired"):
-        prob.evaluate()
+        if backend is None:
+            prob.evaluate()
+        else:
+            simdiff.grad(prob, backend=backend)
 
 
 @pytest.mark.parametrize("direction", [1, -1, None])
@@ -203,11 +207,15 @@ def test_zeno_ball_exceeds_max_events():
         prob.evaluate()
 
 
-def test_zeno_ball_chatters_near_the_accumulation_point():
+@pytest.mark.parametrize("backend", [None, "torch", "jax"])
+def test_zeno_ball_chatters_near_the_accumulation_point(backend):
     t_inf = closed_time(1) + 2 * np.sqrt(2 * G * H0) / G * E / (1 - E)
     prob = ball(lambda ys, ops, ev: ys[-1, 0], t_end=5.0, max_events=400)
     with pytest.raises(SolverError, match="chattered at t=") as info:
-        prob.evaluate()
+        if backend is None:
+            prob.evaluate()
+        else:  # a derivative raises too, naming the cause
+            simdiff.grad(prob, backend=backend)
     t = float(str(info.value).split("chattered at t=")[1].split()[0])
     assert abs(t - t_inf) < 1e-4
 
