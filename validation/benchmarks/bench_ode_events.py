@@ -11,7 +11,9 @@ rtol 1e-10, atol 1e-12, an adaptive step controller):
   c)`` (exact: the Lambert-W flight times, in mpmath).
 
 Configurations, timed interleaved in one run (order shuffled each round,
-median of the rounds; ``validation.benchmarks.bench_torch.interleaved``):
+median of the rounds; ``simdiff.evidence._timing.interleaved``; a sample of a
+fast configuration is as many calls in a row as last about 20 ms, at most 32,
+the time per call their mean):
 
 - simdiff-jax, simdiff-torch: ``simdiff.Derivatives(problem, backend).grad(x)``
   over simdiff's Dopri5 with ``Event`` (the ball: one non-terminal event
@@ -57,8 +59,13 @@ from problems.ode_events import BALL_BOUNCES as BOUNCES
 from problems.ode_events import BALL_G as G
 from problems.ode_events import BALL_H0 as H0
 from problems.ode_events import BALL_PARAMS
+from simdiff.evidence import _timing
 from simdiff.ode import Dopri5, Event, ODEProblem
-from validation.benchmarks.bench_torch import _timed, interleaved
+from validation.benchmarks.bench_torch import _timed
+
+#: Seconds one sample lasts at least: a fast configuration's sample is that many calls
+#: in a row (at most :data:`MAX_INNER`), so that one slow call under load moves it less.
+SAMPLE_S, MAX_INNER = 0.02, 32
 
 jax.config.update("jax_enable_x64", True)
 
@@ -175,9 +182,15 @@ def run(name: str, repeats: int, budget: float) -> None:
     for k, fn in calls.items():  # the first call: compiles on JAX
         first[k], out = _timed(fn)
         results[k] = np.asarray(out, dtype=float)
-    times = interleaved(calls, repeats, budget)  # its own first (warm) call, then the rounds
+    once = {k: _timed(fn)[0] for k, fn in calls.items()}  # warm; the first sample
+    fastest = {k: min(once[k], *(_timed(fn)[0] for _ in range(3))) for k, fn in calls.items()}
+    inner = {k: max(1, min(MAX_INNER, int(SAMPLE_S / fastest[k]))) for k in calls}
+    rest = _timing.interleaved(calls, repeats, inner=inner,
+                               skip=lambda k, r: once[k] * inner[k] * (r + 1) > budget)  # fmt: skip
+    times = {k: [once[k], *rest[k]] for k in calls}
     print(f"{prob.name}: gradient {what}, Dopri5 rtol {RTOL:g} atol {ATOL:g}; "
-          f"median of {repeats}, interleaved; ms")  # fmt: skip
+          f"median of {repeats}, interleaved; ms; calls per sample: "
+          + ", ".join(f"{k} {n}" for k, n in inner.items()))  # fmt: skip
     print("| configuration | gradient (ms) | first call (s) | vs simdiff-jax | max abs. error "
           "| quartiles (ms) |")  # fmt: skip
     print("|---|---|---|---|---|---|")
