@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
+
+import pytest
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -83,7 +86,7 @@ def test_ode_event_gradient_table_is_the_stored_run():
         if line.startswith(("decay_event:", "bouncing_ball_drag:")):
             problem = line.split(":")[0]
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if line.startswith("| ") and len(cells) == 5 and cells[1] != "gradient (ms)":
+        if line.startswith("| ") and len(cells) == 6 and cells[1] != "gradient (ms)":
             stored[problem, cells[0]] = float(cells[1])
     columns = ["simdiff-jax", "simdiff-jax (jax.Array point)", "simdiff-torch",
                "diffrax (Event, Newton", "torchdiffeq (odeint_event"]  # fmt: skip
@@ -124,3 +127,27 @@ def test_ode_lorenz96_table_is_the_stored_run():
     assert [line.split("|")[1].strip() for line in rows] == ["10", "100", "1000", "10000"]
     for line in rows:
         assert line in stored, line
+
+
+def test_profile_cost_paragraph_is_the_stored_run():
+    """docs/sensitivity.md's cost and agreement of the LV profiles are the stored JSON's."""
+    res = json.loads((DOCS / "results" / "profile_likelihood_lv.json").read_text())
+    text = " ".join((DOCS / "sensitivity.md").read_text().split())
+    m = re.search(r"interval ends take ([\d.]+) s \((\d+) exact Hessians and gradients, "
+                  r"evaluated in (\d+) batched calls", text)  # fmt: skip
+    assert m, "the profile cost sentence of docs/sensitivity.md"
+    counts = res["counts_profile_likelihood"]
+    assert float(m[1]) == pytest.approx(res["seconds_profile_likelihood"], abs=0.005)
+    assert (int(m[2]), int(m[3])) == (counts["nhess"], counts["batches"])
+    m = re.search(r"takes ([\d.]+) s with simdiff's exact Jacobian \((\d+)x; (\d+) Jacobians\) "
+                  r"and (\d+) s with SciPy's finite differences on NumPy \((\d+)x\)", text)  # fmt: skip
+    assert m, "the brute-force cost sentence of docs/sensitivity.md"
+    bf, speed = res["seconds_brute_force"], res["speedup"]
+    assert float(m[1]) == pytest.approx(bf["exact-jac"], abs=0.05)
+    assert int(m[2]) == round(speed["exact-jac"])
+    assert int(m[3]) == res["counts_brute_force"]["exact-jac"]["njac"]
+    assert int(m[4]) == round(bf["fd"])
+    assert abs(int(m[5]) - speed["fd"]) <= 0.5 * 10 ** (len(m[5]) - 2)  # 2 significant digits
+    m = re.search(r"equals both re-optimisations to ([\d.e-]+) in \$L\$", text)
+    assert m and float(m[1]) == pytest.approx(max(res["max_abs_objective_diff"].values()), rel=0.05)
+    assert all(res["meets_targets"].values())

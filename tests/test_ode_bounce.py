@@ -171,12 +171,16 @@ def test_event_that_never_fires_leaves_the_solution():
     np.testing.assert_allclose(out[:2], [H0 + 5.0 * 0.5 - G / 8, 5.0 - G / 2], atol=1e-12)
 
 
-def test_terminal_event_that_never_fires_is_reported():
+@pytest.mark.parametrize("backend", [None, "torch", "jax"])
+def test_terminal_event_that_never_fires_is_reported(backend):
     prob = ODEProblem(ball_rhs, [H0, 5.0], (0.0, 0.5), [E, 0.0],
                       events=[Event(lambda t, y, p, ops: y[0] + 100.0)],
                       observable=lambda ys, ops, ev: ev.t, rtol=RTOL, atol=1e-12)  # fmt: skip
     with pytest.raises(SolverError, match="no terminal event fired"):
-        prob.evaluate()
+        if backend is None:
+            prob.evaluate()
+        else:
+            simdiff.grad(prob, backend=backend)
 
 
 @pytest.mark.parametrize("direction", [1, -1, None])
@@ -203,11 +207,15 @@ def test_zeno_ball_exceeds_max_events():
         prob.evaluate()
 
 
-def test_zeno_ball_chatters_near_the_accumulation_point():
+@pytest.mark.parametrize("backend", [None, "torch", "jax"])
+def test_zeno_ball_chatters_near_the_accumulation_point(backend):
     t_inf = closed_time(1) + 2 * np.sqrt(2 * G * H0) / G * E / (1 - E)
     prob = ball(lambda ys, ops, ev: ys[-1, 0], t_end=5.0, max_events=400)
     with pytest.raises(SolverError, match="chattered at t=") as info:
-        prob.evaluate()
+        if backend is None:
+            prob.evaluate()
+        else:  # a derivative raises too, naming the cause
+            simdiff.grad(prob, backend=backend)
     t = float(str(info.value).split("chattered at t=")[1].split()[0])
     assert abs(t - t_inf) < 1e-4
 
@@ -254,3 +262,84 @@ def test_bounce_times_on_every_event_solver(solver):
     out = np.asarray(prob.evaluate())
     assert out[6] == 6.0
     np.testing.assert_allclose(out[:6], [closed_time(n) for n in range(1, 7)], rtol=0, atol=1e-9)
+
+
+# ------------------------------------------------- every mode, the same derivatives
+def _modes(prob, backend, v):
+    """Gradient, Hessian, HVP, JVP, Taylor coefficients 1-2 and the nested 2nd derivative."""
+    g = np.asarray(simdiff.grad(prob, backend=backend))
+    H = np.asarray(simdiff.hessian(prob, backend=backend))
+    hv = np.asarray(simdiff.hvp(prob, v, backend=backend))
+    jv = float(np.asarray(simdiff.jvp(prob, v, backend=backend)))
+    c = np.asarray(simdiff.taylor(prob, 2, v, backend=backend))
+    d2 = float(np.asarray(simdiff.derivative(prob, 2, v, backend=backend, method="nested")))
+    return g, H, hv, jv, c, d2
+
+
+def _assert_modes_agree(g, H, hv, jv, c, d2, v, scale_g, scale_h):
+    # every mode differentiates the same discrete arithmetic (the event times by the
+    # same Newton corrections): they agree to rounding, amplified by the solve's length
+    # (~1e3 eps of each derivative's size), far below the solver's error (1e-10 .. 1e-8)
+    tol_g, tol_h = 1e-12 * scale_g, 1e-12 * scale_h
+    np.testing.assert_allclose(hv, H @ v, rtol=0, atol=tol_h)
+    assert jv == pytest.approx(g @ v, abs=tol_g)
+    assert c[1] == pytest.approx(g @ v, abs=tol_g)
+    assert 2 * c[2] == pytest.approx(v @ H @ v, abs=tol_h)
+    assert d2 == pytest.approx(v @ H @ v, abs=tol_h)
+
+
+def test_every_mode_gives_the_same_derivatives_through_updates_torch():
+    """Four bounces (non-terminal events with an update) with drag, x = (e, c, h0, v0):
+    gradient, Hessian, HVP, JVP, Taylor and nested derivatives are one derivative."""
+    prob = ball(lambda ys, ops, ev: ev.times[3], c=0.3)
+    v = np.array([0.3, -0.7, 0.5, 0.2])
+    g, H, hv, jv, c, d2 = _modes(prob, "torch", v)
+    _assert_modes_agree(g, H, hv, jv, c, d2, v, np.abs(g).max(), np.abs(H).max())
+    # and the state after the last update, read at the save time
+    prob = ball(lambda ys, ops, ev: ys[-1, 0], c=0.3)
+    g, H, hv, jv, c, d2 = _modes(prob, "torch", v)
+    _assert_modes_agree(g, H, hv, jv, c, d2, v, np.abs(g).max(), np.abs(H).max())
+
+
+@pytest.mark.slow
+def test_every_mode_gives_the_same_derivatives_through_updates_jax():
+    """As on torch, on JAX (reverse modes through the checkpointed loop with the event
+    branch rematerialised, forward modes through the same loop); and JAX equals torch."""
+    prob = ball(lambda ys, ops, ev: ev.times[3], c=0.3)
+    v = np.array([0.3, -0.7, 0.5, 0.2])
+    got = _modes(prob, "jax", v)
+    g, H = got[0], got[1]
+    _assert_modes_agree(*got, v, np.abs(g).max(), np.abs(H).max())
+    want = _modes(prob, "torch", v)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-11 * np.abs(H).max())
+
+
+@pytest.mark.parametrize("backend", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
+def test_catalogue_ball_gradient_against_solve_ivp_differences(backend):
+    """The target of the issue: the 4th bounce time's gradient in (e, c) against central
+    differences of solve_ivp events, to 1e-6, on each backend."""
+    p = problems.get("bouncing_ball_drag")
+    x = np.asarray(p.x0, dtype=float)
+    g = np.asarray(simdiff.grad(p, backend=backend))
+    fd = []
+    for i in range(2):
+        d = np.zeros(2)
+        d[i] = 1e-4
+        tp = ivp_ball(*(x + d), H0, V0, t_end=p.t_span[1])[0][3]
+        tm = ivp_ball(*(x - d), H0, V0, t_end=p.t_span[1])[0][3]
+        fd.append((tp - tm) / 2e-4)
+    # differences: truncation d^2 t'''/6 ~ 1e-8, rounding 1e-13 / 1e-4 = 1e-9
+    np.testing.assert_allclose(g, fd, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
+def test_batched_gradient_through_bounces_equals_point_by_point(backend):
+    """A batch of points runs the traced loop under vmap (the event branch under the
+    adjoint's event_branch on both backends); each row is the single point's gradient."""
+    p = problems.get("bouncing_ball_drag")
+    X = np.stack([p.x0, p.x0 * np.array([0.98, 1.05])])
+    want = np.stack([np.asarray(simdiff.grad(p, x, backend="torch")) for x in X])
+    got = np.asarray(simdiff.grad(p, X, backend=backend))
+    # the same arithmetic, batched or not: rounding (the gradient is O(1))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)

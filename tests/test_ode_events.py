@@ -25,10 +25,9 @@ def test_event_time_derivatives(backend):
     prob = decay_event()
     g = simdiff.grad(prob, backend=backend)
     assert g[0] == pytest.approx(-np.log(2) / K**2, abs=1e-10)
-    if backend == "jax":
-        # the reverse-mode Hessian on JAX compiles for ~15 s; tests/test_ode_events_jax.py
-        # checks the forward-mode Hessian and Taylor coefficients there
-        return
+    # on JAX the default adjoint's Hessian (over the checkpointed loop, the event located
+    # after it) compiles for ~15 s (slow); tests/test_ode_events_jax.py checks the
+    # forward-mode Hessian and Taylor coefficients
     H = simdiff.hessian(prob, backend=backend)
     # measured 1.2e-11 at rtol=1e-12 (the shortened step; 7.4e-10 through the quartic
     # dense output): the target is 1e-10

@@ -175,6 +175,10 @@ def test_checkpoint_budget_too_small_names_both_numbers(backend: str) -> None:
         CheckpointAdjoint(block=0)
     with pytest.raises(InputError, match="remat_rhs must be True or False"):
         CheckpointAdjoint(remat_rhs=1)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="remat_events must be True or False"):
+        CheckpointAdjoint(remat_events=1)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="group must be a positive integer"):
+        CheckpointAdjoint(group=0)
     with pytest.raises(InputError, match="adjoint must be"):
         _problem("recursive")
 
@@ -226,3 +230,10 @@ def test_rodas3_jacobian_by_ops_and_numpy_reference_agree() -> None:
     want = p.evaluate(p.x0)
     got = simdiff.Derivatives(p, backend="jax").value()
     assert float(got) == pytest.approx(want, rel=1e-7)
+
+
+def test_group_default_is_smaller_where_steps_locate_events() -> None:
+    # the steps of a loop that locates events are heavier: fewer run past the end
+    assert CheckpointAdjoint().group_size() == 16
+    assert CheckpointAdjoint().group_size(events=True) == 4
+    assert CheckpointAdjoint(group=8).group_size(events=True) == 8

@@ -126,9 +126,13 @@ def drive(
                 return adjoint.outputs(ys, ops), info
             ys, record = adjoint.outputs((ys, info.events), ops)
             return ys, dataclasses.replace(info, events=record)
+    # a loop whose steps locate events (not only terminal ones, located after it)
+    in_loop = ev is not None and not all(ev[0].terminal)
     return _traced_loop(
         step, state0, y0, float(t0), tuple(float(s) for s in save_at), ops, h0=h0,
-        controller=controller, max_steps=max_steps, loop=adjoint.loop, ev=ev, p=p,
+        controller=controller, max_steps=max_steps,
+        loop=functools.partial(adjoint.loop, events=in_loop), ev=ev, p=p,
+        event_branch=adjoint.event_branch,
     )  # fmt: skip
 
 
@@ -146,15 +150,19 @@ def _traced_loop(
     loop: Callable[..., Any],
     ev: Any = None,
     p: Any = None,
+    event_branch: Callable[[Any, Any], Any] | None = None,
 ) -> tuple[Any, SolveInfo]:
     """:func:`drive`'s loop on array values: masked steps, the controller in ``ops``.
 
     ``loop(cond, body, carry, max_steps, ops)`` runs it (the adjoint's loop,
-    or ``ops.while_loop``).  The save times come as Python floats and the
-    host numbers (counts) are computed from them, never read from arrays, so
-    a compiler tracing this function sees them as constants (Dynamo turns a
-    numpy array into a graph input, and ``float()`` of it into a
-    data-dependent value it cannot compile).
+    or ``ops.while_loop``); ``event_branch(fire, ops)`` is how the branch
+    that locates an event in a step runs (the adjoint's
+    :meth:`~simdiff.ode.adjoint.Adjoint.event_branch`; default: as it is).
+    The save times come as Python floats and the host numbers (counts) are
+    computed from them, never read from arrays, so a compiler tracing this
+    function sees them as constants (Dynamo turns a numpy array into a graph
+    input, and ``float()`` of it into a data-dependent value it cannot
+    compile).
     """
     m = len(save_at)
     dim = int(y0.shape[0])
@@ -229,6 +237,8 @@ def _traced_loop(
         false = ops.asarray(0.0) > 1.0
         return ops.asarray(-1.0), t + h_try, y_new, y_new, false, state_new, g_new
 
+    located = fire if event_branch is None else event_branch(fire, ops)
+
     def body(c: tuple) -> tuple:
         t, y, h, idx, saved, n_acc, n_rej, bad, state, memory = c[:10]
         # Inside the loop ``done`` is false; it is true only where a vmapped loop
@@ -265,7 +275,7 @@ def _traced_loop(
         elif ev is not None:
             last, count, times_ev, which, term, t_ev, y_ev, code, index = c[10][1:]
             k, te, ye, yp, terminal, state_new, g_next = ops.cond(
-                any_trig, fire, quiet, t, h_try, y, state, y_new, trig, g_prev, state_new, g_new
+                any_trig, located, quiet, t, h_try, y, state, y_new, trig, g_prev, state_new, g_new
             )
             fired = any_trig & (k > -0.5)
             t_new = ops.where(fired, te, t_new)

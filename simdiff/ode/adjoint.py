@@ -52,6 +52,10 @@ def _positive_int(value: Any, what: str) -> None:
         raise InputError(f"{what} must be a positive integer or None; got {value!r}")
 
 
+#: Steps per guarded group of :class:`CheckpointAdjoint` (``group=None``): in a loop of
+#: plain steps, and in a loop whose steps locate events (:meth:`Adjoint.loop`, ``events``).
+GROUP, EVENT_GROUP = 16, 4
+
 #: Above this many blocks, :func:`blocked_loop` guards runs of about ``sqrt(blocks)``
 #: blocks with one more ``cond`` (a skipped block is not free in reverse mode).
 SKIP_TREE_MIN = 8
@@ -148,8 +152,20 @@ class Adjoint:
 
     name: str = "adjoint"
 
-    def loop(self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any) -> Any:
+    def loop(
+        self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any, *, events: bool = False
+    ) -> Any:
+        """Run the loop; ``events``: its steps locate events (:mod:`simdiff.ode.events`)."""
         raise NotImplementedError
+
+    def event_branch(self, fire: Callable[..., Any], ops: Any) -> Callable[..., Any]:
+        """The function that locates an event inside a step, as this strategy runs it.
+
+        Unchanged here; :class:`CheckpointAdjoint` rematerialises it on traced
+        contexts.  The driver calls it once per solve, for the branch of the
+        loop's body that runs where an event fired.
+        """
+        return fire
 
     def check(self, max_steps: int) -> None:
         """Refuse, before any step runs, a configuration that cannot cover ``max_steps``.
@@ -200,11 +216,22 @@ class CheckpointAdjoint(Adjoint):
         set, ``block * checkpoints`` must reach ``max_steps``, else a
         ``ValueError`` names both numbers.
     group : int, optional
-        Steps per guarded group inside a block (default 16; at most
-        ``block``): a finished solve skips the rest of its block group by
-        group, and a group runs (and discards) at most ``group - 1`` steps
-        past the end.  One ``cond`` per group instead of per step makes the
-        reverse pass about 30% cheaper on JAX (:func:`blocked_loop`).
+        Steps per guarded group inside a block (at most ``block``): a
+        finished solve skips the rest of its block group by group, and a
+        group runs (and discards) at most ``group - 1`` steps past the end.
+        One ``cond`` per group instead of per step makes the reverse pass
+        about 30% cheaper on JAX (:func:`blocked_loop`).  Default
+        (``None``): 16 (:data:`GROUP`), or 4 (:data:`EVENT_GROUP`) where the
+        steps locate events (a non-terminal :class:`~simdiff.ode.Event`),
+        whose steps are heavier, so that fewer run past the end (the
+        bouncing ball of docs/ode.md: about 25% off the gradient).
+    remat_events : bool, optional
+        Rematerialise the location of an event inside the loop in reverse
+        mode (default True; traced contexts only).  A step's reverse pass then
+        stores the inputs of the branch that locates an event, not its
+        intermediates (bisection, Newton corrections, shortened steps), and
+        recomputes it only at the steps where an event fired: every other
+        step stops carrying (and zero-filling) that branch's residuals.
     remat_rhs : bool, optional
         Rematerialise each right-hand-side evaluation in reverse mode (default
         True; traced contexts, i.e. JAX, only).  The recomputed block then
@@ -230,8 +257,9 @@ class CheckpointAdjoint(Adjoint):
 
     block: int | None = None
     checkpoints: int | None = None
-    group: int = 16
+    group: int | None = None
     remat_rhs: bool = True
+    remat_events: bool = True
     name = "checkpoint"
 
     def __post_init__(self) -> None:
@@ -240,6 +268,8 @@ class CheckpointAdjoint(Adjoint):
         _positive_int(self.group, "group")
         if not isinstance(self.remat_rhs, bool):
             raise InputError(f"remat_rhs must be True or False; got {self.remat_rhs!r}")
+        if not isinstance(self.remat_events, bool):
+            raise InputError(f"remat_events must be True or False; got {self.remat_events!r}")
 
     def block_size(self, max_steps: int) -> int:
         """Steps per block for a loop bounded by ``max_steps``."""
@@ -271,11 +301,26 @@ class CheckpointAdjoint(Adjoint):
 
         return rematerialised
 
-    def loop(self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any) -> Any:
+    def event_branch(self, fire: Callable[..., Any], ops: Any) -> Callable[..., Any]:
+        """``fire`` under ``ops.checkpoint`` on traced contexts with ``remat_events``."""
+        if ops.eager or not self.remat_events:
+            return fire
+        return ops.checkpoint(fire)
+
+    def group_size(self, events: bool = False) -> int:
+        """Steps per guarded group: ``group``, else :data:`GROUP` or :data:`EVENT_GROUP`."""
+        if self.group is not None:
+            return int(self.group)
+        return EVENT_GROUP if events else GROUP
+
+    def loop(
+        self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any, *, events: bool = False
+    ) -> Any:
         block = self.block_size(max_steps)
         if ops.eager:
             return ops.while_loop(cond, body, carry, max_steps)
-        return blocked_loop(cond, body, carry, max_steps, block, ops, remat=True, group=self.group)
+        return blocked_loop(cond, body, carry, max_steps, block, ops, remat=True,
+                            group=self.group_size(events))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -302,7 +347,9 @@ class DirectAdjoint(Adjoint):
 
     name = "direct"
 
-    def loop(self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any) -> Any:
+    def loop(
+        self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any, *, events: bool = False
+    ) -> Any:
         if ops.eager:
             return ops.while_loop(cond, body, carry, max_steps)
 
@@ -347,7 +394,9 @@ class ForwardAdjoint(Adjoint):
         "adjoint=DirectAdjoint() (stores every step)"
     )
 
-    def loop(self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any) -> Any:
+    def loop(
+        self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any, *, events: bool = False
+    ) -> Any:
         return self.outputs(ops.while_loop(cond, body, carry, max_steps), ops)
 
     def outputs(self, tree: Any, ops: Any) -> Any:

@@ -222,7 +222,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "probe_ode_linsolve",
         ("--dim", "2048", "--band", "64", "--repeats", "3"),
     ),
-    Benchmark("bench_ode_events_gradient.txt", "bench_ode_events", ("--repeats", "15")),
+    Benchmark("bench_ode_events_gradient.txt", "bench_ode_events", ("--repeats", "41")),
     Benchmark("check_bouncing_ball_drag.txt", "simdiff.cli", ("check", "bouncing_ball_drag")),
     # docs/pes.md
     Benchmark(

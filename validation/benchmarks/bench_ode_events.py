@@ -11,7 +11,9 @@ rtol 1e-10, atol 1e-12, an adaptive step controller):
   c)`` (exact: the Lambert-W flight times, in mpmath).
 
 Configurations, timed interleaved in one run (order shuffled each round,
-median of the rounds; ``validation.benchmarks.bench_torch.interleaved``):
+median of the rounds; ``simdiff.evidence._timing.interleaved``; a sample of a
+fast configuration is as many calls in a row as last about 20 ms, at most 32,
+the time per call their mean):
 
 - simdiff-jax, simdiff-torch: ``simdiff.Derivatives(problem, backend).grad(x)``
   over simdiff's Dopri5 with ``Event`` (the ball: one non-terminal event
@@ -27,11 +29,12 @@ median of the rounds; ``validation.benchmarks.bench_torch.interleaved``):
   each bounce (torchdiffeq's own bouncing-ball example does so, by 1e-7) so
   the next one does not fire at once.
 
-Prints first-call seconds (compile on JAX), steady-state medians (ms) and each
-configuration's gradient error against the reference.
+Prints first-call seconds (compile on JAX), steady-state medians (ms) with
+their quartiles, each configuration's gradient error against the reference,
+and simdiff-jax's time over diffrax's paired by round (the two calls of one
+round see the same load): its median, quartiles and the rounds below 1.
 
-    python -m validation.benchmarks.bench_ode_events --repeats 15 \
-        > docs/results/bench_ode_events_gradient.txt
+    python -m validation.benchmarks bench_ode_events_gradient   # the registry's run
 """
 
 from __future__ import annotations
@@ -56,8 +59,13 @@ from problems.ode_events import BALL_BOUNCES as BOUNCES
 from problems.ode_events import BALL_G as G
 from problems.ode_events import BALL_H0 as H0
 from problems.ode_events import BALL_PARAMS
+from simdiff.evidence import _timing
 from simdiff.ode import Dopri5, Event, ODEProblem
-from validation.benchmarks.bench_torch import _timed, interleaved
+from validation.benchmarks.bench_torch import _timed
+
+#: Seconds one sample lasts at least: a fast configuration's sample is that many calls
+#: in a row (at most :data:`MAX_INNER`), so that one slow call under load moves it less.
+SAMPLE_S, MAX_INNER = 0.02, 32
 
 jax.config.update("jax_enable_x64", True)
 
@@ -174,17 +182,35 @@ def run(name: str, repeats: int, budget: float) -> None:
     for k, fn in calls.items():  # the first call: compiles on JAX
         first[k], out = _timed(fn)
         results[k] = np.asarray(out, dtype=float)
-    times = interleaved(calls, repeats, budget)  # its own first (warm) call, then the rounds
+    once = {k: _timed(fn)[0] for k, fn in calls.items()}  # warm; the first sample
+    fastest = {k: min(once[k], *(_timed(fn)[0] for _ in range(3))) for k, fn in calls.items()}
+    inner = {k: max(1, min(MAX_INNER, int(SAMPLE_S / fastest[k]))) for k in calls}
+    rest = _timing.interleaved(calls, repeats, inner=inner,
+                               skip=lambda k, r: once[k] * inner[k] * (r + 1) > budget)  # fmt: skip
+    times = {k: [once[k], *rest[k]] for k in calls}
     print(f"{prob.name}: gradient {what}, Dopri5 rtol {RTOL:g} atol {ATOL:g}; "
-          f"median of {repeats}, interleaved; ms")  # fmt: skip
-    print("| configuration | gradient (ms) | first call (s) | vs simdiff-jax | max abs. error |")
-    print("|---|---|---|---|---|")
+          f"median of {repeats}, interleaved; ms; calls per sample: "
+          + ", ".join(f"{k} {n}" for k, n in inner.items()))  # fmt: skip
+    print("| configuration | gradient (ms) | first call (s) | vs simdiff-jax | max abs. error "
+          "| quartiles (ms) |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     base = statistics.median(times["simdiff-jax"][1:])
     for k, ts in times.items():
         med = statistics.median(ts[1:]) if len(ts) > 1 else ts[0]
+        q = np.percentile(ts[1:], [25, 75]) if len(ts) > 2 else (med, med)
         err = float(np.max(np.abs(results[k] - ref)))
-        print(f"| {k} | {1e3 * med:.2f} | {first[k]:.2f} | {med / base:.2f} | {err:.1e} |")
+        print(f"| {k} | {1e3 * med:.2f} | {first[k]:.2f} | {med / base:.2f} | {err:.1e} "
+              f"| {1e3 * q[0]:.2f}-{1e3 * q[1]:.2f} |")  # fmt: skip
     print(f"- reference ({ref_name}): {ref}")
+    # the same round's two calls, so a change of load between rounds cancels
+    (dfx_name,) = [k for k in times if k.startswith("diffrax")]
+    for k in ("simdiff-jax", "simdiff-jax (jax.Array point)"):
+        n = min(len(times[k]), len(times[dfx_name]))  # a skipped round is a late one
+        r = np.array(times[k][1:n]) / np.array(times[dfx_name][1:n])
+        q25, q50, q75 = np.percentile(r, [25, 50, 75])
+        print(f"- {k} / diffrax, paired by round: median {q50:.2f} "
+              f"(quartiles {q25:.2f}-{q75:.2f}), below 1 in {int(np.sum(r < 1.0))} "
+              f"of {r.size} rounds")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

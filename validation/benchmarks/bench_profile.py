@@ -12,7 +12,7 @@ profile at those 20 points (``ProfileLikelihood.at``) against both.
 
 Run::
 
-    nice -n 10 timeout 900 python -m validation.benchmarks.bench_profile
+    python -m validation.benchmarks profile_likelihood_lv   # the registry: the lock, this module
 
 Writes docs/results/profile_likelihood_lv.json (atomically).  Times are
 warm (compilation done by a first, untimed call that also gives the values
@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -34,10 +35,13 @@ import scipy.optimize
 import simdiff.problems as problems
 
 import simdiff
+from simdiff.evidence._environment import _git_revision
 from simdiff.evidence._timing import Summary, interleaved
 from simdiff.sensitivity import profile_likelihood
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "results" / "profile_likelihood_lv.json"
+#: How the registry runs this module (``python -m validation.benchmarks profile_likelihood_lv``).
+COMMAND = "python -m validation.benchmarks.bench_profile "
 POINTS = 20
 ROUNDS = 7
 FD_ROUNDS = 2
@@ -106,6 +110,8 @@ def brute_force(fit, i, grid, jac):
 
 
 def main() -> dict:
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    load_before = os.getloadavg()
     fit = lv_fit()
     prof = profile_likelihood(fit)  # compile (untimed)
     grids = {p.index: np.linspace(p.c[0], p.c[-1], POINTS) for p in prof.profiles}
@@ -151,7 +157,13 @@ def main() -> dict:
         rows.append(row)
     result = {
         "problem": "Lotka-Volterra fit of docs/sensitivity.md (4 parameters, 24 observations)",
-        "command": "nice -n 10 timeout 900 python -m validation.benchmarks.bench_profile",
+        # the registry's command (validation/benchmarks/__main__.py), the commit and the load,
+        # as the runner writes them into the header of a text result
+        "command": COMMAND,
+        "git": _git_revision(),
+        "started": started,
+        "load_average_before": list(load_before),
+        "load_average_after": list(os.getloadavg()),
         "backend": "jax",
         "points_per_parameter_brute_force": POINTS,
         "seconds_profile_likelihood": t_prof,
