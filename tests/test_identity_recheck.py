@@ -156,3 +156,24 @@ def test_every_kind_of_in_place_change_is_seen(change) -> None:
         a["k"][0] = 5.0 if change != "cell" else 1.0
         scale[0] = 7.0  # ... but the objects now held are the ones watched
         assert ident.current(p) != first
+
+
+def test_the_cache_skips_what_no_derivative_reads_but_not_what_they_do() -> None:
+    """Exact references and check options are not rechecked on every call (no derivative
+    reads them; stored results are keyed by the whole fingerprint); fn's closure is."""
+    scale = [1.0]
+    exact_scale = [1.0]
+    p = simdiff.Problem(
+        lambda x, ops: scale[0] * ops.sum(x**2),
+        x0=np.ones(2),
+        exact={"grad": lambda x: exact_scale[0] * 2 * x},
+    )
+    first = simdiff.grad(p)
+    np.testing.assert_allclose(first, [2.0, 2.0], rtol=1e-12)
+    generation = p.cache.generation
+    exact_scale[0] = 3.0
+    simdiff.grad(p)
+    assert p.cache.generation == generation  # nothing built was dropped
+    scale[0] = 2.0
+    np.testing.assert_allclose(simdiff.grad(p), [4.0, 4.0], rtol=1e-12)
+    assert p.cache.generation > generation
