@@ -485,13 +485,18 @@ class _Watch:
             fast = self._compile()
         o_reads, o_objs, iterables, lengths, i_reads, i_objs, flat, v_reads, v_objs, v_seen = fast
         call = operator.call
-        try:
-            if tuple(map(len, iterables)) != lengths:
+        try:  # empty passes skipped: each costs a call even with nothing to compare
+            if lengths and tuple(map(len, iterables)) != lengths:
                 return False
-            now = itertools.chain(
-                map(call, o_reads, o_objs), *iterables, *map(call, i_reads, i_objs)
+            read = map(call, i_reads, i_objs)
+            now = (
+                itertools.chain(map(call, o_reads, o_objs), *iterables, *read)
+                if o_reads
+                else itertools.chain(*iterables, *read)
             )
-            return all(map(operator.is_, now, flat)) and tuple(map(call, v_reads, v_objs)) == v_seen
+            return all(map(operator.is_, now, flat)) and (
+                not v_reads or tuple(map(call, v_reads, v_objs)) == v_seen
+            )
         except (ValueError, AttributeError, RuntimeError):  # an empty cell, an attribute
             return False  # deleted, a dict changed size while iterated
 
@@ -618,8 +623,9 @@ class Identity:
     a write into ``vars(problem)`` directly goes unseen), and the state of a
     frozen dataclass's instance, which refuses every attribute set, not at
     all (what either holds is watched all the same).  The cost is a few
-    C-level passes over what is watched (``bench_identity``).  An opaque definition is traversed on every call,
-    so that it stays ``None`` for as long as it is opaque.
+    C-level passes over what is watched (``bench_identity``).  An opaque
+    definition is traversed on every call, so that it stays ``None`` for as
+    long as it is opaque.
 
     Examples
     --------
