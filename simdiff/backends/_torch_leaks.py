@@ -70,7 +70,8 @@ thread-local counter only: no type is modified per call (that would cost
 every later attribute lookup on tensors a cache miss), and the problem's
 ops run untouched (no mode; the dispatch key is a fallthrough for all but the
 three watched operations, each a Python call more under a guard).  The grad-mode check costs two
-reads of torch's grad mode per call of the problem's function (about 0.2 us),
+reads of torch's grad mode and a thread-local flag (for the strict mode) per call of the
+problem's function (about 0.4 us),
 and ``torch._C._set_grad_enabled`` a Python call more per switch (about
 0.4 us per ``torch.enable_grad()`` block).  Measured:
 ``python -m validation.benchmarks.bench_leak_guard``.
@@ -381,8 +382,10 @@ def watching_grad_mode(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
     """``fn(x, ops)`` (the problem's function), raising where it returns with gradients
     switched off that were on when it was called, under a guard: the switch by whatever
     reference (``torch._C._set_grad_enabled`` bound before the wrappers were installed)
-    left what ``fn`` computed after it out of the graph.  Costs two reads of torch's grad
-    mode per call of ``fn``."""
+    left what ``fn`` computed after it out of the graph.  Records, for the strict mode,
+    whether gradients were on as ``fn`` began (``_Active.grad_at_call``), and switches
+    them back on if ``fn`` raises with them off.  Costs two reads of torch's grad mode and
+    two thread-local writes per call of ``fn``."""
 
     def call(x: Any, ops: Any) -> Any:
         on = torch.is_grad_enabled()
