@@ -106,10 +106,12 @@ class DerivativeCache:
         owner = None if self._owner is None else self._owner()
         if owner is None:
             return self.generation
-        computed = self._computed
+        computed: Any = self._computed
         if computed is None or computed.problem is not owner:
-            computed = self._computed = _Computed(owner)
-        fp = self._identity.current(computed)
+            # a Problem (its attributes one counter); any other owner is watched whole
+            versioned = isinstance(getattr(owner, "_definition_version", None), int)
+            computed = self._computed = _Computed(owner) if versioned else None
+        fp = self._identity.current(owner if computed is None else computed)
         state = owner.evaluation_state() if hasattr(owner, "evaluation_state") else None
         if fp is None or fp != self._built_for or state != self._built_state:
             self._items.clear()
