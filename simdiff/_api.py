@@ -298,8 +298,11 @@ class Derivatives(OperatorMethods):
         under the guard before the trace (docs/errors.md says what the guard
         cannot see).  ``"strict"`` (torch, ``compile=False``): as ``True``,
         and the guard also sees the C type's ``data`` descriptor and
-        ``tolist``, which dispatch no operation, at the cost of a Python
-        call per torch operation (``python -m
+        ``tolist``, which dispatch no operation, and any torch operation of
+        the problem run while gradients are off that were on when ``fn``
+        was called (a switch the wrappers cannot see, such as
+        ``torch._C._set_grad_enabled`` bound before simdiff, turned off and
+        back on), at the cost of a Python call per torch operation (``python -m
         validation.benchmarks.bench_leak_guard --strict``).
 
     structured : bool

@@ -17,7 +17,10 @@ frees them earlier; a pickled problem travels without its cache.
 Validity
 --------
 What is built is valid for the problem's definition at build time, so the
-cache is keyed by the problem's fingerprint (:mod:`simdiff._fingerprint`):
+cache is keyed by the problem's fingerprint (:mod:`simdiff._fingerprint`)
+less what no derivative reads (the exact references and the check options,
+which :func:`simdiff.check` uses; results stored by :mod:`simdiff.store`
+are keyed by the whole fingerprint):
 before each use (:meth:`DerivativeCache.refresh`, run by :meth:`get` and by
 every call of a :class:`~simdiff.Derivatives`), a changed fingerprint (a
 closure value, a referenced module global, a default or an array changed
@@ -42,6 +45,30 @@ V = TypeVar("V")
 _MISSING: Any = object()
 
 
+#: what a problem's ``__fingerprint__`` holds that no built derivative reads
+_NOT_COMPUTED = ("exact", "check_options")
+
+
+class _Computed:
+    """What the derivatives of ``problem`` compute from: its definition less the exact
+    references and check options (the recheck on every call then skips them)."""
+
+    __slots__ = ("problem",)
+
+    def __init__(self, problem: Any) -> None:
+        self.problem = problem
+
+    @property
+    def _definition_version(self) -> Any:
+        return getattr(self.problem, "_definition_version", None)
+
+    def __fingerprint__(self) -> Any:
+        defined = self.problem.__fingerprint__()
+        if type(defined) is not dict:
+            return defined
+        return {k: v for k, v in defined.items() if k not in _NOT_COMPUTED}
+
+
 class DerivativeCache:
     """Built derivative objects of one problem, built once per key.
 
@@ -64,6 +91,7 @@ class DerivativeCache:
         self._items: dict[Hashable, Any] = {}
         self._owner = None if owner is None else weakref.ref(owner)
         self._identity = Identity()
+        self._computed: _Computed | None = None  # the owner's definition as derivatives read it
         self._built_for: str | None = None
         self._built_state: Any = None
         #: Bumped whenever what was built is dropped because the definition changed.
@@ -78,7 +106,12 @@ class DerivativeCache:
         owner = None if self._owner is None else self._owner()
         if owner is None:
             return self.generation
-        fp = self._identity.current(owner)
+        computed: Any = self._computed
+        if computed is None or computed.problem is not owner:
+            # a Problem (its attributes one counter); any other owner is watched whole
+            versioned = isinstance(getattr(owner, "_definition_version", None), int)
+            computed = self._computed = _Computed(owner) if versioned else None
+        fp = self._identity.current(owner if computed is None else computed)
         state = owner.evaluation_state() if hasattr(owner, "evaluation_state") else None
         if fp is None or fp != self._built_for or state != self._built_state:
             self._items.clear()
@@ -88,7 +121,8 @@ class DerivativeCache:
 
     @property
     def fingerprint(self) -> str | None:
-        """The owner's fingerprint that what is in the cache was built for."""
+        """The fingerprint of the owner's definition (less the exact references and check
+        options, which no derivative reads) that what is in the cache was built for."""
         return self._built_for
 
     def __fingerprint__(self) -> None:

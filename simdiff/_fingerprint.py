@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import itertools
 import operator
 import struct
 import sys
@@ -134,7 +135,8 @@ class _Hasher:
                 return
             self.put("array", a.dtype.str, a.shape, _bytes_digest(a))
             if isinstance(obj, np.ndarray) and obj.flags.writeable:
-                self.keep("value", _array_state, obj)
+                self.keep("value", _ARRAY_LAYOUT, obj)
+                self.keep("value", _ARRAY_BYTES, obj)
             return
         if isinstance(obj, types.ModuleType):
             self.put("module", obj.__name__, _library_version(obj.__name__) or "")
@@ -157,7 +159,7 @@ class _Hasher:
             for v in obj:
                 self.visit(v)
             return
-        if isinstance(obj, dict):
+        if isinstance(obj, (dict, types.MappingProxyType)):  # a proxy shows a dict's changes
             self._dict(obj, watch=True)
             return
         if isinstance(obj, set):
@@ -216,7 +218,10 @@ class _Hasher:
         definition = getattr(type(obj), "__fingerprint__", None)
         if definition is not None:  # the object says what defines it (a Problem, a cache)
             self.put("defined", type(obj).__module__, type(obj).__qualname__)
-            if hasattr(obj, "__dict__"):
+            if isinstance(getattr(obj, "_definition_version", None), int):
+                # bumped by the object's __setattr__ (a Problem): one number to compare
+                self.keep("value", _DEFINITION_VERSION, obj)
+            elif hasattr(obj, "__dict__"):
                 self.keep("items", _ENTRIES, obj.__dict__)
             defined = definition(obj)
             # held here only (a dict built by the call; getrefcount's own argument is the
@@ -232,7 +237,7 @@ class _Hasher:
             return
         self._instance(obj)
 
-    def _dict(self, obj: dict[Any, Any], watch: bool) -> None:
+    def _dict(self, obj: Any, watch: bool) -> None:
         """A dict's items; watched unless ``watch`` is false: a temporary no one else holds
         (a copy made here, a definition built by ``__fingerprint__``), which cannot change
         (what it holds is visited, and watched, all the same)."""
@@ -294,17 +299,22 @@ class _Hasher:
         slots = [s for c in cls.__mro__ for s in getattr(c, "__slots__", ())]
         if state is None and not slots:
             raise Opaque(f"an object of type {cls.__module__}.{cls.__qualname__}")
+        # a frozen dataclass's own instances refuse every attribute set (__class__ too):
+        # their state cannot change (what it holds is visited, and watched, all the same)
+        frozen = "__dataclass_params__" in cls.__dict__ and cls.__dataclass_params__.frozen
         self.put("instance")
-        self.keep("object", _CLASS, obj)
+        if not frozen:
+            self.keep("object", _CLASS, obj)
         self.visit(cls)
         if state is not None:
-            self.keep("items", _ENTRIES, state)
+            if not frozen:
+                self.keep("items", _ENTRIES, state)
             self.stack.append(id(state))
             try:
                 self._dict(dict(state), watch=False)  # a copy: the state itself is watched
             finally:
                 self.stack.pop()
-        if slots:
+        if slots and not frozen:
             self.keep("items", _slots_reader(tuple(slots)), obj)
         for s in slots:
             if s in ("__dict__", "__weakref__"):
@@ -323,9 +333,9 @@ def _bytes_digest(a: np.ndarray) -> bytes:
 # Readers of what can change in place, C-level where possible (the check runs on every call).
 
 
-def _array_state(a: np.ndarray) -> tuple[Any, ...]:
-    """What a writable array holds: its layout and its bytes (one watched entry)."""
-    return (a.shape, a.strides, a.dtype, a.tobytes())
+#: what a writable array holds, by two C calls: its layout and its bytes
+_ARRAY_LAYOUT = operator.attrgetter("shape", "strides", "dtype")
+_ARRAY_BYTES = np.ndarray.tobytes
 
 
 _ALL = operator.itemgetter(slice(None))
@@ -339,15 +349,27 @@ def _entries(mapping: Any) -> tuple[Any, ...]:
 _ENTRIES = _entries
 
 
+def _values_reader(mapping: Any) -> Any:
+    """A dict's (mapping proxy's) values view by the type's C method (``methodcaller`` looks
+    the method up on each call: eight times slower)."""
+    values = getattr(type(mapping), "values", None)
+    return values if isinstance(values, types.MethodDescriptorType) else _VALUES
+
+
+_VALUES = operator.methodcaller("values")
+
+
 @functools.cache
 def _global_reader(name: str) -> Any:
     """``globals.get(name)``, one reader per name, so that a global seen twice is watched once."""
     return operator.methodcaller("get", name, _MISSING)
 
 
-_FUNCTION_STATE = operator.attrgetter("__code__", "__defaults__", "__kwdefaults__", "__closure__")
+#: what can be assigned on a function (``__closure__`` is read-only; its cells are watched)
+_FUNCTION_STATE = operator.attrgetter("__code__", "__defaults__", "__kwdefaults__")
 _CELL = operator.attrgetter("cell_contents")  # an empty cell raises: the check then fails
 _CLASS = operator.attrgetter("__class__")
+_DEFINITION_VERSION = operator.attrgetter("_definition_version")
 
 
 def _mutation_reader(backend: Any) -> Any:
@@ -366,45 +388,117 @@ class _Watch:
     a sequence of objects (identities compared), ``value`` entries a value
     compared by ``==`` (an array's bytes, a tensor's version counter).  The
     objects seen are kept alive, so an identity is never reused.
+
+    :meth:`unchanged` runs on every derivative call, so it compares everything
+    in a few C-level passes (``map`` over the readers, ``operator.is_`` over
+    the flattened identities) with no Python frame per entry: a dict or a
+    list is iterated as it is (its keys, its items) and a dict's values
+    through its view, none copied.
     """
 
     def __init__(self) -> None:
-        self.objects: list[tuple[Any, Any, int, Any]] = []
-        self.items: list[tuple[Any, Any, tuple[int, ...], Any]] = []
+        self.objects: list[tuple[Any, Any, Any]] = []
+        self.items: list[tuple[Any, Any, tuple[Any, ...]]] = []
         self.values: list[tuple[Any, Any, Any]] = []
         self._kept: set[tuple[int, int]] = set()
+        # the flat form unchanged() compares (built by keep)
+        self._object_reads: list[Any] = []
+        self._object_objs: list[Any] = []
+        self._object_seen: list[Any] = []
+        self._iterables: list[Any] = []  # iterated as they are (a dict: its keys; a list)
+        self._item_reads: list[Any] = []  # read, then iterated (a dict's values view, ...)
+        self._item_objs: list[Any] = []
+        # what each held when hashed (the check compares with these, never with a later read)
+        self._iterable_seen: list[tuple[Any, ...]] = []
+        self._item_seen: list[tuple[Any, ...]] = []
+        self._value_reads: list[Any] = []
+        self._value_objs: list[Any] = []
+        self._value_seen: list[Any] = []
+        self._fast: tuple[Any, ...] | None = None
 
     def keep(self, kind: str, read: Any, obj: Any) -> None:
         key = (id(read), id(obj))  # both kept alive by the entry: the ids stay theirs
         if key in self._kept:  # the same thing reached twice (a function named by two closures)
             return
         self._kept.add(key)
+        self._fast = None
         try:
             seen = read(obj)
         except ValueError:  # an empty cell: watched as changed until it is filled
             seen = _MISSING
         if kind == "object":
-            self.objects.append((read, obj, id(seen), seen))
+            self.objects.append((read, obj, seen))
+            self._object_reads.append(read)
+            self._object_objs.append(obj)
+            self._object_seen.append(seen)
         elif kind == "items":
             seen = tuple(seen)
-            self.items.append((read, obj, tuple(map(id, seen)), seen))
+            self.items.append((read, obj, seen))
+            if read is _ENTRIES:  # a dict or mapping proxy: its keys, then its values view
+                half = len(seen) // 2
+                self._iterables.append(obj)
+                self._iterable_seen.append(seen[:half])
+                self._item_reads.append(_values_reader(obj))
+                self._item_objs.append(obj)
+                self._item_seen.append(seen[half:])
+            elif read is _ALL:  # a list: its items
+                self._iterables.append(obj)
+                self._iterable_seen.append(seen)
+            else:
+                self._item_reads.append(read)
+                self._item_objs.append(obj)
+                self._item_seen.append(seen)
         else:
             self.values.append((read, obj, seen))
+            self._value_reads.append(read)
+            self._value_objs.append(obj)
+            self._value_seen.append(seen)
+
+    def _compile(self) -> tuple[Any, ...]:
+        # what was seen, flat, in the order unchanged() reads it
+        flat = (*self._object_seen, *itertools.chain(*self._iterable_seen, *self._item_seen))
+        self._fast = fast = (
+            tuple(self._object_reads),
+            tuple(self._object_objs),
+            tuple(self._iterables),
+            tuple(map(len, self._iterable_seen)),
+            tuple(self._item_reads),
+            tuple(self._item_objs),
+            flat,
+            tuple(self._value_reads),
+            tuple(self._value_objs),
+            tuple(self._value_seen),
+        )
+        return fast
 
     def unchanged(self) -> bool:
-        try:
-            for read, obj, ident, _ in self.objects:
-                if id(read(obj)) != ident:
-                    return False
-            for read, obj, idents, _ in self.items:
-                if tuple(map(id, read(obj))) != idents:
-                    return False
-            for read, obj, value in self.values:
-                if read(obj) != value:
-                    return False
-        except (ValueError, AttributeError):  # an empty cell, an attribute deleted
-            return False
-        return True
+        """Whether everything watched holds what it held when hashed.
+
+        C-level iterators, no Python frame per entry (the check runs on every
+        derivative call): the lengths of the lists and dicts first, then every
+        object watched by identity in one flat pass (a dict's keys, then its
+        values through its view), then the values (bytes, version counters) by
+        ``==``.
+        """
+        fast = self._fast
+        if fast is None:
+            fast = self._compile()
+        o_reads, o_objs, iterables, lengths, i_reads, i_objs, flat, v_reads, v_objs, v_seen = fast
+        call = operator.call
+        try:  # empty passes skipped: each costs a call even with nothing to compare
+            if lengths and tuple(map(len, iterables)) != lengths:
+                return False
+            read = map(call, i_reads, i_objs)
+            now = (
+                itertools.chain(map(call, o_reads, o_objs), *iterables, *read)
+                if o_reads
+                else itertools.chain(*iterables, *read)
+            )
+            return all(map(operator.is_, now, flat)) and (
+                not v_reads or tuple(map(call, v_reads, v_objs)) == v_seen
+            )
+        except (ValueError, AttributeError, RuntimeError):  # an empty cell, an attribute
+            return False  # deleted, a dict changed size while iterated
 
     def __len__(self) -> int:
         return len(self.objects) + len(self.items) + len(self.values)
@@ -524,8 +618,14 @@ class Identity:
     defaults, instance attributes, lists, dicts, writable arrays), each with
     what it held.  Later calls compare those (identity; the bytes of
     writable arrays; torch's version counter of tensors) and traverse again
-    only when one differs.  An opaque definition is traversed on every call,
-    so that it stays ``None`` for as long as it is opaque.
+    only when one differs.  A :class:`~simdiff.Problem`'s own attributes are
+    compared as one counter its ``__setattr__`` bumps (``_definition_version``;
+    a write into ``vars(problem)`` directly goes unseen), and the state of a
+    frozen dataclass's instance, which refuses every attribute set, not at
+    all (what either holds is watched all the same).  The cost is a few
+    C-level passes over what is watched (``bench_identity``).  An opaque
+    definition is traversed on every call, so that it stays ``None`` for as
+    long as it is opaque.
 
     Examples
     --------

@@ -151,3 +151,20 @@ def test_profile_cost_paragraph_is_the_stored_run():
     m = re.search(r"equals both re-optimisations to ([\d.e-]+) in \$L\$", text)
     assert m and float(m[1]) == pytest.approx(max(res["max_abs_objective_diff"].values()), rel=0.05)
     assert all(res["meets_targets"].values())
+
+
+def test_identity_recheck_table_is_the_stored_run():
+    """docs/performance.md's identity-recheck table is the stored run, row for row, and the
+    rows its text names as above the 5% target are those whose share is above it."""
+    stored = [line for line in
+              (DOCS / "results" / "bench_identity_recheck.txt").read_text().splitlines()
+              if line.startswith("| ") and not line.startswith("| problem")]  # fmt: skip
+    text = (DOCS / "performance.md").read_text()
+    section = text[text.index("## Identity recheck") :].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| problem")]  # fmt: skip
+    assert rows == stored
+    over = {" ".join(c.strip() for c in line.strip("|").split("|")[:3]) for line in stored
+            if float(line.split("|")[7].strip().rstrip("%")) > 5.0}  # fmt: skip
+    named = set(re.findall(r"([\w-]+ (?:jax|torch) \w+) \([\d.]+%\)", section))
+    assert named == over

@@ -84,3 +84,96 @@ def test_nothing_is_watched_twice(name) -> None:
     w = ident._watch
     keys = [(id(e[0]), id(e[1])) for e in (*w.objects, *w.items, *w.values)]
     assert len(keys) == len(set(keys))
+
+
+def test_a_problem_attribute_replaced_is_seen_by_its_definition_version() -> None:
+    """A Problem's own attributes are watched by one counter its __setattr__ bumps."""
+    p = simdiff.Problem(lambda x, ops: ops.sum(x), x0=np.ones(2))
+    ident = Identity()
+    first = ident.current(p)
+    assert all(type(e[1]) is not dict or e[1] is not vars(p) for e in ident._watch.items)
+    p.fn = lambda x, ops: 2.0 * ops.sum(x)
+    second = ident.current(p)
+    assert second != first
+    p.x0 = np.zeros(2)
+    assert ident.current(p) != second
+
+
+def test_a_frozen_dataclass_state_is_not_watched_but_what_it_holds_is() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen:
+        weights: list
+
+    holder = Frozen([1.0, 2.0])
+    p = _problem(holder, lambda h: h.weights[0])
+    ident = Identity()
+    first = ident.current(p)
+    assert not any(e[1] is vars(holder) for e in ident._watch.items)
+    holder.weights[0] = 3.0  # the list it holds changes in place
+    assert ident.current(p) != first
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["grow", "shrink", "replace_equal", "reorder", "move_between_dicts", "cell", "default"],
+)
+def test_every_kind_of_in_place_change_is_seen(change) -> None:
+    """The flat comparison (lengths, then identities in one pass) sees a sequence that grew,
+    shrank, or holds an equal but distinct object, and an entry moved from one dict to
+    another (same total length, same objects)."""
+    a: dict = {"k": [1.0]}
+    b: dict = {}
+    scale = [2.0]
+
+    def fn(x, ops, factor=1.0):
+        return factor * scale[0] * a.get("k", [0.0])[0] * b.get("k", [1.0])[0] * ops.sum(x)
+
+    p = simdiff.Problem(fn, x0=np.ones(2))
+    ident = Identity()
+    first = ident.current(p)
+    if change == "grow":
+        scale.append(3.0)
+    elif change == "shrink":
+        a.pop("k")
+    elif change == "replace_equal":
+        a["k"] = [1.0]  # equal, distinct: the new list must be the one watched
+    elif change == "reorder":
+        a["j"] = [1.0]
+        ident = Identity()
+        first = ident.current(p)
+        a["k"] = a.pop("k")
+    elif change == "move_between_dicts":
+        b["k"] = a.pop("k")
+    elif change == "cell":
+        scale = [2.0]  # the closure cell now holds another list
+    elif change == "default":
+        fn.__defaults__ = tuple([1.0])  # an equal but distinct tuple
+    assert not ident._watch.unchanged()
+    if change in ("replace_equal", "reorder", "cell", "default"):
+        assert ident.current(p) == first  # nothing that defines it changed ...
+        a["k"][0] = 5.0 if change != "cell" else 1.0
+        scale[0] = 7.0  # ... but the objects now held are the ones watched
+        assert ident.current(p) != first
+
+
+def test_the_cache_skips_what_no_derivative_reads_but_not_what_they_do() -> None:
+    """Exact references and check options are not rechecked on every call (no derivative
+    reads them; stored results are keyed by the whole fingerprint); fn's closure is."""
+    scale = [1.0]
+    exact_scale = [1.0]
+    p = simdiff.Problem(
+        lambda x, ops: scale[0] * ops.sum(x**2),
+        x0=np.ones(2),
+        exact={"grad": lambda x: exact_scale[0] * 2 * x},
+    )
+    first = simdiff.grad(p)
+    np.testing.assert_allclose(first, [2.0, 2.0], rtol=1e-12)
+    generation = p.cache.generation
+    exact_scale[0] = 3.0
+    simdiff.grad(p)
+    assert p.cache.generation == generation  # nothing built was dropped
+    scale[0] = 2.0
+    np.testing.assert_allclose(simdiff.grad(p), [4.0, 4.0], rtol=1e-12)
+    assert p.cache.generation > generation

@@ -117,6 +117,29 @@ def test_leak_away_from_x0_is_an_error_at_that_point(kind):
     assert "'branchy'" in str(info.value)
 
 
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+@pytest.mark.parametrize("kind", ["value", "grad", "hessian"])
+def test_a_leak_away_from_x0_gives_the_right_number_or_a_leak_error(backend, kind):
+    """The leak path of issue 25 on both backends and for value, gradient and Hessian: at a
+    point past the branch, the value is right (a number read out is still the number) or a
+    LeakError (JAX's tracer refuses the branch on a value); a derivative is a LeakError,
+    never the gradient [3, 6] or Hessian that miss d/dx1 (true [3, 8], [[0, 1], [1, 2]])."""
+    p = simdiff.Problem(_leaks_beyond_one, x0=np.array([0.5, 2.0]), name="branchy")
+    d = simdiff.Derivatives(p, backend=backend)
+    far = np.array([2.0, 3.0])
+    for x in (p.x0, far):  # the first call at x0, then past the branch
+        try:
+            got = getattr(d, kind)(x)
+        except simdiff.LeakError as exc:
+            assert "'branchy'" in str(exc)
+            assert kind == "value" or backend == "jax" or x is far
+            continue
+        assert kind == "value" or x is p.x0, "a derivative past the branch must not return"
+        want = {"value": x[0] * x[1] + x[1] ** 2, "grad": [x[1], x[0] + 2 * x[1]],
+                "hessian": [[0.0, 1.0], [1.0, 2.0]]}[kind]  # fmt: skip
+        np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
 def test_without_the_guard_the_later_leak_is_a_wrong_gradient(monkeypatch):
     """What the guard prevents: the same calls with it replaced by a no-op return a gradient
     that misses the leaked dependence (true gradient at (2, 3): [3, 8])."""

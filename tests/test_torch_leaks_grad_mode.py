@@ -43,8 +43,10 @@ def _bound_and_restored(v):
 
 CUTS = {
     "c_switch": (_switched_off, r"_set_grad_enabled\(False\)"),
-    "bound_switch_left_off": (_left_off, r"returned with gradients switched off"),
+    # strict sees the first operation after the switch; the default guard, fn returning
+    "bound_switch_left_off": (_left_off, r"gradients (were )?switched off"),
 }
+
 
 @pytest.mark.parametrize("probe", [True, "strict"])
 @pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
@@ -82,14 +84,44 @@ def test_outside_a_call_the_switch_is_torchs():
     assert torch.is_grad_enabled()
 
 
-@pytest.mark.parametrize("probe", [True, "strict"])
-def test_a_bound_switch_restored_inside_fn_stays_a_wrong_gradient(probe):
-    """What neither guard sees: torch's C switch by a reference bound before the guard,
-    switched back on before fn returns (true gradient [3, 8])."""
-    d = simdiff.Derivatives(leaking_problem(_bound_and_restored, "restored"), backend="torch",
-                            probe=probe)  # fmt: skip
-    d.grad(X0)
-    np.testing.assert_allclose(d.grad(FAR), [3.0, 6.0], rtol=1e-14)
+@pytest.mark.parametrize("kind", ["grad", "hvp"])
+def test_a_bound_switch_restored_inside_fn_stays_a_wrong_derivative_by_default(kind):
+    """What the default guard does not see: torch's C switch by a reference bound before
+    the guard, switched back on before fn returns (true gradient [3, 8], true HVP along
+    e0 [0, 1]); probe="strict" sees it (below)."""
+    d = simdiff.Derivatives(leaking_problem(_bound_and_restored, "restored"), backend="torch")
+    call(d, kind, X0)
+    wrong = {"grad": [3.0, 6.0], "hvp": [0.0, 0.0]}[kind]
+    np.testing.assert_allclose(call(d, kind, FAR), wrong, rtol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
+def test_strict_sees_an_operation_run_while_a_bound_switch_has_gradients_off(kind):
+    """probe="strict": every torch operation of the problem passes the guard's mode, which
+    raises for one on an array that requires grad while gradients are off and were on when
+    fn was called, whatever switched them off; on every call, with gradients back on after."""
+    d = simdiff.Derivatives(
+        leaking_problem(_bound_and_restored, "restored"), backend="torch", probe="strict"
+    )
+    want = {"grad": [2.0, 4.5], "hessian": [[0.0, 1.0], [1.0, 2.0]], "hvp": [0.0, 1.0]}[kind]
+    np.testing.assert_allclose(call(d, kind, X0), want, rtol=1e-14)
+    for _ in range(2):
+        with pytest.raises(simdiff.LeakError, match="gradients were switched off") as info:
+            call(d, kind, FAR)
+        assert "'restored'" in str(info.value)
+        assert torch.is_grad_enabled()
+
+
+def test_strict_leaves_a_problem_alone_that_the_caller_runs_without_gradients():
+    """Gradients off around the whole call (the caller's choice, not the problem's): the
+    problem's operations are not cuts; torch.func's transforms differentiate all the same."""
+    d = simdiff.Derivatives(
+        simdiff.Problem(lambda x, ops: ops.sum(x**3), x0=X0, backends=("torch",)),
+        backend="torch",
+        probe="strict",
+    )
+    with torch.no_grad():
+        np.testing.assert_allclose(d.hessian(FAR), np.diag(6.0 * FAR), rtol=1e-14)
 
 
 def test_a_nested_ad_operator_of_a_problem_left_switched_off_is_a_leak_error():

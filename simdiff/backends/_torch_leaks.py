@@ -55,7 +55,10 @@ extensions, ``x.tolist()`` by the C type's method, and a bound
 (grad mode is a thread-local flag torch changes without dispatch).  The
 strict guard (``LeakGuard(strict=True)``, ``Derivatives(probe="strict")``, a
 ``TorchFunctionMode`` through which every torch operation passes) sees the
-``data`` descriptor and ``tolist`` too; the restored switch it does not see.
+``data`` descriptor and ``tolist`` too, and the restored switch: an operation of
+the problem's code on a tensor that requires grad while gradients are off, when
+they were on as ``fn`` was called (:func:`watching_grad_mode` records that), is a
+cut whatever switched them off.
 
 Cost: the methods are replaced on ``torch.Tensor`` (and ``torch.tensor`` in
 the ``torch`` module) once, at the first guard, by wrappers that do what
@@ -67,7 +70,8 @@ thread-local counter only: no type is modified per call (that would cost
 every later attribute lookup on tensors a cache miss), and the problem's
 ops run untouched (no mode; the dispatch key is a fallthrough for all but the
 three watched operations, each a Python call more under a guard).  The grad-mode check costs two
-reads of torch's grad mode per call of the problem's function (about 0.2 us),
+reads of torch's grad mode and a thread-local flag (for the strict mode) per call of the
+problem's function (about 0.4 us),
 and ``torch._C._set_grad_enabled`` a Python call more per switch (about
 0.4 us per ``torch.enable_grad()`` block).  Measured:
 ``python -m validation.benchmarks.bench_leak_guard``.
@@ -133,6 +137,12 @@ GUARDED = {
         "x.item(), float(x) or int(x) on an array by a reference to torch's own method "
         "(bound before simdiff, or the C type's method)"
     ),
+    "gradients_off": (
+        "an operation on an array while gradients were switched off inside the problem (by "
+        "any reference, torch._C._set_grad_enabled bound before simdiff included): what it "
+        "computes is cut from the graph; use ops.stop_gradient(...) on the values meant to "
+        "be constant"
+    ),
     "grad_mode": (
         "gradients switched off and left off when the problem returned (by a reference the "
         "guard does not wrap, such as torch._C._set_grad_enabled bound before simdiff): what "
@@ -157,6 +167,9 @@ class _Active(threading.local):
 
     depth = 0
     trusted = _NONE
+    #: whether gradients were on when the innermost call of the problem's fn began
+    #: (:func:`watching_grad_mode`): an operation of the problem with them off then is a cut
+    grad_at_call = False
 
 
 _active = _Active()
@@ -369,12 +382,23 @@ def watching_grad_mode(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
     """``fn(x, ops)`` (the problem's function), raising where it returns with gradients
     switched off that were on when it was called, under a guard: the switch by whatever
     reference (``torch._C._set_grad_enabled`` bound before the wrappers were installed)
-    left what ``fn`` computed after it out of the graph.  Costs two reads of torch's grad
-    mode per call of ``fn``."""
+    left what ``fn`` computed after it out of the graph.  Records, for the strict mode,
+    whether gradients were on as ``fn`` began (``_Active.grad_at_call``), and switches
+    them back on if ``fn`` raises with them off.  Costs two reads of torch's grad mode and
+    two thread-local writes per call of ``fn``."""
 
     def call(x: Any, ops: Any) -> Any:
         on = torch.is_grad_enabled()
-        y = fn(x, ops)
+        state = _active
+        saved, state.grad_at_call = state.grad_at_call, on
+        try:
+            y = fn(x, ops)
+        except BaseException:
+            if on and not torch.is_grad_enabled():  # raised with gradients off: back on
+                torch._C._set_grad_enabled(True)
+            raise
+        finally:
+            state.grad_at_call = saved
         if on and not torch.is_grad_enabled() and _guarding():
             torch._C._set_grad_enabled(True)  # back as it was, for the caller's code
             raise RuntimeError(
@@ -431,6 +455,14 @@ class _Strict(torch.overrides.TorchFunctionMode):
             module = _caller_module()
             if watched and (module != _PRINTING if name in _ANYWHERE else not _exempt(module)):
                 raise _leak(_STRICT[name])
+        if (
+            not torch.is_grad_enabled()
+            and _active.grad_at_call
+            and _guarding()
+            and (_holds_graph(args) or (kwargs and _holds_graph(tuple(kwargs.values()))))
+            and not _exempt(_caller_module())
+        ):  # gradients switched off inside fn, by any reference: this operation is cut
+            raise _leak("gradients_off")
         return func(*args, **(kwargs or {}))
 
 

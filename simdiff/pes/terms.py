@@ -1027,48 +1027,61 @@ def check_term(term: Callable[[Any, Any], Any], index: np.ndarray, positions: np
     _check_independent(term, index, r, e, ops, name)
 
 
-#: Terms whose input the independence probe perturbs, one at a time (the first, the last, the
-#: highest and lowest energy and random others, up to this many).
-INDEPENDENCE_PROBES = 6
-
-
 def _check_independent(term: Callable[[Any, Any], Any], index: np.ndarray, r: np.ndarray,
                        e: np.ndarray, ops: Any, name: str) -> None:  # fmt: skip
     """Refuse a term function whose terms are coupled (it reduces over the term axis).
 
     The structured Hessian assumes that term ``t`` depends on ``r[t]`` alone.
-    Perturbing the input of one term at a time (by ``1e-3 (1 + |r|)`` in a
-    random direction) must leave every other term's energy unchanged; a
-    change beyond ``16 eps max|e|`` (rounding of the same elementwise
-    operations) raises :class:`InputError` naming both terms.  Probed terms:
-    the first, the last, those of highest and lowest energy, and random ones
-    (:data:`INDEPENDENCE_PROBES` in all).
+    Every pair of terms is probed, with ``2 ceil(log2 m)`` evaluations: for
+    each bit ``b`` of the term number, the inputs of the terms whose bit
+    ``b`` is 1 (then 0) are moved (by ``1e-3 (1 + |r|)`` in a random
+    direction), and the energies of the others must not change.  Two
+    different terms differ in some bit, so in one of these evaluations one
+    is moved and the other is not: a term that reads another's input (a
+    sum, mean, max or any other reduction over the term axis, or a shift
+    along it) changes by more than ``16 eps max|e|`` (rounding of the same
+    elementwise operations), and :class:`InputError` names both terms.
     """
     m = index.shape[0]
     if m < 2:
         return
     rng = np.random.default_rng(20261203)
-    randoms = rng.integers(0, m, 2 * INDEPENDENCE_PROBES)
-    picks = [0, m - 1, int(np.argmax(e)), int(np.argmin(e)), *randoms]
-    probes = list(dict.fromkeys(picks))[:INDEPENDENCE_PROBES]
     tol = 16 * np.finfo(np.float64).eps * max(float(np.max(np.abs(e))), 1e-300)
-    for t in probes:
-        moved = r.copy()
-        moved[t] += 1e-3 * (1.0 + np.abs(r[t])) * rng.uniform(-1.0, 1.0, r[t].shape)
+    numbers = np.arange(m)
+    for bit in range(int(m - 1).bit_length()):
+        for value in (1, 0):
+            moving = ((numbers >> bit) & 1) == value
+            moved = r.copy()
+            step = 1e-3 * (1.0 + np.abs(r[moving])) * rng.uniform(-1.0, 1.0, r[moving].shape)
+            moved[moving] += step
+            with np.errstate(all="ignore"):
+                e1 = np.asarray(term(moved, ops), dtype=np.float64)
+            change = np.where(moving, 0.0, np.abs(e1 - e))
+            s = int(np.argmax(change))
+            if change[s] > tol:
+                # the moved term that reads: the one whose own move changes term s
+                t = _culprit(term, r, e, ops, s, np.flatnonzero(moving), tol, rng)
+                raise InputError(
+                    f"term function {name} couples its terms: moving the atoms of term {t} "
+                    f"(atoms {index[t].tolist()}) changed the energy of term {s} (atoms "
+                    f"{index[s].tolist()}) by {change[s]:.3g}. Each term must depend on its own "
+                    "atoms only (no sum, mean or other reduction over the term axis, axis 0 of "
+                    "r[..., k, dim]); reduce over axis=-1 within a term, or write the coupled "
+                    "energy as a simdiff.Problem"
+                )
+
+
+def _culprit(term: Callable[[Any, Any], Any], r: np.ndarray, e: np.ndarray, ops: Any, s: int,
+             moved: np.ndarray, tol: float, rng: np.random.Generator) -> int:  # fmt: skip
+    """A term among ``moved`` whose input, moved alone, changes term ``s`` (by halving)."""
+    while len(moved) > 1:
+        half = moved[: len(moved) // 2]
+        trial = r.copy()
+        trial[half] += 1e-3 * (1.0 + np.abs(r[half])) * rng.uniform(-1.0, 1.0, r[half].shape)
         with np.errstate(all="ignore"):
-            e1 = np.asarray(term(moved, ops), dtype=np.float64)
-        change = np.abs(e1 - e)
-        change[t] = 0.0
-        s = int(np.argmax(change))
-        if change[s] > tol:
-            raise InputError(
-                f"term function {name} couples its terms: moving the atoms of term {t} (atoms "
-                f"{index[t].tolist()}) changed the energy of term {s} (atoms "
-                f"{index[s].tolist()}) by {change[s]:.3g}. Each term must depend on its own "
-                "atoms only (no sum, mean or other reduction over the term axis, axis 0 of "
-                "r[..., k, dim]); reduce over axis=-1 within a term, or write the coupled "
-                "energy as a simdiff.Problem"
-            )
+            changed = abs(float(np.asarray(term(trial, ops), dtype=np.float64)[s]) - e[s]) > tol
+        moved = half if changed else moved[len(moved) // 2 :]
+    return int(moved[0])
 
 
 def structured_hessian(

@@ -268,6 +268,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "bench_leak_guard.txt", "bench_leak_guard", ("--strict", "--rounds", "7", "--calls", "50")
     ),
+    # docs/performance.md, the identity recheck of every derivative call
+    Benchmark("bench_identity_recheck.txt", "bench_identity", ("--rounds", "7")),
     # docs/parameters.md
     Benchmark("bench_structured_params.txt", "bench_structured_params"),
     # docs/sensitivity.md (bench_profile writes its JSON itself, atomically)

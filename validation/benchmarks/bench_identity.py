@@ -2,21 +2,30 @@
 
 Every call of a :class:`simdiff.Derivatives` rechecks the problem's
 fingerprint (a shallow check of what could have changed in place, see
-simdiff/_fingerprint.py) and its point (``Problem.check_point``).  This times
-steady ``simdiff.grad`` calls of catalogue problems with the recheck and with
-it replaced by a no-op, interleaved in shuffled rounds (one sample of
-``--calls`` calls each), and prints the median of the per-round ratios.
-On a shared machine that ratio is noise around a few percent, so it also
-times the recheck alone (``DerivativeCache.refresh``, the fastest of the
-rounds of ``--calls * 20`` calls) and prints its share of the fastest steady
-call ("share"), with the number of entries the recheck compares.
+simdiff/_fingerprint.py): ``DerivativeCache.refresh``, once per call.  For
+each problem, backend and derivative (the gradient, or the Jacobian of a
+vector-valued problem, and the Hessian of a scalar one) this prints:
 
-Run: ``python -m validation.benchmarks.bench_identity [--rounds 7] [--calls 50]``
+- ``call us``: the median steady call, recheck included;
+- ``recheck us``: the median time of the recheck inside those calls (timed
+  around ``refresh`` as the calls run, so with the caches the call leaves
+  behind, which makes it slower than in a loop of its own), and ``share``, its
+  fraction of the call: the number the 5 % target is about;
+- ``off/on``: the median over rounds of the ratio of calls with the recheck
+  replaced by a no-op to calls with it (interleaved, shuffled rounds): the
+  same share seen from outside, noisy on a shared machine; only for calls
+  under ``--ratio-below`` seconds (``-`` otherwise).
+
+Calls slower than ``--slow`` seconds are timed once (``share`` is then the
+recheck over that one call).
+
+Run: ``python -m validation.benchmarks.bench_identity [--rounds 7] [--problems ...]``
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
 
@@ -25,7 +34,20 @@ from simdiff._cache import DerivativeCache
 from simdiff._catalogue import catalogue
 from simdiff.evidence._timing import interleaved, timed
 
-PROBLEMS = ("seed", "rosenbrock4", "lj38", "heat_diffusivity", "ode_rk4_decay", "lorenz63")
+#: the smallest call of each family first (the hardest for a 5 % target), then larger ones
+PROBLEMS = (
+    "seed",
+    "rosenbrock4",
+    "ishigami",
+    "muller-brown",
+    "lj-dimer",
+    "lj38",
+    "heat_modes",
+    "heat_diffusivity",
+    "ode_rk4_decay",
+    "lotka_volterra",
+    "lorenz63",
+)
 
 
 def _unchecked(self: DerivativeCache) -> int:
@@ -35,44 +57,69 @@ def _unchecked(self: DerivativeCache) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--budget", type=float, default=0.05, help="seconds per sample")
+    ap.add_argument("--slow", type=float, default=1.0, help="time calls above this once")
+    ap.add_argument("--ratio-below", type=float, default=0.02)
+    ap.add_argument("--problems", nargs="*", default=list(PROBLEMS))
     args = ap.parse_args()
     real = DerivativeCache.refresh
+    spent: list[float] = []
+
+    def measured(self: DerivativeCache) -> int:
+        start = time.perf_counter()
+        try:
+            return real(self)
+        finally:
+            spent.append(time.perf_counter() - start)
+
     registry = catalogue().registry()
-    print(f"{'problem':18s} {'backend':7s} {'checked us':>11s} {'unchecked us':>13s} ratio "
-          f"{'entries':>7s} {'recheck us':>10s} {'share':>6s}")  # fmt: skip
-    for name in PROBLEMS:
+    print("| problem | backend | derivative | watched | call us | recheck us | share | off/on |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in args.problems:
         p = registry[name]()
-        derivative = simdiff.grad if p.is_scalar else simdiff.jacobian
+        kinds = [(simdiff.grad if p.is_scalar else simdiff.jacobian)]
+        if p.is_scalar:
+            kinds.append(simdiff.hessian)
         for backend in ("jax", "torch"):
             if not p.supports(backend):
                 continue
-            derivative(p, backend=backend)  # build and compile outside the timing
+            for derivative in kinds:
 
-            def call(derivative=derivative, p=p, backend=backend) -> None:
-                derivative(p, backend=backend)
+                def call(derivative=derivative, p=p, backend=backend) -> None:
+                    derivative(p, backend=backend)
 
-            def sample(refresh, call=call) -> None:
-                DerivativeCache.refresh = refresh  # type: ignore[method-assign]
-                for _ in range(args.calls):
-                    call()
+                call()  # build and compile outside the timing
+                one = timed(call)
+                calls = max(1, min(200, int(args.budget / one)))
+                rounds = 1 if one > args.slow else args.rounds
+                spent.clear()
+                DerivativeCache.refresh = measured  # type: ignore[method-assign]
+                try:
+                    on = [timed(call, calls) / calls for _ in range(rounds)]
+                finally:
+                    DerivativeCache.refresh = real  # type: ignore[method-assign]
+                recheck = float(np.median(spent))
+                ratio = "-"
+                if one < args.ratio_below:
 
-            try:
-                t = interleaved(
-                    {"on": lambda: sample(real), "off": lambda: sample(_unchecked)},
-                    args.rounds,
-                )
-            finally:
-                DerivativeCache.refresh = real  # type: ignore[method-assign]
-            on = [s / args.calls for s in t["on"]]
-            off = [s / args.calls for s in t["off"]]
-            ratio = float(np.median(np.array(on) / np.array(off)))
-            inner = 20 * args.calls
-            alone = min(timed(p.cache.refresh, inner) / inner for _ in range(args.rounds))
-            entries = len(p.cache._identity._watch or ())
-            print(f"{name:18s} {backend:7s} {np.median(on) * 1e6:11.1f} "
-                  f"{np.median(off) * 1e6:13.1f} {ratio:.3f} {entries:7d} "
-                  f"{alone * 1e6:10.2f} {alone / min(on):6.1%}")  # fmt: skip
+                    def sample(refresh, call=call, calls=calls) -> None:
+                        DerivativeCache.refresh = refresh  # type: ignore[method-assign]
+                        try:
+                            for _ in range(calls):
+                                call()
+                        finally:
+                            DerivativeCache.refresh = real  # type: ignore[method-assign]
+
+                    t = interleaved(
+                        {"on": lambda: sample(real), "off": lambda: sample(_unchecked)},
+                        args.rounds,
+                    )
+                    ratio = f"{float(np.median(np.array(t['off']) / np.array(t['on']))):.3f}"
+                watched = len(p.cache._identity._watch or ())
+                median = float(np.median(on))
+                print(f"| {name} | {backend} | {derivative.__name__} | {watched} | "
+                      f"{median * 1e6:.1f} | {recheck * 1e6:.2f} | {recheck / median:.1%} | "
+                      f"{ratio} |", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
