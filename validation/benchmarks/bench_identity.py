@@ -25,14 +25,13 @@ Run: ``python -m validation.benchmarks.bench_identity [--rounds 7] [--problems .
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import simdiff
 from simdiff._cache import DerivativeCache
 from simdiff._catalogue import catalogue
-from simdiff.evidence._timing import interleaved, timed
+from simdiff.evidence._timing import first_call, interleaved, timed
 
 #: the smallest call of each family first (the hardest for a 5 % target), then larger ones
 PROBLEMS = (
@@ -66,11 +65,9 @@ def main() -> None:
     spent: list[float] = []
 
     def measured(self: DerivativeCache) -> int:
-        start = time.perf_counter()
-        try:
-            return real(self)
-        finally:
-            spent.append(time.perf_counter() - start)
+        out, seconds = first_call(lambda: real(self))
+        spent.append(seconds)
+        return out
 
     registry = catalogue().registry()
     print("| problem | backend | derivative | watched | call us | recheck us | share | off/on |")
