@@ -317,3 +317,16 @@ def test_moments_carry_names_and_split_the_first_order_variance(pair):
     assert m.tree("variance_contributions")["k"].shape == (3,)
     text = str(m).splitlines()
     assert text[0].startswith("mean ") and text[2].split()[0] == "a"
+
+
+def test_the_concrete_array_type_is_right_when_first_read_inside_jit():
+    # the type is read once and cached: read first under jax.jit, it must still be the
+    # concrete array's (a tracer's type cached there refused every concrete leaf after)
+    from simdiff.backends import jax as jax_backend
+
+    jax_backend._concrete_type.cache_clear()
+    seen = []
+    jax.jit(lambda a: seen.append(jax_backend._concrete_type()) or a)(jax.numpy.ones(2))
+    assert seen == [type(jax.numpy.ones(2))]
+    backend = simdiff.backends.get_backend("jax")
+    assert backend.concrete_leaves([jax.numpy.ones(2)], [(2,)], jax.numpy.ones(2).dtype)

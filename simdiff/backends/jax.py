@@ -180,8 +180,14 @@ def _join(parts: list[Any], lead: tuple[int, ...]) -> Any:
 @functools.cache
 def _concrete_type() -> Any:
     """The type of a concrete ``jax.Array`` (``ArrayImpl``; tracers are of other types), read
-    from an array on first use, not at import (which would start XLA's client early)."""
-    return type(jnp.zeros(()))
+    from an array on first use, not at import (which would start XLA's client early).
+
+    The array is made under ``jax.ensure_compile_time_eval``: a first use inside ``jax.jit``
+    would otherwise make a tracer, and its type, cached, would pass tracers as concrete and
+    refuse every concrete array after.
+    """
+    with jax.ensure_compile_time_eval():
+        return type(jnp.zeros(()))
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
