@@ -1,0 +1,69 @@
+"""Structured vs flat parameters on torch: the per-call cost the tree adds, as ratios.
+
+The problems of :mod:`validation.benchmarks.bench_structured_params` (the
+microcases ``dict10``, ``leaf10``, ``leaves100`` and the binary Lennard-Jones
+clusters ``lj13_ab``, ``lj38_ab``), torch only, at numpy and tensor points,
+``simdiff.grad`` and ``simdiff.hessian``: structured and flat calls
+interleaved in one process (shuffled order, median over rounds of the mean of
+``inner`` calls), printed as the ratio structured / flat and the difference in
+microseconds.  A probe for working on the torch path, not the stored
+benchmark (that is ``bench_structured_params``).
+
+    python -m validation.benchmarks.probe_structured_torch [ROUNDS] [NAME ...]
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+import simdiff
+from simdiff.evidence._timing import Summary, interleaved, timed
+from validation.benchmarks.bench_structured_params import cases, lj_binary
+
+#: calls slower than this (seconds) take one call per sample
+SLOW = 2e-3
+
+
+def main(rounds: int = 31, names: tuple[str, ...] = ()) -> None:
+    """Print one row per problem, point kind and derivative."""
+    problems: dict[str, tuple[Any, Any, Any]] = {k: v[:3] for k, v in cases().items()}
+    for n_atoms in (13, 38):
+        problems[f"lj{n_atoms}_ab"] = lj_binary(n_atoms)
+    print(f"torch; median over {rounds} interleaved rounds of the mean of 15 calls "
+          f"(calls over {1e3 * SLOW:g} ms: of as many as take about 10 ms)")  # fmt: skip
+    print("| problem | point | derivative | flat (ms) | structured (ms) | ratio "
+          "| difference (us) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    torch = simdiff.backends.get_backend("torch")
+    for name, (tree, flat, point) in problems.items():
+        if names and name not in names:
+            continue
+        for arrays in ("numpy", "tensor"):
+            p, fp = point, np.asarray(tree.flatten(point))
+            if arrays == "tensor":
+                p = {k: torch.from_numpy(np.asarray(v), "float64") for k, v in point.items()}
+                fp = torch.from_numpy(fp, "float64")
+            for kind in ("grad", "hessian"):
+                fn = getattr(simdiff, kind)
+                calls = {
+                    "flat": lambda fn=fn, q=flat, x=fp: fn(q, x, backend="torch"),
+                    "structured": lambda fn=fn, q=tree, x=p: fn(q, x, backend="torch"),
+                }
+                for call in calls.values():  # warm-up
+                    call()
+                    call()
+                one = max(timed(c) for c in calls.values())
+                inner = 15 if one < SLOW else max(1, round(0.01 / one))
+                runs = interleaved(calls, rounds, inner=inner)
+                f, s = (Summary.of(runs[k]).median for k in ("flat", "structured"))
+                print(f"| {name} | {arrays} | {kind} | {1e3 * f:.3g} | {1e3 * s:.3g} | "
+                      f"{s / f:.3f} | {1e6 * (s - f):.0f} |", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    n = int(args.pop(0)) if args and args[0].isdigit() else 31
+    main(n, tuple(args))
