@@ -96,6 +96,9 @@ def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
 
 
 _LEAF = ("leaf",)
+#: Types of differentiable frameworks' arrays seen by :meth:`ParamSpec.is_input` (what
+#: :func:`_is_array` says depends on the type only): a flat point of them is known at once.
+_ARRAY_TYPES: set[type] = set()
 _REQUIRED = object()  # per_scalar's "no default": every scalar needs an entry
 
 
@@ -411,10 +414,13 @@ class ParamSpec:
         kind = type(a)
         if kind is dict:
             return True
-        if kind is np.ndarray:
+        if kind is np.ndarray or kind in _ARRAY_TYPES:
             return False
         if self.treedef[0] in ("list", "tuple") and kind in (list, tuple):
             return True
+        if _is_array(a):  # a framework's array: its type is remembered (read by type)
+            _ARRAY_TYPES.add(kind)
+            return False
         return is_tree(a)
 
     def leaves(self, tree: Any) -> list[Any]:

@@ -7,7 +7,10 @@ clusters ``lj13_ab``, ``lj38_ab``), torch only, at numpy and tensor points,
 interleaved in one process (shuffled order, median over rounds of the mean of
 ``inner`` calls), printed as the ratio structured / flat and the difference in
 microseconds.  A probe for working on the torch path, not the stored
-benchmark (that is ``bench_structured_params``).
+benchmark (that is ``bench_structured_params``).  Torch runs on one thread
+here: what the tree adds is Python and autograd work on one thread, and on a
+shared machine torch's second thread makes a call's time bimodal (a Hessian
+of ``dict10`` took 3.9 or 7.7 ms, flat and structured alike).
 
     python -m validation.benchmarks.probe_structured_torch [ROUNDS] [NAME ...]
 """
@@ -18,6 +21,7 @@ import sys
 from typing import Any
 
 import numpy as np
+import torch
 
 import simdiff
 from simdiff.evidence._timing import Summary, interleaved, timed
@@ -29,23 +33,24 @@ SLOW = 2e-3
 
 def main(rounds: int = 31, names: tuple[str, ...] = ()) -> None:
     """Print one row per problem, point kind and derivative."""
+    torch.set_num_threads(1)
     problems: dict[str, tuple[Any, Any, Any]] = {k: v[:3] for k, v in cases().items()}
     for n_atoms in (13, 38):
         problems[f"lj{n_atoms}_ab"] = lj_binary(n_atoms)
-    print(f"torch; median over {rounds} interleaved rounds of the mean of 15 calls "
+    print(f"torch (1 thread); median over {rounds} interleaved rounds of the mean of 15 calls "
           f"(calls over {1e3 * SLOW:g} ms: of as many as take about 10 ms)")  # fmt: skip
     print("| problem | point | derivative | flat (ms) | structured (ms) | ratio "
           "| difference (us) |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
-    torch = simdiff.backends.get_backend("torch")
+    backend = simdiff.backends.get_backend("torch")
     for name, (tree, flat, point) in problems.items():
         if names and name not in names:
             continue
         for arrays in ("numpy", "tensor"):
             p, fp = point, np.asarray(tree.flatten(point))
             if arrays == "tensor":
-                p = {k: torch.from_numpy(np.asarray(v), "float64") for k, v in point.items()}
-                fp = torch.from_numpy(fp, "float64")
+                p = {k: backend.from_numpy(np.asarray(v), "float64") for k, v in point.items()}
+                fp = backend.from_numpy(fp, "float64")
             for kind in ("grad", "hessian"):
                 fn = getattr(simdiff, kind)
                 calls = {
