@@ -7,10 +7,11 @@ clusters ``lj13_ab``, ``lj38_ab``), torch only, at numpy and tensor points,
 interleaved in one process (shuffled order, median over rounds of the mean of
 ``inner`` calls), printed as the ratio structured / flat and the difference in
 microseconds.  A probe for working on the torch path, not the stored
-benchmark (that is ``bench_structured_params``).  Torch runs on one thread
-here: what the tree adds is Python and autograd work on one thread, and on a
-shared machine torch's second thread makes a call's time bimodal (a Hessian
-of ``dict10`` took 3.9 or 7.7 ms, flat and structured alike).
+benchmark (that is ``bench_structured_params``).  Time is this process's CPU
+time (``CPU_CLOCK``: ``time.process_time``) with torch on one thread: what the tree adds is
+Python and autograd work on one thread, and on a shared machine with more work
+than cores wall-clock time is bimodal (a Hessian of ``dict10``: 7.8 ms a call,
+now and then 3.6 ms, flat and structured alike; 4.0 ms of CPU time every call).
 
     python -m validation.benchmarks.probe_structured_torch [ROUNDS] [NAME ...]
 """
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 import simdiff
-from simdiff.evidence._timing import Summary, interleaved, timed
+from simdiff.evidence._timing import CPU_CLOCK, Summary, interleaved, timed
 from validation.benchmarks.bench_structured_params import cases, lj_binary
 
 #: calls slower than this (seconds) take one call per sample
@@ -37,8 +38,8 @@ def main(rounds: int = 31, names: tuple[str, ...] = ()) -> None:
     problems: dict[str, tuple[Any, Any, Any]] = {k: v[:3] for k, v in cases().items()}
     for n_atoms in (13, 38):
         problems[f"lj{n_atoms}_ab"] = lj_binary(n_atoms)
-    print(f"torch (1 thread); median over {rounds} interleaved rounds of the mean of 15 calls "
-          f"(calls over {1e3 * SLOW:g} ms: of as many as take about 10 ms)")  # fmt: skip
+    print(f"torch (1 thread), CPU time; median over {rounds} interleaved rounds of the mean "
+          f"of 15 calls (calls over {1e3 * SLOW:g} ms: of as many as take 10 ms)")  # fmt: skip
     print("| problem | point | derivative | flat (ms) | structured (ms) | ratio "
           "| difference (us) |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
@@ -60,9 +61,9 @@ def main(rounds: int = 31, names: tuple[str, ...] = ()) -> None:
                 for call in calls.values():  # warm-up
                     call()
                     call()
-                one = max(timed(c) for c in calls.values())
+                one = max(timed(c, clock=CPU_CLOCK) for c in calls.values())
                 inner = 15 if one < SLOW else max(1, round(0.01 / one))
-                runs = interleaved(calls, rounds, inner=inner)
+                runs = interleaved(calls, rounds, inner=inner, clock=CPU_CLOCK)
                 f, s = (Summary.of(runs[k]).median for k in ("flat", "structured"))
                 print(f"| {name} | {arrays} | {kind} | {1e3 * f:.3g} | {1e3 * s:.3g} | "
                       f"{s / f:.3f} | {1e6 * (s - f):.0f} |", flush=True)  # fmt: skip
