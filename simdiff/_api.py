@@ -1352,27 +1352,39 @@ def _tree_call(
     compile: Any,
     method: str = "auto",
 ) -> Any:
-    """``(result, x)``: ``kind`` at a tree point ``x`` as one compiled call
-    (:meth:`Derivatives._fused_call`), or ``(None, x)`` where the general path runs (a flat
-    point, a first call, a backend that does not fuse, ...); there ``x`` is the flat vector
-    where the tree's leaves are arrays of one framework that join as they are, or float64
-    numpy arrays and numbers of their leaves' shapes (else the point as given: the general
-    path flattens and checks it)."""
+    """``(result, x, d)``: ``kind`` at a tree point ``x`` as one compiled call
+    (:meth:`Derivatives._fused_call`), or ``(None, x, d)`` where the general path runs (a
+    flat point, a first call, a backend that does not fuse, ...); there ``x`` is the flat
+    vector where the tree's leaves are arrays of one framework that join as they are, or
+    float64 numpy arrays and numbers of their leaves' shapes (else the point as given: the
+    general path flattens and checks it), and ``d`` the :class:`Derivatives` looked up here
+    (None where none was: :func:`_general` looks it up)."""
     spec = getattr(problem, "param_spec", None)
     if spec is None or x is None or type(x) is np.ndarray or not spec.is_input(x):
-        return None, x
+        return None, x, None
     parts = spec.matching_leaves(x)
     if parts is None:
-        return None, x
+        return None, x, None
     d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
     out = d._fused_call(kind, parts, method)
     if out is not None:
-        return out, x
+        return out, x, d
     if type(parts[0]) in _HOST_LEAVES:  # numpy leaves and numbers: one float64 vector
         joined = spec.host_vector(parts)
     else:
         joined = spec._join_native(parts)
-    return None, (x if joined is None else joined)
+    return None, (x if joined is None else joined), d
+
+
+def _general(
+    problem: Problem, x: Any, d: Derivatives | None, backend: Any, dtype: Any, compile: Any
+) -> tuple[Any, Derivatives]:
+    """The flat point and the :class:`Derivatives` of the general path (``d``, the one
+    :func:`_tree_call` looked up for the same point, where it did)."""
+    x = _flat(problem, x)
+    if d is None:
+        d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
+    return x, d
 
 
 def _structured(problem: Problem, kind: str, out: Any, order: int = 0) -> Any:
@@ -1422,11 +1434,10 @@ def grad(
     >>> simdiff.grad(p, np.ones((3, 2)), backend="torch").shape
     (3, 2)
     """
-    fast, x = _tree_call(problem, "grad", x, backend, dtype, compile)
+    fast, x, d = _tree_call(problem, "grad", x, backend, dtype, compile)
     if fast is not None:
         return fast
-    x = _flat(problem, x)
-    d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
+    x, d = _general(problem, x, d, backend, dtype, compile)
     return _structured(problem, "grad", d.grad(x))
 
 
@@ -1447,11 +1458,10 @@ def value_and_grad(
     >>> simdiff.value_and_grad(p)
     (array(5.), array([2., 4.]))
     """
-    fast, x = _tree_call(problem, "value_and_grad", x, backend, dtype, compile)
+    fast, x, d = _tree_call(problem, "value_and_grad", x, backend, dtype, compile)
     if fast is not None:
         return fast
-    x = _flat(problem, x)
-    d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
+    x, d = _general(problem, x, d, backend, dtype, compile)
     return _structured(problem, "value_and_grad", d.value_and_grad(x))
 
 
@@ -1488,12 +1498,12 @@ def hessian(
     array([[4., 2.],
            [2., 0.]])
     """
+    d = None
     if not sparse:
-        fast, x = _tree_call(problem, "hessian", x, backend, dtype, compile, method)
+        fast, x, d = _tree_call(problem, "hessian", x, backend, dtype, compile, method)
         if fast is not None:
             return fast
-    x = _flat(problem, x)
-    d = cached_derivatives(problem, backend, x, dtype=dtype, compile=compile)
+    x, d = _general(problem, x, d, backend, dtype, compile)
     out = d.hessian(x, method=method, sparse=sparse)
     return out if sparse else _structured(problem, "hessian", out)
 

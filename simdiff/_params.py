@@ -96,6 +96,9 @@ def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
 
 
 _LEAF = ("leaf",)
+#: Types of differentiable frameworks' arrays seen by :meth:`ParamSpec.is_input` (what
+#: :func:`_is_array` says depends on the type only): a flat point of them is known at once.
+_ARRAY_TYPES: set[type] = set()
 _REQUIRED = object()  # per_scalar's "no default": every scalar needs an entry
 
 
@@ -411,10 +414,13 @@ class ParamSpec:
         kind = type(a)
         if kind is dict:
             return True
-        if kind is np.ndarray:
+        if kind is np.ndarray or kind in _ARRAY_TYPES:
             return False
         if self.treedef[0] in ("list", "tuple") and kind in (list, tuple):
             return True
+        if _is_array(a):  # a framework's array: its type is remembered (read by type)
+            _ARRAY_TYPES.add(kind)
+            return False
         return is_tree(a)
 
     def leaves(self, tree: Any) -> list[Any]:
@@ -559,9 +565,10 @@ class ParamSpec:
     def unflatten(self, flat: Any, ops: Any = None) -> Any:
         """The tree of ``flat`` (shape ``(..., n)``: the last axis is split into the leaves).
 
-        With ``ops`` (inside a problem's function, one point ``(n,)``), by
-        slicing in that context: scalars ``x[i]``, arrays
-        ``ops.reshape(x[i:j], shape)``, differentiable on every backend.
+        With ``ops`` (inside a problem's function, one point ``(n,)``), by the
+        context's :meth:`~simdiff.backends.OpsBase.split_leaves`: slices
+        (scalars ``x[i]``, arrays ``ops.reshape(x[i:j], shape)``), on torch one
+        ``unbind`` or ``split`` of views; differentiable on every backend.
         """
         if self._whole is not None:  # one leaf of shape (n,): the vector itself, no slice
             keys = self._dict_keys
@@ -570,29 +577,20 @@ class ParamSpec:
             src = backend_of(flat)
             if src.differentiable and src.is_native(flat):  # one call, not one op per leaf
                 return self._assemble(src.split(flat, self._bounds, self.shapes))
+        if ops is not None:  # inside the function: as the context splits best
+            return self._assemble(ops.split_leaves(flat, self._bounds, self.shapes))
         keys = self._scalar_keys
         if keys is not None:  # a flat dict of scalars: one comprehension
-            if ops is not None:
-                return {k: flat[i] for i, k in enumerate(keys)}
             return {k: flat[i] for k, i in self._scalar_items}  # 0-d (with ...), or batched
         leaves = []
-        if ops is not None:
-            for (a, b), shape in zip(self._bounds, self.shapes, strict=True):
-                if shape == ():
-                    leaves.append(flat[a])
-                elif len(shape) == 1:
-                    leaves.append(flat[a:b])
-                else:
-                    leaves.append(ops.reshape(flat[a:b], shape))
-        else:
-            lead = tuple(flat.shape[:-1])
-            for (a, b), shape in zip(self._bounds, self.shapes, strict=True):
-                if shape == ():
-                    leaves.append(flat[..., a])  # a 0-d array (with ..., not a scalar)
-                elif len(shape) == 1:
-                    leaves.append(flat[..., a:b])
-                else:
-                    leaves.append(flat[..., a:b].reshape((*lead, *shape)))
+        lead = tuple(flat.shape[:-1])
+        for (a, b), shape in zip(self._bounds, self.shapes, strict=True):
+            if shape == ():
+                leaves.append(flat[..., a])  # a 0-d array (with ..., not a scalar)
+            elif len(shape) == 1:
+                leaves.append(flat[..., a:b])
+            else:
+                leaves.append(flat[..., a:b].reshape((*lead, *shape)))
         return self._assemble(leaves)
 
     def unflatten_tree(self, out: Any, kind: str, order: int = 0) -> Any:

@@ -330,3 +330,41 @@ def test_the_concrete_array_type_is_right_when_first_read_inside_jit():
     assert seen == [type(jax.numpy.ones(2))]
     backend = simdiff.backends.get_backend("jax")
     assert backend.concrete_leaves([jax.numpy.ones(2)], [(2,)], jax.numpy.ones(2).dtype)
+
+
+# leaves of every plan torch's split has: scalars (one unbind), one trailing shape (rows),
+# mixed shapes (one split and reshapes)
+SPLIT_TREES = {
+    "scalars": {"a": 0.3, "b": -1.2, "c": 0.8},
+    "rows": {"A": np.arange(12.0).reshape(4, 3) / 7, "B": np.arange(6.0).reshape(2, 3) / 5},
+    "mixed": {"a": 0.3, "k": np.array([0.2, -0.4]), "m": np.arange(6.0).reshape(2, 3) / 9},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT_TREES))
+def test_torch_split_leaves_equal_slices_in_values_and_derivatives(name):
+    spec, flat = simdiff.ParamSpec.from_tree(SPLIT_TREES[name])
+    ops = simdiff.backends.get_backend("torch").ops("float64")
+    base = simdiff.backends.OpsBase.split_leaves  # one slice per leaf: the reference
+
+    def energy(split):
+        def f(x):
+            parts = split(x)
+            return sum(((k + 1.0) * torch.sin(p) * p).sum() for k, p in enumerate(parts))
+
+        return f
+
+    new = energy(lambda x: ops.split_leaves(x, spec._bounds, spec.shapes))
+    old = energy(lambda x: base(ops, x, spec._bounds, spec.shapes))
+    x = torch.as_tensor(flat + 0.1)
+    for got, want in zip(ops.split_leaves(x, spec._bounds, spec.shapes),
+                         base(ops, x, spec._bounds, spec.shapes), strict=True):  # fmt: skip
+        assert got.shape == want.shape and torch.equal(got, want)
+    g_new, g_old = torch.func.grad(new)(x), torch.func.grad(old)(x)
+    np.testing.assert_allclose(g_new.numpy(), g_old.numpy(), rtol=RTOL)
+    h_new, h_old = torch.func.hessian(new)(x), torch.func.hessian(old)(x)
+    np.testing.assert_allclose(h_new.numpy(), h_old.numpy(), rtol=RTOL, atol=RTOL)
+    batch = torch.stack([x, 2 * x])  # a batched result: leaves (2, *shape)
+    for part, (a, b), shape in zip(spec.unflatten(batch).values(), spec._bounds, spec.shapes,
+                                   strict=True):  # fmt: skip
+        assert torch.equal(part, batch[:, a:b].reshape(2, *shape))

@@ -7,12 +7,14 @@ statistics are checked on given samples.
 from __future__ import annotations
 
 import ast
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from simdiff.evidence._timing import (
+    CPU_CLOCK,
     Summary,
     first_call,
     first_call_cpu,
@@ -87,6 +89,14 @@ def test_interleaved_inner_calls_and_skip() -> None:
     )
     assert len(t[("a", 1)]) == 5 and len(t[("b", 2)]) == 2
     assert count == {"a": 15, "b": 2}
+
+
+def test_interleaved_reads_the_clock_it_is_given() -> None:
+    ticks = iter(range(100))
+    t = interleaved({"a": lambda: None}, 3, inner=2, clock=lambda: 10.0 * next(ticks))
+    assert t == {"a": [5.0, 5.0, 5.0]}  # one tick of 10 per sample of 2 calls
+    assert timed(lambda: None, 4, clock=lambda: 8.0 * next(ticks)) == 8.0
+    assert CPU_CLOCK is time.process_time
 
 
 def test_summary_quartiles_median_and_range() -> None:

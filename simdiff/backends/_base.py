@@ -325,6 +325,26 @@ class OpsBase:
         """
         return x
 
+    def split_leaves(
+        self,
+        flat: Array,
+        bounds: tuple[tuple[int, int], ...],
+        shapes: tuple[tuple[int, ...], ...],
+    ) -> list[Array]:
+        """The leaves of one flat point ``flat`` (shape ``(n,)``): ``flat[a:b]`` reshaped to
+        ``shape`` for each ``(a, b)`` of ``bounds`` (a scalar leaf, shape ``()``, is
+        ``flat[a]``).
+
+        What rebuilds structured parameters inside a problem's function
+        (:meth:`simdiff.ParamSpec.unflatten` with ``ops``), differentiable in
+        the context.  Here one slice (and a reshape) per leaf; a context whose
+        every operation is a recorded node (torch's eager autograd) makes it
+        fewer.
+        """
+        return [flat[a] if s == () else flat[a:b] if len(s) == 1
+                else self.reshape(flat[a:b], s)
+                for (a, b), s in zip(bounds, shapes, strict=True)]  # fmt: skip
+
     def __getattr__(self, item: str) -> Any:
         # Only reached for names the context lacks.
         raise UnsupportedError(

@@ -284,6 +284,40 @@ class _ForwardOnly(torch.autograd.Function):
         return x_t
 
 
+@functools.lru_cache(maxsize=256)
+def _split_plan(
+    bounds: tuple[tuple[int, int], ...], shapes: tuple[tuple[int, ...], ...]
+) -> tuple[str, Any, Any]:
+    """How :func:`_split_leaves` splits leaves of ``shapes`` (made once per structure):
+    ``("scalars", None, None)``, ``("rows", trailing shape, rows per leaf)`` or ``("split",
+    sizes, None)``."""
+    if all(s == () for s in shapes):
+        return "scalars", None, None
+    trail = tuple(shapes[0][1:])
+    if all(len(s) >= 2 and tuple(s[1:]) == trail for s in shapes):
+        return "rows", trail, [s[0] for s in shapes]
+    return "split", [b - a for a, b in bounds], None
+
+
+def _split_leaves(flat: torch.Tensor, bounds: Any, shapes: Any) -> list[torch.Tensor]:
+    """The leaves of ``flat`` (``(*lead, n)``), each ``(*lead, *shape)``, as views in one or
+    two recorded operations instead of a slice (and a reshape) per leaf: one ``unbind`` for
+    scalar leaves; one reshape and one ``split`` along the first axis for leaves of one
+    trailing shape (``{"A": (26, 3), "B": (12, 3)}``); else one ``split`` and a reshape per
+    leaf that is not a vector.  Under eager autograd every operation is a node of the
+    backward pass (a slice's backward fills a zero vector of length ``n``), so fewer is
+    cheaper; ``torch.func`` transforms batch each alike."""
+    kind, a, b = _split_plan(tuple(bounds), tuple(shapes))
+    if kind == "scalars":
+        return list(torch.unbind(flat, -1))
+    lead = tuple(flat.shape[:-1])
+    if kind == "rows":
+        return list(torch.split_with_sizes(flat.reshape(*lead, -1, *a), b, dim=len(lead)))
+    chunks = torch.split_with_sizes(flat, a, dim=-1)
+    return [c if len(s) == 1 else c.squeeze(-1) if s == () else c.reshape(*lead, *s)
+            for c, s in zip(chunks, shapes, strict=True)]  # fmt: skip
+
+
 class TorchOps(LoopOps):
     """``ops`` over torch tensors with Array-API names and numpy-style keywords."""
 
@@ -398,6 +432,12 @@ class TorchOps(LoopOps):
         return torch.cumsum(x, dim=axis)
 
     # --- shape ------------------------------------------------------------------
+    def split_leaves(self, flat: Any, bounds: Any, shapes: Any) -> list[Any]:
+        """One ``unbind`` or ``split`` (views; :func:`_split_leaves`), not one slice per leaf."""
+        if not isinstance(flat, torch.Tensor):
+            return super().split_leaves(flat, bounds, shapes)
+        return _split_leaves(flat, bounds, shapes)
+
     def reshape(self, x: Any, shape: Any) -> Any:
         x = self._tensor(x)
         return torch.reshape(x, (shape,) if isinstance(shape, int) else tuple(shape))
@@ -1021,14 +1061,9 @@ class TorchBackend(Backend):
         return torch.cat([p if p.dim() == k + 1 else p.reshape(*lead, -1) for p in parts], dim=-1)
 
     def split(self, flat: Any, bounds: Any, shapes: Any) -> list[Any]:
-        """``unbind`` (one op) for scalar leaves, else one ``torch.split`` (views) and a
-        reshape where a leaf is not a vector."""
-        if all(s == () for s in shapes):
-            return list(flat.unbind(-1))
-        lead = tuple(flat.shape[:-1])
-        chunks = torch.split(flat, [b - a for a, b in bounds], dim=-1)
-        return [c if len(s) == 1 else c.squeeze(-1) if s == () else c.reshape(*lead, *s)
-                for c, s in zip(chunks, shapes, strict=True)]  # fmt: skip
+        """The leaves of ``flat`` (``(*lead, n)``) in as few operations as
+        :func:`_split_leaves` takes."""
+        return _split_leaves(flat, bounds, shapes)
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
