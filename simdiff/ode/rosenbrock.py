@@ -174,6 +174,7 @@ class RosenbrockMethod(EmbeddedPair):
     jac_sparsity: Any
     linsolve: str
     stiff = True
+    step_compiles = True
 
     def __post_init__(self) -> None:
         check_tolerances(self.rtol, self.atol, self.max_steps, self.h0)
