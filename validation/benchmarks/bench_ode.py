@@ -41,7 +41,8 @@ time interpolated (log-log) to each diffrax point's accuracy.
 
 ``--problem hires``: HIRES (8 species, the stiff test-set problem) at
 rtol 1e-9, atol 1e-12, the gradient of y8(321.8122) with respect to the 12
-rate constants: simdiff-jax and simdiff-torch Rodas5P against diffrax
+rate constants: simdiff-jax and simdiff-torch Rodas5P (eager, and with
+``compile=True``: each step one compiled graph, the loop on the host) against diffrax
 Kvaerno5 (through :func:`simdiff.ode.diffrax_problem`), and simdiff-jax at
 tolerances 10 and 100 times tighter (to compare at Kvaerno5's accuracy); gradient time
 (median, interleaved), first call, resident-set peak of the first and of a
@@ -528,6 +529,9 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
     for be in backends:
         configs[f"simdiff-{be} Rodas5P"] = simdiff.Derivatives(
             hires_problem(rtol, atol), backend=be)  # fmt: skip
+        if be == "torch":  # each step one compiled graph, the loop on the host
+            configs["simdiff-torch Rodas5P compile=True (step compiled)"] = simdiff.Derivatives(
+                hires_problem(rtol, atol), backend="torch", compile=True)  # fmt: skip
     if "jax" in backends:  # tighter: to compare at the accuracy of Kvaerno5, not the tolerance
         for f in (10.0, 100.0):
             configs[f"simdiff-jax Rodas5P, rtol {rtol / f:g}"] = simdiff.Derivatives(
@@ -555,8 +559,11 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
                 ts[name].append(timed(d.grad)[0])
     med = {name: statistics.median(t) for name, t in ts.items()}
     base = med["diffrax Kvaerno5"]
+    steps = hires_problem(rtol, atol).solve_info(backend="jax")
     print(f"HIRES, gradient of y8({po.HIRES_T}) in the 12 rate constants, rtol {rtol:g}, atol "
-          f"{atol:g}; median of {repeats}, interleaved")  # fmt: skip
+          f"{atol:g}; median of {repeats}, interleaved; Rodas5P: "
+          f"{int(steps['n_accepted'])} accepted, {int(steps['n_rejected'])} rejected steps "
+          f"(JAX)")  # fmt: skip
     print("| configuration | grad (s) | vs diffrax Kvaerno5 | first call (s) "
           "| RSS peak, first call (MB) | RSS peak, later call (MB) "
           "| y8(T) rel. error vs test set | grad rel. error vs Radau sensitivities |")  # fmt: skip
@@ -566,6 +573,11 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
         print(f"| {name} | {med[name]:.2f} | {med[name] / base:.2f}x | {first[name]:.1f} "
               f"| {rss_first[name]:.0f} | {rss_later[name]:.0f} | {ev:.1e} "
               f"| {eg:.1e} |")  # fmt: skip
+    if "jax" in backends:
+        for name in configs:
+            if name.startswith("simdiff-torch"):
+                print(f"- {name}: {med[name] / med['simdiff-jax Rodas5P']:.0f}x simdiff-jax's "
+                      "gradient")  # fmt: skip
     print(f"- reference gradient (Radau sensitivities, rtol 1e-11): {np.array2string(grad_ref)}")
     return {"median_s": med, "first_s": first, "rss_first_mb": rss_first,
             "rss_later_mb": rss_later, "errors": errs}  # fmt: skip
