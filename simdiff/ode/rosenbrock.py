@@ -271,9 +271,10 @@ class RosenbrockMethod(EmbeddedPair):
         """``("inverse" | "lu" | "auto-lu" | "banded", bandwidth)`` for ``dim`` states.
 
         ``"auto"``: LU from :data:`LU_FROM_DIM` states (where the context has
-        it), else the inverse.  It never picks ``"banded"``: on JAX its
-        unrolled block loop compiled for minutes and ran slower than the dense
-        LU at 2,048 states (``docs/ode.md``).
+        it), else the inverse.  It never picks ``"banded"``: the block
+        elimination does not pivot between blocks, which is stable for the
+        block diagonally dominant ``W`` of a diffusion problem but not in
+        general, so it is the user's call.
         """
         sp = self.jac_sparsity
         band = max(sp.lower, sp.upper) if isinstance(sp, JacobianSparsity) else 0
@@ -389,8 +390,9 @@ class Rodas3(RosenbrockMethod):
         factorisation and a triangular solve per stage (``ops.lu_factor``);
         ``"banded"`` (needs ``jac_sparsity``), block-tridiagonal elimination
         in blocks of the pattern's bandwidth (:mod:`simdiff.ode._banded`, no
-        pivoting between blocks); ``"auto"`` (default): the inverse below 128
-        states and LU from there.
+        pivoting between blocks; ``W``'s three block diagonals are read from
+        the compressed Jacobian, never a dense ``(dim, dim)`` array);
+        ``"auto"`` (default): the inverse below 128 states and LU from there.
 
     Notes
     -----
@@ -403,7 +405,9 @@ class Rodas3(RosenbrockMethod):
     accepted step sequence, as for :class:`~simdiff.ode.Dopri5`, whose Notes on
     step-size decisions under ``stop_gradient`` and on failures apply here.
     For tight tolerances :class:`~simdiff.ode.Rodas5P` (order 5) takes far
-    fewer steps.
+    fewer steps.  Under ``Derivatives(..., compile=True | "auto")`` on torch
+    each step is one compiled graph (``step_compiles``; the loop runs on the
+    host): value, gradient and VJP.
 
     References
     ----------
