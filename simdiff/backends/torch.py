@@ -807,7 +807,7 @@ class _PartCompiler:
                 # Dynamo's guard evaluation, a failed guard, so a trace on every call
                 try:
                     return compiled(*args)
-                except torch._C._LinAlgError:
+                except torch.linalg.LinAlgError:
                     pass
             # a singular matrix: compiled code raises where the part's own eager code
             # handles it (a Rosenbrock step's NaN, then a shorter step: ode.rosenbrock._factor)
