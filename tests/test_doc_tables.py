@@ -168,3 +168,14 @@ def test_identity_recheck_table_is_the_stored_run():
             if float(line.split("|")[7].strip().rstrip("%")) > 5.0}  # fmt: skip
     named = set(re.findall(r"([\w-]+ (?:jax|torch) \w+) \([\d.]+%\)", section))
     assert named == over
+
+
+def test_ode_hires_table_is_the_stored_run():
+    """Each row of docs/ode.md's HIRES table is a line of the stored run's output."""
+    stored = set((DOCS / "results" / "bench_ode_hires_gradient.txt").read_text().splitlines())
+    text = (DOCS / "ode.md").read_text()
+    section = text[text.index("### Stiff: HIRES at rtol 1e-9") :].split("\n### ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith(("| simdiff-", "| diffrax"))]
+    assert len(rows) == 6
+    for line in rows:
+        assert line in stored, line

@@ -24,7 +24,7 @@ from simdiff.backends import get_backend
 from simdiff.backends import torch as torch_backend
 from simdiff.backends.torch import TorchBackend
 from simdiff.errors import UnsupportedError
-from simdiff.ode import Dopri5, FixedStep, ODEProblem, Rodas3
+from simdiff.ode import Dopri5, FixedStep, ODEProblem, Rodas3, Rodas5P
 
 
 def _lv(t, y, p, ops):
@@ -99,17 +99,43 @@ def test_second_order_derivatives_never_take_the_compiled_loop(stand_in) -> None
     np.testing.assert_allclose(H2.numpy(), want.hessian(), rtol=1e-12, atol=0)
 
 
-def test_rosenbrock_compiles_the_whole_callable(stand_in) -> None:
-    """Rodas3's loop does not compile in torch 2.13: no part of its own."""
-    p = ODEProblem(
+def _rodas_problem(solver=None):
+    return ODEProblem(
         _lv, [1.0, 0.5], (0.0, 1.2), [1.1, 0.4, 0.9, 0.3], save_at=[0.3, 0.6, 1.2],
-        observable=lambda ys, ops: ops.sum(ys**2), solver=Rodas3(rtol=1e-6, atol=1e-8),
+        observable=lambda ys, ops: ops.sum(ys**2),
+        solver=solver or Rodas3(rtol=1e-6, atol=1e-8, h0=0.01),
     )  # fmt: skip
-    assert p.compiles_parts is None
+
+
+def test_rosenbrock_compiles_its_step_with_the_loop_on_the_host(stand_in) -> None:
+    """Rodas3's loop does not compile in torch 2.13: its step is the part, called per step."""
+    p = _rodas_problem()
+    assert p.compiles_parts == (
+        "the rodas3 step (Jacobian, factorisation, stages), one graph; the loop on the host"
+    )
     d = simdiff.Derivatives(p, backend="torch", compile=True)
-    d.grad()
-    assert d.cache_info()[0]["compiles"] == "the whole callable"
-    assert stand_in.calls == [False]
+    g = d.grad()
+    assert d.cache_info()[0]["compiles"] == p.compiles_parts
+    assert stand_in.calls == [True]  # one part, compiled once, for every step
+    info = p.solve_info(backend="jax")
+    steps = int(info["n_accepted"] + info["n_rejected"])
+    # the same arithmetic as the eager loop: the step's ~200 roundings, times the steps
+    rtol = path_rtol(200 * steps)
+    np.testing.assert_allclose(g, simdiff.Derivatives(p, backend="torch").grad(), rtol=rtol, atol=0)
+    np.testing.assert_allclose(d.value(), simdiff.Derivatives(p, "torch").value(), rtol=rtol)
+
+
+def test_the_compiled_step_is_called_once_per_attempted_step(stand_in) -> None:
+    p = _rodas_problem()
+    T = get_backend("torch")
+    ops = T.ops_compiling_parts()
+    x = torch.tensor(p.x0, dtype=torch.float64)
+    T.grad(lambda y: p.fn(y, ops))(x)
+    info = p.solve_info(backend="torch")
+    assert ops.compile_part.compiled_calls == int(info["n_accepted"] + info["n_rejected"])
+    assert ops.compile_part.eager_calls == 0
+    torch.func.vmap(lambda y: p.fn(y, ops))(torch.stack([x, 1.01 * x]))  # under vmap: eager
+    assert ops.compile_part.eager_calls > 0
 
 
 def test_auto_compiles_the_loop_once_the_announced_calls_pay(stand_in) -> None:
@@ -190,6 +216,27 @@ def test_dopri5_compiled_loop_gradient_matches_eager_and_jax() -> None:
     for q in (p.x0, [1.0, 0.4, 0.9, 0.3], [1.2, 0.5, 0.8, 0.35]):
         d.grad(np.asarray(q, dtype=float))
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
+
+
+@pytest.mark.slow
+def test_rodas5p_compiled_step_gradient_matches_eager_and_jax() -> None:
+    """For real: Rodas5P's step (jacfwd, inverse, eight stages) one graph, forward and
+    backward; later calls at other points reuse it (one graph: the first step's state is
+    tied to the parameters like every later one's)."""
+    p = _rodas_problem(Rodas5P(rtol=1e-6, atol=1e-8, h0=0.01))
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    g = d.grad()
+    assert d.cache_info()[0]["path"] == "compiled"
+    info = p.solve_info(backend="jax")
+    steps = int(info["n_accepted"] + info["n_rejected"])
+    # Inductor reorders the step's sums: ~300 roundings a step on each path
+    rtol = path_rtol(300 * steps)
+    np.testing.assert_allclose(g, simdiff.Derivatives(p, "torch").grad(), rtol=rtol, atol=0)
+    np.testing.assert_allclose(g, simdiff.Derivatives(p, "jax").grad(), rtol=rtol, atol=0)
+    for q in ([1.0, 0.4, 0.9, 0.3], [1.2, 0.5, 0.8, 0.35]):
+        d.grad(np.asarray(q, dtype=float))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == before + 1
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _numerics import path_rtol
 
 import simdiff
 from simdiff.errors import SolverError
@@ -127,6 +128,20 @@ def test_a_singular_step_is_retried_shorter_on_torch() -> None:
     assert info["status"] == 0 and info["n_rejected"] >= 1
     g = simdiff.grad(p, backend="torch")  # the rejected step is not on the tape
     assert g[0] == pytest.approx(0.25 * np.exp(4.0), rel=1e-2)  # d e^(k/4) / dk at k = 16
+
+
+@pytest.mark.slow
+def test_a_singular_step_is_retried_shorter_under_the_compiled_step() -> None:
+    """compile=True on torch: the compiled step raises on the singular W, the step runs
+    again eagerly (NaN, rejected), and the solve goes on compiled."""
+    p = _singular_at_the_first_step()
+    d = simdiff.Derivatives(p, backend="torch", compile=True)
+    g = d.grad()
+    assert d.cache_info()[0]["path"] == "compiled"
+    eager = simdiff.grad(p, backend="torch")
+    info = p.solve_info(backend="torch")
+    steps = int(info["n_accepted"] + info["n_rejected"])
+    np.testing.assert_allclose(g, eager, rtol=path_rtol(100 * steps), atol=0)
 
 
 @pytest.mark.slow

@@ -812,7 +812,9 @@ class _PartCompiler:
     ``torch.func`` transform is active and Dynamo is not tracing, and eagerly
     otherwise (under ``vmap``, ``jacrev``, ``jvp``: the compiled graph would
     see the transform's wrapped tensors).  A function that cannot be compiled
-    as one graph raises torch's error on its first compiled call.
+    as one graph raises torch's error on its first compiled call.  A call whose
+    compiled code raises torch's linear-algebra error (a singular matrix) runs
+    again eagerly, where the function's own ``try`` sees it.
 
     ``compiled_calls`` and ``eager_calls`` count what ran.
     """
@@ -843,7 +845,15 @@ class _PartCompiler:
                 warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)
                 # and the leak guard is paused (:func:`paused`): its Tensor.item() raised in
                 # Dynamo's guard evaluation, a failed guard, so a trace on every call
-                return compiled(*args)
+                try:
+                    return compiled(*args)
+                except torch.linalg.LinAlgError:
+                    pass
+            # a singular matrix: compiled code raises where the part's own eager code
+            # handles it (a Rosenbrock step's NaN, then a shorter step: ode.rosenbrock._factor)
+            self.compiled_calls -= 1
+            self.eager_calls += 1
+            return pure(*args)
 
         return part
 

@@ -220,6 +220,7 @@ class EmbeddedPair(Solver):
             lambda q: self.stepper(stage_rhs, q, ops), p, state0, y0, t0, save_at, ops, h0=h0,
             controller=controller, max_steps=self.max_steps, adjoint=adjoint,
             key=(self, rhs, adjoint) if self.loop_compiles else None,
+            step_key=(self, rhs, adjoint) if self.step_compiles else None,
             events=None if events is None else (
                 events,
                 lambda q: self.dense(stage_rhs, q, ops),

@@ -69,6 +69,11 @@ class Solver:
     #: Whether the whole step loop is one compiled graph under ``compile=True | "auto"``
     #: on torch (value, gradient, VJP; :func:`~simdiff.ode._driver._compiled_loop`).
     loop_compiles: bool = False
+    #: Whether each step is one compiled graph under ``compile=True | "auto"`` on torch,
+    #: the loop running on the host (value, gradient, VJP;
+    #: :func:`~simdiff.ode._driver._compiled_step`): for solvers whose loop cannot be
+    #: one graph (the Rosenbrock methods).
+    step_compiles: bool = False
 
     name: str = "solver"
     order: int = 0

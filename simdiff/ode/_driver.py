@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .._tree import tree_map
+from .._tree import tree_flatten, tree_map
 from ..backends.numpy import NumpyOps
 from ..errors import InputError
 from ._base import SolveInfo
@@ -54,6 +54,7 @@ def drive(
     max_steps: int,
     adjoint: Any,
     key: Any = None,
+    step_key: Any = None,
     events: Any = None,
 ) -> tuple[Any, SolveInfo]:
     """Integrate from ``t0`` through every ``save_at`` time.
@@ -89,6 +90,11 @@ def drive(
         right-hand side).  Where given and the context compiles parts
         (``ops.compile_part``), the loop is one compiled part
         (:func:`_compiled_loop`).
+    step_key : hashable, optional
+        The same, for a solver whose loop cannot be one graph: where given
+        (and ``key`` is not) and the context compiles parts, each step is
+        one compiled part and the loop runs on the host
+        (:func:`_compiled_step`).
     events : tuple, optional
         ``(event_set, dense, restart)``: an :class:`~simdiff.ode.events.EventSet`,
         ``dense(p)`` the solver's dense output (:meth:`Solver.dense`) and
@@ -114,7 +120,13 @@ def drive(
             max_steps=max_steps, key=key,
         )  # fmt: skip
         return adjoint.outputs(ys, ops), info
-    step = stepper(p)
+    if ops.compile_part is not None and step_key is not None and ev is None:
+        step = _compiled_step(stepper, p, ops, step_key)
+        # the first step's state depends on p like every later one's (0 * p adds no
+        # derivative): one graph for every step, not a second for an untracked y0
+        y0 = y0 + 0.0 * _sum_leaves(p, ops)
+    else:
+        step = stepper(p)
     if ops.eager:
         done = _drive_eager(
             step, state0, y0, t0, save_at, ops, h0=h0, controller=controller,
@@ -426,6 +438,45 @@ def _compiled_loop(
     part = ops.compile_part(("ode loop", key, controller, t0, times, int(max_steps)), make)
     ys, fields = part(y0, state0, ops.stop_gradient(h0), p)
     return ys, SolveInfo(*fields)
+
+
+def _compiled_step(stepper: Callable[[Any], Step], p: Any, ops: Any, key: Any) -> Step:
+    """The method's step as one compiled part (``ops.compile_part``); the loop stays on the host.
+
+    For solvers whose loop cannot be one graph (``solver.step_compiles``: the
+    Rosenbrock methods, whose ``jacfwd`` and linear solves fail in the
+    backward of torch 2.13's ``while_loop`` op), under ``Derivatives(...,
+    compile=True | "auto")`` on torch, for value, gradient and VJP: the
+    step's Jacobian, factorisation, stages and error estimate are one graph,
+    forward and backward, built once per ``key`` (solver and right-hand
+    side); :func:`_drive_eager` runs the controller on the host between
+    calls, so an autograd tape holds one node per accepted step.  ``t``,
+    ``h`` (as 0-d arrays, so a new step size is not a new graph), ``y``, the
+    method's state and ``p`` are the part's inputs.  Where the part runs
+    eagerly (inside a transform, under vmap) this is the plain step.
+    """
+
+    def make() -> Callable[..., Any]:
+        def pure(t: Any, y: Any, h: Any, state: Any, q: Any) -> tuple[Any, Any, Any]:
+            return stepper(q)(t, y, h, state)
+
+        return pure
+
+    part = ops.compile_part(("ode step", key), make)
+
+    def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, Any, Any]:
+        return part(ops.asarray(t), y, ops.asarray(h), state, p)  # type: ignore[no-any-return]
+
+    return step
+
+
+def _sum_leaves(p: Any, ops: Any) -> Any:
+    """The sum of every entry of every array leaf of ``p`` (0.0 if it has none)."""
+    total: Any = 0.0
+    for leaf in tree_flatten(p)[0]:
+        if hasattr(leaf, "shape"):
+            total = total + ops.sum(leaf)
+    return total
 
 
 def _while_loop(cond: Any, body: Any, carry: Any, max_steps: int, ops: Any) -> Any:

@@ -23,7 +23,13 @@ from ..backends import get_ops
 from ..errors import InputError, InputTypeError, ShapeError, UnsupportedError
 from ._base import Rhs
 
-__all__ = ["JacobianSparsity", "colour_columns", "detect_sparsity", "sparse_rhs_jacobian"]
+__all__ = [
+    "JacobianSparsity",
+    "colour_columns",
+    "compressed_rhs_jacobian",
+    "detect_sparsity",
+    "sparse_rhs_jacobian",
+]
 
 
 def colour_columns(mask: np.ndarray) -> np.ndarray:
@@ -177,19 +183,16 @@ class JacobianSparsity:
         return {"dim": self.dim, "rows": self.rows, "cols": self.cols}
 
 
-def sparse_rhs_jacobian(
+def compressed_rhs_jacobian(
     rhs: Rhs, t: Any, y: Any, p: Any, ops: Any, sp: JacobianSparsity, solver: str = "Rodas5P"
 ) -> tuple[Any, Any]:
-    """``(df/dy, df/dt)`` at ``(t, y)`` by compressed forward mode over the pattern ``sp``.
+    """``(B, df/dt)``: the compressed Jacobian ``B = J S`` at ``(t, y)`` over the pattern ``sp``.
 
     One ``ops.jacfwd`` of ``c -> rhs(t, y + c[colours])`` over ``(t, c)``, ``c``
     of length ``sp.n_colours``: ``n_colours + 1`` forward-mode products against
-    ``dim + 1`` for the dense Jacobian.  The compressed ``B = J S`` (``S`` the
-    0/1 seed matrix of the colouring) is decompressed by
-    ``J[i, j] = B[i, colours[j]]`` on the pattern and zero off it; entries of
-    the true Jacobian off the pattern are silently wrong, which is why the
-    solvers check a given pattern at construction.  Shapes ``(dim, dim)`` and
-    ``(dim,)``.
+    ``dim + 1`` for the dense Jacobian (``S`` is the 0/1 seed matrix of the
+    colouring).  ``J[i, j] = B[i, colours[j]]`` on the pattern.  Shapes
+    ``(dim, n_colours)`` and ``(dim,)``.
     """
     colours = np.array(sp.colours)  # writable: torch warns on read-only numpy indices
     z = ops.concat([ops.reshape(t, (1,)), ops.zeros((sp.n_colours,))])
@@ -204,9 +207,23 @@ def sparse_rhs_jacobian(
             f"{solver} computes df/dy by forward-mode AD, which the {ops.name!r} context lacks; "
             f"pass an analytic jac=jac(t, y, p, ops) to {solver}"
         ) from exc
-    dense = ops.take(jz[:, 1:], colours, axis=1)
+    return jz[:, 1:], jz[:, 0]
+
+
+def sparse_rhs_jacobian(
+    rhs: Rhs, t: Any, y: Any, p: Any, ops: Any, sp: JacobianSparsity, solver: str = "Rodas5P"
+) -> tuple[Any, Any]:
+    """``(df/dy, df/dt)`` at ``(t, y)`` by compressed forward mode over the pattern ``sp``.
+
+    :func:`compressed_rhs_jacobian`, decompressed by ``J[i, j] = B[i, colours[j]]``
+    on the pattern and zero off it; entries of the true Jacobian off the
+    pattern are silently wrong, which is why the solvers check a given
+    pattern at construction.  Shapes ``(dim, dim)`` and ``(dim,)``.
+    """
+    B, ft = compressed_rhs_jacobian(rhs, t, y, p, ops, sp, solver)
+    dense = ops.take(B, np.array(sp.colours), axis=1)
     J = ops.where(ops.asarray(sp.mask()), dense, ops.zeros_like(dense))
-    return J, jz[:, 0]
+    return J, ft
 
 
 def _fd_jacobian(rhs: Rhs, t: float, y: np.ndarray, p: np.ndarray, ops: Any) -> np.ndarray:

@@ -413,12 +413,18 @@ class ODEProblem(Problem):
         """What the solver compiles by itself under ``compile=True | "auto"``, or None.
 
         Dopri5 and FixedStep (``solver.loop_compiles``): the whole step loop,
-        one graph (:func:`simdiff.ode._driver._compiled_loop`).  Rodas3:
-        nothing (its loop fails to compile in torch 2.13; the whole callable
-        is compiled).
+        one graph (:func:`simdiff.ode._driver._compiled_loop`).  Rodas3 and
+        Rodas5P (``solver.step_compiles``; their loop fails to compile in
+        torch 2.13): each step, one graph, the loop on the host
+        (:func:`simdiff.ode._driver._compiled_step`).
         """
         if self.solver.loop_compiles:
             return f"the {self.solver.name} step loop (method, controller, saving), one graph"
+        if self.solver.step_compiles:
+            return (
+                f"the {self.solver.name} step (Jacobian, factorisation, stages), one graph; "
+                "the loop on the host"
+            )
         return None
 
     @property

@@ -21,6 +21,7 @@ the one factorisation per stage a solve per stage would make).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,9 +30,15 @@ import numpy as np
 
 from ..errors import InputError, InputTypeError, UnsupportedError
 from ._adaptive import EmbeddedPair, check_tolerances
-from ._banded import block_tridiagonal_factor
+from ._banded import BlockLayout, banded_w_solver, block_layout
 from ._base import Rhs, SolveInfo
-from ._sparsity import JacobianSparsity, detected, resolve, sparse_rhs_jacobian
+from ._sparsity import (
+    JacobianSparsity,
+    compressed_rhs_jacobian,
+    detected,
+    resolve,
+    sparse_rhs_jacobian,
+)
 
 __all__ = ["Rodas3", "RosenbrockMethod", "RosenbrockTableau", "rhs_jacobian"]
 
@@ -120,7 +127,7 @@ LINSOLVES = ("auto", "inverse", "lu", "banded")
 
 
 def _factor(
-    W: Any, t: Any, h: Any, ops: Any, solver: str, lu: str, bandwidth: int = 0
+    W: Any, t: Any, h: Any, ops: Any, solver: str, lu: str, banded: Any = None
 ) -> Callable[[Any], Any]:
     """``b -> W^-1 b`` from one factorisation of ``W``, reused by every stage of the step.
 
@@ -129,8 +136,8 @@ def _factor(
     ``ops.lu_solve`` (a third of the inverse's flops for the factorisation);
     ``"auto-lu"``: the same, or the inverse in a context without
     ``lu_factor`` (the Taylor context).  ``lu="banded"``: the block Thomas
-    algorithm over blocks of size ``bandwidth``
-    (:func:`~simdiff.ode._banded.block_tridiagonal_factor`).
+    algorithm, ``banded()`` building it (``W`` is then ``None``: its blocks
+    come from the compressed Jacobian, :func:`~simdiff.ode._banded.banded_w_solver`).
     A singular ``W`` gives a non-finite operator in every context: compiled
     contexts (JAX) return one, eager ones (numpy, torch), whose solvers raise
     instead, return NaN.  The step's error estimate is then not finite and
@@ -143,7 +150,7 @@ def _factor(
     """
     try:
         if lu == "banded":
-            return block_tridiagonal_factor(W, bandwidth, ops)
+            return banded()  # type: ignore[no-any-return]
         if lu != "inverse":
             try:
                 factors = ops.lu_factor(W)
@@ -156,8 +163,13 @@ def _factor(
     except UnsupportedError:  # lu="lu" where the context has no LU factorisation
         raise
     except (RuntimeError, ValueError):  # numpy's LinAlgError, torch's _LinAlgError
-        nan = ops.eye(int(W.shape[0])) * float("nan")
-        return lambda b: ops.matmul(nan, b)
+        return lambda b: b * float("nan")
+
+
+@functools.lru_cache(maxsize=16)
+def _layout(sp: JacobianSparsity, bandwidth: int) -> BlockLayout:
+    """The block layout of ``sp``'s pattern (built once per pattern and bandwidth)."""
+    return block_layout(sp.mask(), bandwidth)
 
 
 class RosenbrockMethod(EmbeddedPair):
@@ -174,6 +186,7 @@ class RosenbrockMethod(EmbeddedPair):
     jac_sparsity: Any
     linsolve: str
     stiff = True
+    step_compiles = True
 
     def __post_init__(self) -> None:
         check_tolerances(self.rtol, self.atol, self.max_steps, self.h0)
@@ -235,14 +248,17 @@ class RosenbrockMethod(EmbeddedPair):
             return found.integrate(rhs, y0, t0, save_at, p, ops, adjoint=adjoint, events=events)
         return super().integrate(rhs, y0, t0, save_at, p, ops, adjoint=adjoint, events=events)
 
+    def _check_sparsity_dim(self, n: int) -> None:
+        assert isinstance(self.jac_sparsity, JacobianSparsity)
+        if self.jac_sparsity.dim != n:
+            raise InputError(
+                f"jac_sparsity must have shape ({n}, {n}) for this {n}-state problem; got "
+                f"shape ({self.jac_sparsity.dim}, {self.jac_sparsity.dim})"
+            )
+
     def _jacobians(self, rhs: Rhs, t: Any, y: Any, p: Any, ops: Any) -> tuple[Any, Any]:
         if isinstance(self.jac_sparsity, JacobianSparsity):
-            if self.jac_sparsity.dim != int(y.shape[0]):
-                n = int(y.shape[0])
-                raise InputError(
-                    f"jac_sparsity must have shape ({n}, {n}) for this {n}-state problem; got "
-                    f"shape ({self.jac_sparsity.dim}, {self.jac_sparsity.dim})"
-                )
+            self._check_sparsity_dim(int(y.shape[0]))
             return sparse_rhs_jacobian(
                 rhs, t, y, p, ops, self.jac_sparsity, solver=type(self).__name__
             )
@@ -255,9 +271,10 @@ class RosenbrockMethod(EmbeddedPair):
         """``("inverse" | "lu" | "auto-lu" | "banded", bandwidth)`` for ``dim`` states.
 
         ``"auto"``: LU from :data:`LU_FROM_DIM` states (where the context has
-        it), else the inverse.  It never picks ``"banded"``: on JAX its
-        unrolled block loop compiled for minutes and ran slower than the dense
-        LU at 2,048 states (``docs/ode.md``).
+        it), else the inverse.  It never picks ``"banded"``: the block
+        elimination does not pivot between blocks, which is stable for the
+        block diagonally dominant ``W`` of a diffusion problem but not in
+        general, so it is the user's call.
         """
         sp = self.jac_sparsity
         band = max(sp.lower, sp.upper) if isinstance(sp, JacobianSparsity) else 0
@@ -273,12 +290,22 @@ class RosenbrockMethod(EmbeddedPair):
         h^2 f_t``) so that a masked step (``h = 0``) is the identity.
         """
         tab = self.tableau
-        J, ft = self._jacobians(rhs, t, y, p, ops)
         g = tab.gamma
         hg = h * g
         dim = int(y.shape[0])
         how, band = self._linsolve(dim)
-        solve_w = _factor(ops.eye(dim) - hg * J, t, h, ops, self.name, how, band)
+        sp = self.jac_sparsity
+        if how == "banded" and isinstance(sp, JacobianSparsity):
+            self._check_sparsity_dim(dim)
+            Bc, ft = compressed_rhs_jacobian(rhs, t, y, p, ops, sp, solver=type(self).__name__)
+            lay = _layout(sp, band)
+            solve_w = _factor(
+                None, t, h, ops, self.name, how,
+                lambda: banded_w_solver(Bc, hg, np.array(sp.colours), lay, ops),
+            )  # fmt: skip
+        else:
+            J, ft = self._jacobians(rhs, t, y, p, ops)
+            solve_w = _factor(ops.eye(dim) - hg * J, t, h, ops, self.name, how)
         ks: list[Any] = []
         yi = y
         fi = None
@@ -363,8 +390,9 @@ class Rodas3(RosenbrockMethod):
         factorisation and a triangular solve per stage (``ops.lu_factor``);
         ``"banded"`` (needs ``jac_sparsity``), block-tridiagonal elimination
         in blocks of the pattern's bandwidth (:mod:`simdiff.ode._banded`, no
-        pivoting between blocks); ``"auto"`` (default): the inverse below 128
-        states and LU from there.
+        pivoting between blocks; ``W``'s three block diagonals are read from
+        the compressed Jacobian, never a dense ``(dim, dim)`` array);
+        ``"auto"`` (default): the inverse below 128 states and LU from there.
 
     Notes
     -----
@@ -377,7 +405,9 @@ class Rodas3(RosenbrockMethod):
     accepted step sequence, as for :class:`~simdiff.ode.Dopri5`, whose Notes on
     step-size decisions under ``stop_gradient`` and on failures apply here.
     For tight tolerances :class:`~simdiff.ode.Rodas5P` (order 5) takes far
-    fewer steps.
+    fewer steps.  Under ``Derivatives(..., compile=True | "auto")`` on torch
+    each step is one compiled graph (``step_compiles``; the loop runs on the
+    host): value, gradient and VJP.
 
     References
     ----------

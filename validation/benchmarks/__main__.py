@@ -210,7 +210,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark("bench_ode_lorenz96.txt", "bench_ode", ("--problem", "lorenz96", "--repeats", "7")),
     Benchmark(
-        "bench_ode_hires_gradient.txt", "bench_ode", ("--problem", "hires", "--repeats", "3")
+        "bench_ode_hires_gradient.txt",
+        "bench_ode",
+        ("--problem", "hires", "--repeats", "3"),
+        fresh_inductor_cache=True,
     ),
     Benchmark(
         "bench_ode_brusselator2d.txt",

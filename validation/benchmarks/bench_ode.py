@@ -41,7 +41,8 @@ time interpolated (log-log) to each diffrax point's accuracy.
 
 ``--problem hires``: HIRES (8 species, the stiff test-set problem) at
 rtol 1e-9, atol 1e-12, the gradient of y8(321.8122) with respect to the 12
-rate constants: simdiff-jax and simdiff-torch Rodas5P against diffrax
+rate constants: simdiff-jax and simdiff-torch Rodas5P (eager, and with
+``compile=True``: each step one compiled graph, the loop on the host) against diffrax
 Kvaerno5 (through :func:`simdiff.ode.diffrax_problem`), and simdiff-jax at
 tolerances 10 and 100 times tighter (to compare at Kvaerno5's accuracy); gradient time
 (median, interleaved), first call, resident-set peak of the first and of a
@@ -52,11 +53,13 @@ gradient error against Radau-integrated sensitivity equations (rtol 1e-11).
 Wanner), a 32 x 32 grid (2,048 states, u and v interleaved, no-flux
 boundaries, 5-point Laplacian), A = 1, B = 3.4, alpha = 0.002, the gradient of
 the mean of u at T with respect to (A, B, alpha): simdiff Rodas5P with
-``jac_sparsity`` (compressed forward mode) and an LU solve of W per step
-against diffrax Kvaerno5 (dense Jacobian) at the same rtol; gradient time
-(median, interleaved), first call, value error against SciPy's Radau (rtol
-1e-10, with the same sparsity pattern) and the gradients' relative
-difference.  ``--bruss-torch`` adds one timed simdiff-torch gradient.
+``jac_sparsity`` (compressed forward mode) and ``linsolve="banded"`` (block
+elimination in 32 blocks of 64, W's blocks read from the compressed
+Jacobian) at rtol and at 1000 times tighter (Kvaerno5's accuracy), against
+diffrax Kvaerno5 (dense Jacobian) at rtol; gradient time (median,
+interleaved), first call, value error against SciPy's Radau (rtol 1e-10,
+with the same sparsity pattern) and the gradients' relative difference.
+``--bruss-torch`` adds simdiff-torch (eager) at rtol.
 
 ``--problem lorenz96``: Lorenz-96 with a forcing parameter per site,
 ``y_i' = (y_{i+1} - y_{i-2}) y_{i-1} - y_i + F_i`` (periodic), F = 8 + a
@@ -528,6 +531,9 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
     for be in backends:
         configs[f"simdiff-{be} Rodas5P"] = simdiff.Derivatives(
             hires_problem(rtol, atol), backend=be)  # fmt: skip
+        if be == "torch":  # each step one compiled graph, the loop on the host
+            configs["simdiff-torch Rodas5P compile=True (step compiled)"] = simdiff.Derivatives(
+                hires_problem(rtol, atol), backend="torch", compile=True)  # fmt: skip
     if "jax" in backends:  # tighter: to compare at the accuracy of Kvaerno5, not the tolerance
         for f in (10.0, 100.0):
             configs[f"simdiff-jax Rodas5P, rtol {rtol / f:g}"] = simdiff.Derivatives(
@@ -555,8 +561,11 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
                 ts[name].append(timed(d.grad)[0])
     med = {name: statistics.median(t) for name, t in ts.items()}
     base = med["diffrax Kvaerno5"]
+    steps = hires_problem(rtol, atol).solve_info(backend="jax")
     print(f"HIRES, gradient of y8({po.HIRES_T}) in the 12 rate constants, rtol {rtol:g}, atol "
-          f"{atol:g}; median of {repeats}, interleaved")  # fmt: skip
+          f"{atol:g}; median of {repeats}, interleaved; Rodas5P: "
+          f"{int(steps['n_accepted'])} accepted, {int(steps['n_rejected'])} rejected steps "
+          f"(JAX)")  # fmt: skip
     print("| configuration | grad (s) | vs diffrax Kvaerno5 | first call (s) "
           "| RSS peak, first call (MB) | RSS peak, later call (MB) "
           "| y8(T) rel. error vs test set | grad rel. error vs Radau sensitivities |")  # fmt: skip
@@ -566,6 +575,11 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
         print(f"| {name} | {med[name]:.2f} | {med[name] / base:.2f}x | {first[name]:.1f} "
               f"| {rss_first[name]:.0f} | {rss_later[name]:.0f} | {ev:.1e} "
               f"| {eg:.1e} |")  # fmt: skip
+    if "jax" in backends:
+        for name in configs:
+            if name.startswith("simdiff-torch"):
+                print(f"- {name}: {med[name] / med['simdiff-jax Rodas5P']:.0f}x simdiff-jax's "
+                      "gradient")  # fmt: skip
     print(f"- reference gradient (Radau sensitivities, rtol 1e-11): {np.array2string(grad_ref)}")
     return {"median_s": med, "first_s": first, "rss_first_mb": rss_first,
             "rss_later_mb": rss_later, "errors": errs}  # fmt: skip
@@ -618,7 +632,7 @@ def bruss2d_pattern(n: int = BRUSS_N) -> np.ndarray:
 
 
 def bruss2d_problem(t1: float, rtol: float, n: int = BRUSS_N, solver: str = "rodas5p",
-                    linsolve: str = "lu") -> ODEProblem:  # fmt: skip
+                    linsolve: str = "banded") -> ODEProblem:  # fmt: skip
     """The mean of u at ``t1`` as a function of (A, B, alpha)."""
     p = ODEProblem(
         bruss2d_rhs, bruss2d_y0(n), (0.0, t1), BRUSS_P, save_at=np.array([t1]),
@@ -643,16 +657,27 @@ def bruss2d_reference(t1: float, n: int = BRUSS_N) -> float:
     return float(sol.y[0::2, -1].mean())
 
 
-def brusselator2d(t1: float, rtol: float, repeats: int, torch_too: bool,
-                  n: int = BRUSS_N) -> dict:  # fmt: skip
-    """simdiff-jax Rodas5P (sparse J, LU) against diffrax Kvaerno5 on the 2-D Brusselator."""
+def brusselator2d(t1: float, rtol: float, repeats: int, torch_too: bool, n: int = BRUSS_N,
+                  tight: float = 1e-3) -> dict:  # fmt: skip
+    """simdiff Rodas5P (sparse J, banded W) against diffrax Kvaerno5 on the 2-D Brusselator.
+
+    simdiff at ``rtol`` and at ``tight * rtol`` (for Kvaerno5's accuracy at
+    ``rtol``); with ``torch_too`` simdiff-torch (eager) at ``rtol``.
+    """
     ref = bruss2d_reference(t1, n)
+    rt = rtol * tight
     configs: dict[str, Any] = {
-        "simdiff-jax Rodas5P, jac_sparsity, LU": simdiff.Derivatives(
+        f"simdiff-jax Rodas5P, banded, rtol {rtol:g}": simdiff.Derivatives(
             bruss2d_problem(t1, rtol, n), backend="jax"),
-        "diffrax Kvaerno5": simdiff.Derivatives(
-            bruss2d_problem(t1, rtol, n, solver="kvaerno5"), backend="jax"),
+        f"simdiff-jax Rodas5P, banded, rtol {rt:g}": simdiff.Derivatives(
+            bruss2d_problem(t1, rt, n), backend="jax"),
     }  # fmt: skip
+    if torch_too:
+        configs[f"simdiff-torch Rodas5P, banded, rtol {rtol:g}"] = simdiff.Derivatives(
+            bruss2d_problem(t1, rtol, n), backend="torch")  # fmt: skip
+    configs[f"diffrax Kvaerno5, rtol {rtol:g}"] = simdiff.Derivatives(
+        bruss2d_problem(t1, rtol, n, solver="kvaerno5"), backend="jax")  # fmt: skip
+    kv = f"diffrax Kvaerno5, rtol {rtol:g}"
     first: dict[str, float] = {}
     grads: dict[str, np.ndarray] = {}
     errs: dict[str, float] = {}
@@ -666,29 +691,22 @@ def brusselator2d(t1: float, rtol: float, repeats: int, torch_too: bool,
         for name, d in configs.items():
             ts[name].append(timed(d.grad)[0])
     med = {name: statistics.median(t) for name, t in ts.items()}
-    base = med["diffrax Kvaerno5"]
-    g_ref = grads["diffrax Kvaerno5"]
-    steps = bruss2d_problem(t1, rtol, n).solve_info(backend="jax")
+    base = med[kv]
+    g_ref = grads[kv]
+    steps = {r: bruss2d_problem(t1, r, n).solve_info(backend="jax") for r in (rtol, rt)}
     print(f"2-D Brusselator {n}x{n} ({2 * n * n} states), gradient of mean u({t1:g}) in "
-          f"(A, B, alpha), rtol {rtol:g}, atol {1e-3 * rtol:g}; median of {repeats}, "
-          f"interleaved; Rodas5P: {int(steps['n_accepted'])} accepted steps")  # fmt: skip
+          f"(A, B, alpha), atol = 1e-3 rtol; median of {repeats}, interleaved; Rodas5P: "
+          + ", ".join(f"{int(i['n_accepted'])} accepted steps at rtol {r:g}"
+                      for r, i in steps.items()))  # fmt: skip
     print("| configuration | grad (s) | vs diffrax Kvaerno5 | first call (s) "
           "| mean u(T) rel. error vs Radau 1e-10 | grad rel. diff. vs Kvaerno5 |")  # fmt: skip
     print("|---|---|---|---|---|---|")
     for name in configs:
         print(f"| {name} | {med[name]:.2f} | {med[name] / base:.2f}x | {first[name]:.1f} "
               f"| {errs[name]:.1e} | {_rel(grads[name], g_ref):.1e} |")  # fmt: skip
-    out: dict[str, Any] = {"median_s": med, "first_s": first, "errors": errs}
-    if torch_too:
-        d = simdiff.Derivatives(bruss2d_problem(t1, rtol, n), backend="torch")
-        t_first, g = timed(d.grad)
-        t_second, _ = timed(d.grad)
-        print(f"| simdiff-torch Rodas5P, jac_sparsity, LU (two calls) | {t_second:.2f} "
-              f"| {t_second / base:.2f}x | {t_first:.1f} | "
-              f"{abs(float(d.value()) - ref) / abs(ref):.1e} | {_rel(g, g_ref):.1e} |")  # fmt: skip
-        out["torch_s"] = t_second
-    print(f"- gradient (simdiff-jax): {np.array2string(grads[next(iter(configs))])}")
-    return out
+    tight_name = f"simdiff-jax Rodas5P, banded, rtol {rt:g}"
+    print(f"- gradient ({tight_name}): {np.array2string(grads[tight_name])}")
+    return {"median_s": med, "first_s": first, "errors": errs}
 
 
 # --------------------------------------------------------------------------- Lorenz-96
@@ -798,7 +816,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--bruss-n", type=int, default=BRUSS_N,
                         help="brusselator2d: the grid size (2 n^2 states)")  # fmt: skip
     parser.add_argument("--bruss-torch", action="store_true",
-                        help="brusselator2d: also time simdiff-torch once")  # fmt: skip
+                        help="brusselator2d: simdiff-torch (eager) too")  # fmt: skip
     parser.add_argument("--l96-n", default="10,100,1000,10000",
                         help="lorenz96: the sizes, a comma list")  # fmt: skip
     parser.add_argument("--hires-backends", nargs="*", default=["jax", "torch"],

@@ -8,7 +8,8 @@ torch (eager, ``torch.func.grad``), median of ``--repeats`` after one warm-up
 solves are simdiff's (:func:`simdiff.ode.rosenbrock._factor`): ``inverse``
 (``ops.linalg.solve(W, I)``, a matrix product per stage), ``lu``
 (``ops.lu_factor`` / ``ops.lu_solve``) and ``banded`` (block Thomas in blocks
-of the bandwidth, :mod:`simdiff.ode._banded`).
+of the bandwidth, :mod:`simdiff.ode._banded`, its blocks gathered from the dense
+``W``: in the solvers they come from the compressed Jacobian instead).
 
     python -m validation.benchmarks.probe_ode_linsolve --dim 2048 --band 64 --repeats 3
 """
@@ -27,6 +28,7 @@ import torch
 import simdiff.backends.jax  # noqa: F401  (x64)
 from simdiff.backends import get_backend, get_ops
 from simdiff.evidence._timing import timed
+from simdiff.ode._banded import block_tridiagonal_factor
 from simdiff.ode.rosenbrock import _factor
 
 
@@ -38,7 +40,8 @@ def _row(be: Any, ops: Any, w: Any, b: Any, how: str, bw: int, repeats: int) -> 
     """Median value and gradient seconds, then the first calls' seconds, for one solve."""
 
     def f(a: Any) -> Any:
-        solve = _factor(a, 0.0, 0.0, ops, "probe", how, bw)
+        banded = lambda: block_tridiagonal_factor(a, bw, ops)  # noqa: E731
+        solve = _factor(a, 0.0, 0.0, ops, "probe", how, banded)
         return sum(ops.sum(ops.sin(solve(b[:, k]))) for k in range(8))
 
     fv, fg = be.jit(f), be.jit(be.grad(f))
