@@ -98,6 +98,7 @@ import problems
 import problems.ode as po
 import simdiff
 from problems.ode import hires_jacobians, sensitivities
+from simdiff.evidence._accuracy import rel_error
 from simdiff.evidence._memory import PeakRSS
 from simdiff.evidence._timing import first_call
 from simdiff.ode import (
@@ -278,7 +279,7 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
 
 
 def _rel(a: object, ref: np.ndarray) -> float:
-    return float(np.max(np.abs(_np(a) - ref)) / np.max(np.abs(ref)))
+    return rel_error(_np(a), ref)
 
 
 # --------------------------------------------------------------------------- the LV table
