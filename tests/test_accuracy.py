@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from simdiff.errors import ShapeError
 from simdiff.evidence._accuracy import rel_error
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "validation" / "benchmarks"
@@ -47,8 +48,13 @@ def test_framework_arrays(wrap) -> None:
     )
 
 
+def test_a_tensor_that_requires_grad_is_read_through_its_backend() -> None:
+    got = torch.tensor([1.0, 3.0], dtype=torch.float64, requires_grad=True) * 1.0
+    assert rel_error(got, [1.0, 2.0]) == pytest.approx(0.5, rel=1e-15)
+
+
 def test_shape_mismatch_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"shapes differ: got \(2,\), reference \(3,\)"):
+    with pytest.raises(ShapeError, match=r"shapes differ: got \(2,\), reference \(3,\)"):
         rel_error(np.ones(2), np.ones(3))
 
 

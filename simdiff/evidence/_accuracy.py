@@ -11,11 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import backend_of
+from ..errors import ShapeError
+
 
 def _host(a: Any) -> np.ndarray:
-    if hasattr(a, "detach"):  # a torch tensor, on any device
-        a = a.detach().cpu()
-    return np.asarray(a, dtype=float)
+    """``a`` on the host as float64, read by the backend it belongs to (any device)."""
+    return np.asarray(backend_of(a).to_numpy(a), dtype=np.float64)
 
 
 def rel_error(got: Any, ref: Any, *, floor: float = 0.0) -> float:
@@ -37,6 +39,11 @@ def rel_error(got: Any, ref: Any, *, floor: float = 0.0) -> float:
     float
         The error, a plain float; NaN where either side holds a NaN.
 
+    Raises
+    ------
+    ShapeError
+        When ``got`` and ``ref`` differ in shape.
+
     Examples
     --------
     >>> float(f"{rel_error([1.0, 2.0], [1.0, 2.0 + 1e-6]):.2g}")
@@ -46,7 +53,7 @@ def rel_error(got: Any, ref: Any, *, floor: float = 0.0) -> float:
     """
     g, r = _host(got), _host(ref)
     if g.shape != r.shape:
-        raise ValueError(f"rel_error: shapes differ: got {g.shape}, reference {r.shape}")
+        raise ShapeError(f"rel_error: shapes differ: got {g.shape}, reference {r.shape}")
     err = float(np.max(np.abs(g - r), initial=0.0))
     scale = max(float(np.max(np.abs(r), initial=0.0)), floor)
     if np.isnan(err) or np.isnan(scale):
