@@ -236,3 +236,28 @@ def test_linalg_solve_second_order_forward_mode(backend: str) -> None:
         for s in (1.0, -1.0)
     ]
     np.testing.assert_allclose(d2, (d1[0] - d1[1]) / (2 * h), rtol=1e-8)
+
+
+def test_a_vmapped_torch_while_loop_stops_when_no_lane_runs() -> None:
+    """Under ``torch.func.vmap`` the eager loop runs while some lane's predicate holds
+    (as ``jax.vmap`` of ``lax.while_loop``), not to ``max_steps``; each lane as alone."""
+    import torch
+
+    ops = get_backend("torch").ops()
+    calls = []
+
+    def body(c):
+        calls.append(1)
+        return 2.0 * c + 1.0
+
+    def run(x):
+        return ops.while_loop(lambda c: c < 100.0, body, x, 1000)
+
+    x = torch.tensor([1.0, 40.0, 500.0], dtype=torch.float64)
+    got = torch.func.vmap(run)(x)
+    want = [run(xi) for xi in x]  # 1 -> 127 in 6 steps, 40 -> 163 in 2, 500 untouched
+    assert len(calls) == 6 + (6 + 2 + 0)  # the batched loop, then each lane alone
+    torch.testing.assert_close(got, torch.stack(want), rtol=0, atol=0)
+    # and through a derivative of the batched loop: d(out)/dx = 2**steps per lane
+    g = torch.func.vmap(torch.func.grad(run))(x)
+    torch.testing.assert_close(g, torch.tensor([64.0, 4.0, 1.0], dtype=torch.float64))

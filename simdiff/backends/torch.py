@@ -681,6 +681,16 @@ class TorchOps(LoopOps):
         """Whether Dynamo is tracing one of this context's compiled parts (``ops.compile_part``)."""
         return self.compile_part is not None and torch.compiler.is_compiling()
 
+    def _any_lane(self, pred: Any) -> bool:
+        """Whether a predicate batched by ``torch.func`` holds in some lane of every level.
+
+        Reads the tensor under the transforms' wrappers (a boolean, so no
+        derivative passes through the read).
+        """
+        while torch._C._functorch.is_functorch_wrapped_tensor(pred):
+            pred = torch._C._functorch.get_unwrapped(pred)
+        return bool(pred.any())
+
     def while_loop(
         self,
         cond: Callable[[Any], Any],
