@@ -72,6 +72,13 @@ NUMBERS: list[tuple[str, str, str, float]] = [
     ("pes.md", r"softest mode \| — \| ([−\-\d.]+) \(barrier", "s7.energy", 1e-6),
     ("pes.md", r"\(barrier ([\d.]+)\) \| 1 \|", "s7.energy - m7.energy", 1e-5),
     ("pes.md", r"\(barrier [\d.]+\) \| 1 \| (\d+) \|", "s7.nit", 0.0),
+    ("ode.md", r"this converges in (\d+) iterations", "res.nit", 0.0),
+    (
+        "ode.md",
+        r"within \$([\d.]+)\\cdot10\^\{-7\}\$\s+relative of the true",
+        "1e7 * np.max(np.abs(res.x / np.array([1.5, 1.0, 1.0, 3.0]) - 1))",
+        0.05,
+    ),
     ("sensitivity.md", r"; (\d+) function and \d+ Jacobian evaluations", "fit.nfev", 0.0),
     ("sensitivity.md", r"; \d+ function and (\d+) Jacobian evaluations", "fit.njac", 0.0),
     ("sensitivity.md", r"fit\.x = \[([\d.]+),", "fit.x[0]", 1e-4),

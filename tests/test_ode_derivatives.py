@@ -200,20 +200,6 @@ def test_batched_gradients_of_64_parameter_sets(backend: str, rng: np.random.Gen
         np.testing.assert_allclose(G[i], simdiff.grad(p, xs[i], backend=backend), rtol=1e-10)
 
 
-@pytest.mark.slow
-def test_trust_region_newton_recovers_lotka_volterra_parameters() -> None:
-    p = problems.get("lotka_volterra_fit")
-    d = simdiff.Derivatives(p, backend="jax")
-    res = scipy.optimize.minimize(
-        lambda x: float(d.value(x)), p.x0, jac=d.grad, hess=d.hessian, method="trust-exact",
-        options={"gtol": 1e-9},
-    )  # fmt: skip
-    assert res.success, res.message
-    # Noise-free data from DOP853 at rtol 1e-12; the model solves at rtol 1e-7.
-    np.testing.assert_allclose(res.x, p.meta["true_params"], rtol=1e-4)
-    assert res.nit < 30
-
-
 # --------------------------------------------------------------------------- whole catalogue
 
 
