@@ -36,3 +36,24 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261129)
+
+
+@pytest.fixture
+def aot_eager(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.compile`` with ``backend="aot_eager"``: Dynamo and AOTAutograd, no Inductor.
+
+    For tests of what Dynamo's graphs and AOTAutograd's backward do (the
+    ``while_loop`` op's gradient, retained graphs), not of Inductor's code:
+    the same graphs without its C++ build (about 8x less time).  Tests of the
+    Inductor path itself do not take this fixture.
+    """
+    import torch
+
+    real = torch.compile
+
+    def compile_aot_eager(fn=None, **kwargs):  # type: ignore[no-untyped-def]
+        kwargs.pop("options", None)  # Inductor's options
+        kwargs["backend"] = "aot_eager"
+        return real(fn, **kwargs) if fn is not None else real(**kwargs)
+
+    monkeypatch.setattr(torch, "compile", compile_aot_eager)

@@ -7,7 +7,10 @@ torch's ``while_loop`` higher-order op, whose gradient by plain autograd is
 right only with every carry leaf tied to the backend's anchor.  Second-order
 derivatives (HVP, Hessian) never take this path: torch.func over the op fails
 and its double backward is 0 (eager) or refused (compiled).  The tests with a
-real compile are marked slow (tiny problems: 2 states, 12 steps).  (The
+real compile are marked slow (tiny problems: 2 states, 12 steps); those about
+the op's gradient compile with ``aot_eager`` (the fixture of that name: Dynamo
+and AOTAutograd, where the anchor's bug is, without Inductor's C++ build), the
+Dopri5 and Rodas5P tests with Inductor.  (The
 compiled *step* with the loop on the host, the path before session 6, was
 removed: one mechanism.)
 """
@@ -180,16 +183,17 @@ def _compiled_vs_eager_and_jax():
 
 
 @pytest.mark.slow
-def test_compiled_loop_gradient_matches_eager_and_jax() -> None:
-    """For real (torch.compile, the while_loop op).  Fails if the anchor is removed: y0 is
-    a constant, so the gradient flows only through tensors the loop body closes over."""
+def test_compiled_loop_gradient_matches_eager_and_jax(aot_eager) -> None:
+    """For real (torch.compile, the while_loop op; AOTAutograd without Inductor, where
+    the anchor's bug is).  Fails if the anchor is removed: y0 is a constant, so the
+    gradient flows only through tensors the loop body closes over."""
     g, eager, jax = _compiled_vs_eager_and_jax()
     np.testing.assert_allclose(g, eager, rtol=1e-12, atol=0)
     np.testing.assert_allclose(g, jax, rtol=1e-12, atol=0)
 
 
 @pytest.mark.slow
-def test_without_the_anchor_the_compiled_loop_gradient_is_wrong(monkeypatch) -> None:
+def test_without_the_anchor_the_compiled_loop_gradient_is_wrong(monkeypatch, aot_eager) -> None:
     """The test above fails without the anchor (torch 2.13): an untracked zero in its place."""
     monkeypatch.setattr(torch_backend, "_ANCHOR", torch.zeros((), dtype=torch.float64))
     g, eager, _ = _compiled_vs_eager_and_jax()
@@ -251,7 +255,7 @@ def test_a_loop_that_is_not_one_graph_is_refused_with_torchs_reason() -> None:
 
 
 @pytest.mark.slow
-def test_compiled_loop_vjp_and_value_match_and_the_vjp_can_be_pulled_back_twice() -> None:
+def test_compiled_loop_vjp_and_value_match_and_the_vjp_can_be_pulled_back_twice(aot_eager) -> None:
     """Trajectory VJP and value against eager torch and JAX, on one compile of each.
 
     The pullback keeps its graph (retain_graph): the compiled loop keeps its saved buffers

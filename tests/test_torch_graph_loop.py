@@ -53,13 +53,13 @@ def _compiled_gradient():
 
 
 @pytest.mark.slow
-def test_compiled_graph_loop_gradient_wrt_a_closed_over_tensor() -> None:
+def test_compiled_graph_loop_gradient_wrt_a_closed_over_tensor(aot_eager) -> None:
     g, want = _compiled_gradient()
     torch.testing.assert_close(g, want, rtol=1e-13, atol=0)
 
 
 @pytest.mark.slow
-def test_without_the_anchor_the_gradient_is_wrong(monkeypatch) -> None:
+def test_without_the_anchor_the_gradient_is_wrong(monkeypatch, aot_eager) -> None:
     """Why the anchor exists: with an untracked zero in its place the gradient is wrong (torch 2.13)."""
     monkeypatch.setattr(torch_backend, "_ANCHOR", torch.zeros((), dtype=torch.float64))
     torch._dynamo.reset()
