@@ -59,10 +59,6 @@ class _Computed:
         self.problem = problem
 
     @property
-    def _definition_version(self) -> Any:
-        return getattr(self.problem, "_definition_version", None)
-
-    @property
     def __fingerprint_of__(self) -> Any:
         """The problem this is a view of: a reference to it from within its definition
         (an ODE's ``fn`` naming its problem) is hashed as a cycle, not as the whole problem."""

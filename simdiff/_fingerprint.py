@@ -239,16 +239,17 @@ class _Hasher:
         definition = getattr(type(obj), "__fingerprint__", None)
         if definition is not None:  # the object says what defines it (a Problem, a cache)
             self.put("defined", type(obj).__module__, type(obj).__qualname__)
-            if isinstance(getattr(obj, "_definition_version", None), int):
+            # a view of another object (a problem less what no derivative reads): a reference
+            # to that object from within (fn's closure naming its problem) is a cycle, so the
+            # view's definition is hashed, and watched, once; the object's counter is the view's
+            of = obj.__fingerprint_of__ if hasattr(type(obj), "__fingerprint_of__") else None
+            owner = obj if of is None else of
+            if isinstance(owner, Versioned):
                 # bumped by the object's __setattr__ (a Problem): one number to compare
-                self.keep("value", _DEFINITION_VERSION, obj)
+                self.keep("value", _DEFINITION_VERSION, owner)
             elif hasattr(obj, "__dict__"):
                 self.keep("items", _ENTRIES, obj.__dict__)
             defined = definition(obj)
-            # a view of another object (a problem less what no derivative reads): a reference
-            # to that object from within (fn's closure naming its problem) is a cycle, so the
-            # view's definition is hashed, and watched, once
-            of = obj.__fingerprint_of__ if hasattr(type(obj), "__fingerprint_of__") else None
             if of is not None:
                 self.stack.append(id(of))
             try:
@@ -333,19 +334,26 @@ class _Hasher:
         # a frozen dataclass's own instances refuse every attribute set (__class__ too):
         # their state cannot change (what it holds is visited, and watched, all the same)
         frozen = "__dataclass_params__" in cls.__dict__ and cls.__dataclass_params__.frozen
+        # a Versioned instance's attribute sets (its class's too) bump one counter
+        versioned = not frozen and isinstance(obj, Versioned)
         self.put("instance")
-        if not frozen:
+        if versioned:
+            self.keep("value", _DEFINITION_VERSION, obj)
+        elif not frozen:
             self.keep("object", _CLASS, obj)
         self.visit(cls)
         if state is not None:
-            if not frozen:
+            if not frozen and not versioned:
                 self.keep("items", _ENTRIES, state)
+            copy = dict(state)  # a copy: the state itself is watched (or its counter)
+            if versioned:
+                copy.pop("_definition_version", None)  # not what defines it
             self.stack.append(id(state))
             try:
-                self._dict(dict(state), watch=False)  # a copy: the state itself is watched
+                self._dict(copy, watch=False)
             finally:
                 self.stack.pop()
-        if slots and not frozen:
+        if slots and not frozen and not versioned:
             self.keep("items", _slots_reader(tuple(slots)), obj)
         for s in slots:
             if s in ("__dict__", "__weakref__"):

@@ -238,3 +238,22 @@ def test_the_evaluation_state_is_rechecked_on_every_call() -> None:
     fn.version = 1  # type: ignore[attr-defined]
     simdiff.grad(p)
     assert p.cache.generation == generation + 1
+
+
+def test_a_versioned_instance_is_watched_by_its_counter_and_hashed_without_it() -> None:
+    """A Versioned instance (a pair term) is one counter in the recheck, not its class and
+    attributes; the counter is not part of its fingerprint (two equal terms set up by
+    different numbers of assignments are the same)."""
+    from simdiff._fingerprint import fingerprint
+    from simdiff.pes import lennard_jones
+    from simdiff.pes.cluster import PairTerm
+
+    a, b = PairTerm(lennard_jones), PairTerm(lennard_jones)
+    b.box = None  # one assignment more: another counter, the same definition
+    pa = _problem(a, lambda h: 1.0)
+    assert fingerprint(pa) == fingerprint(_problem(b, lambda h: 1.0))
+    ident = Identity()
+    first = ident.current(pa)
+    assert not any(e[1] is vars(a) for e in ident._watch.items)
+    a.box = np.eye(3) * 10.0  # replaced after the first check
+    assert ident.current(pa) != first
