@@ -428,21 +428,29 @@ class LoopOps(OpsBase):
         """``carry = body(carry)`` while ``cond(carry)``, at most ``max_steps`` times.
 
         Same contract as ``jax.lax.while_loop`` with an iteration bound.  Here a
-        Python loop that stops as soon as ``cond`` is false; when ``cond`` cannot
-        be read (under ``torch.func.vmap``) every iteration runs and the carry is
-        updated only where ``cond`` holds.
+        Python loop that stops as soon as ``cond`` is false; when ``cond`` has no
+        one value (batched under ``torch.func.vmap``) the carry is updated only
+        where ``cond`` holds, and the loop stops once it holds in no lane
+        (:meth:`_holds_anywhere`; what ``jax.vmap`` of ``lax.while_loop`` does),
+        or after ``max_steps`` where the lanes cannot be read.
         """
         for _ in range(int(max_steps)):
             pred = cond(carry)
             try:
                 go = bool(pred)
             except RuntimeError:  # batched under torch.func.vmap: no Python value
+                if not self._holds_anywhere(pred):
+                    break  # every lane is done: the rest would keep every carry as it is
                 carry = self._select(pred, body(carry), carry)
                 continue
             if not go:
                 break
             carry = body(carry)
         return carry
+
+    def _holds_anywhere(self, pred: Any) -> bool:
+        """Whether a batched predicate holds in any lane (True where that cannot be read)."""
+        return True
 
     def cond(
         self,
