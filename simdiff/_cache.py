@@ -59,8 +59,10 @@ class _Computed:
         self.problem = problem
 
     @property
-    def _definition_version(self) -> Any:
-        return getattr(self.problem, "_definition_version", None)
+    def __fingerprint_of__(self) -> Any:
+        """The problem this is a view of: a reference to it from within its definition
+        (an ODE's ``fn`` naming its problem) is hashed as a cycle, not as the whole problem."""
+        return self.problem
 
     def __fingerprint__(self) -> Any:
         defined = self.problem.__fingerprint__()
@@ -94,6 +96,8 @@ class DerivativeCache:
         self._computed: _Computed | None = None  # the owner's definition as derivatives read it
         self._built_for: str | None = None
         self._built_state: Any = None
+        #: the shallow check of the definition and evaluation state (None: traverse anew)
+        self._unchanged: Callable[[], bool] | None = None
         #: Bumped whenever what was built is dropped because the definition changed.
         self.generation = 0
 
@@ -101,8 +105,17 @@ class DerivativeCache:
         """Drop what was built if the owner's fingerprint changed (or is None), or its
         evaluation state (``owner.evaluation_state()``: a neighbour list rebuilt); the generation.
 
-        The check is shallow while nothing changed (:class:`~simdiff._fingerprint.Identity`).
+        The check is shallow while nothing changed (:class:`~simdiff._fingerprint.Identity`;
+        the evaluation state is one more entry of what it watches): one call.
         """
+        unchanged = self._unchanged
+        if unchanged is not None and unchanged():
+            return self.generation
+        return self._refresh()
+
+    def _refresh(self) -> int:
+        """:meth:`refresh` when something watched changed: the fingerprint anew."""
+        self._unchanged = None
         owner = None if self._owner is None else self._owner()
         if owner is None:
             return self.generation
@@ -111,12 +124,19 @@ class DerivativeCache:
             # a Problem (its attributes one counter); any other owner is watched whole
             versioned = isinstance(getattr(owner, "_definition_version", None), int)
             computed = self._computed = _Computed(owner) if versioned else None
-        fp = self._identity.current(owner if computed is None else computed)
-        state = owner.evaluation_state() if hasattr(owner, "evaluation_state") else None
+        identity = self._identity
+        fp = identity.current(owner if computed is None else computed)
+        state_of = getattr(type(owner), "evaluation_state", None)
+        state = None if state_of is None else state_of(owner)
         if fp is None or fp != self._built_for or state != self._built_state:
             self._items.clear()
             self._built_for, self._built_state = fp, state
             self.generation += 1
+        watch = identity.watch
+        if fp is not None and watch is not None:
+            if state_of is not None:  # compared with the state seen now on the next calls
+                watch.keep("value", state_of, owner)
+            self._unchanged = watch.unchanged
         return self.generation
 
     @property

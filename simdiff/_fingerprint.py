@@ -49,7 +49,7 @@ from .backends import backend_of
 from .errors import InputTypeError
 from .errors import _Opaque as Opaque
 
-__all__ = ["Identity", "Opaque", "fingerprint", "why_opaque"]
+__all__ = ["Identity", "Opaque", "Versioned", "fingerprint", "why_opaque"]
 
 
 _DATA = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), range, slice)
@@ -60,6 +60,27 @@ _LIBRARY_ROOTS = [
 ]
 #: Packages hashed by name and version, also when installed from a source tree.
 _LIBRARY_PACKAGES = {"simdiff", "numpy", "scipy", "jax", "jaxlib", "torch", "builtins"}
+
+
+class Versioned:
+    """A class whose attributes are watched as one counter.
+
+    Every attribute set or deleted (``__class__`` too) bumps
+    ``_definition_version``; the recheck of a fingerprint on each derivative
+    call (:class:`Identity`) compares that one number instead of every
+    attribute of an object that says what defines it (``__fingerprint__``).
+    A write into ``vars(obj)`` directly goes unseen.
+    """
+
+    _definition_version: int = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        object.__setattr__(self, "_definition_version", self._definition_version + 1)
+
+    def __delattr__(self, name: str) -> None:
+        object.__delattr__(self, name)
+        object.__setattr__(self, "_definition_version", self._definition_version + 1)
 
 
 @functools.cache
@@ -218,22 +239,33 @@ class _Hasher:
         definition = getattr(type(obj), "__fingerprint__", None)
         if definition is not None:  # the object says what defines it (a Problem, a cache)
             self.put("defined", type(obj).__module__, type(obj).__qualname__)
-            if isinstance(getattr(obj, "_definition_version", None), int):
+            # a view of another object (a problem less what no derivative reads): a reference
+            # to that object from within (fn's closure naming its problem) is a cycle, so the
+            # view's definition is hashed, and watched, once; the object's counter is the view's
+            of = obj.__fingerprint_of__ if hasattr(type(obj), "__fingerprint_of__") else None
+            owner = obj if of is None else of
+            if isinstance(owner, Versioned):
                 # bumped by the object's __setattr__ (a Problem): one number to compare
-                self.keep("value", _DEFINITION_VERSION, obj)
+                self.keep("value", _DEFINITION_VERSION, owner)
             elif hasattr(obj, "__dict__"):
                 self.keep("items", _ENTRIES, obj.__dict__)
             defined = definition(obj)
-            # held here only (a dict built by the call; getrefcount's own argument is the
-            # other reference): nothing can change it later, so it is not watched
-            if type(defined) is dict and sys.getrefcount(defined) <= 2:
-                self.stack.append(id(defined))
-                try:
-                    self._dict(defined, watch=False)
-                finally:
+            if of is not None:
+                self.stack.append(id(of))
+            try:
+                # held here only (a dict built by the call; getrefcount's own argument is
+                # the other reference): nothing can change it later, so it is not watched
+                if type(defined) is dict and sys.getrefcount(defined) <= 2:
+                    self.stack.append(id(defined))
+                    try:
+                        self._dict(defined, watch=False)
+                    finally:
+                        self.stack.pop()
+                else:
+                    self.visit(defined)
+            finally:
+                if of is not None:
                     self.stack.pop()
-            else:
-                self.visit(defined)
             return
         self._instance(obj)
 
@@ -302,19 +334,26 @@ class _Hasher:
         # a frozen dataclass's own instances refuse every attribute set (__class__ too):
         # their state cannot change (what it holds is visited, and watched, all the same)
         frozen = "__dataclass_params__" in cls.__dict__ and cls.__dataclass_params__.frozen
+        # a Versioned instance's attribute sets (its class's too) bump one counter
+        versioned = not frozen and isinstance(obj, Versioned)
         self.put("instance")
-        if not frozen:
+        if versioned:
+            self.keep("value", _DEFINITION_VERSION, obj)
+        elif not frozen:
             self.keep("object", _CLASS, obj)
         self.visit(cls)
         if state is not None:
-            if not frozen:
+            if not frozen and not versioned:
                 self.keep("items", _ENTRIES, state)
+            copy = dict(state)  # a copy: the state itself is watched (or its counter)
+            if versioned:
+                copy.pop("_definition_version", None)  # not what defines it
             self.stack.append(id(state))
             try:
-                self._dict(dict(state), watch=False)  # a copy: the state itself is watched
+                self._dict(copy, watch=False)
             finally:
                 self.stack.pop()
-        if slots and not frozen:
+        if slots and not frozen and not versioned:
             self.keep("items", _slots_reader(tuple(slots)), obj)
         for s in slots:
             if s in ("__dict__", "__weakref__"):
@@ -618,9 +657,10 @@ class Identity:
     defaults, instance attributes, lists, dicts, writable arrays), each with
     what it held.  Later calls compare those (identity; the bytes of
     writable arrays; torch's version counter of tensors) and traverse again
-    only when one differs.  A :class:`~simdiff.Problem`'s own attributes are
-    compared as one counter its ``__setattr__`` bumps (``_definition_version``;
-    a write into ``vars(problem)`` directly goes unseen), and the state of a
+    only when one differs.  The own attributes of a :class:`Versioned` object
+    (a :class:`~simdiff.Problem`, a term energy) are compared as one counter
+    its ``__setattr__`` bumps (``_definition_version``; a write into
+    ``vars(problem)`` directly goes unseen), and the state of a
     frozen dataclass's instance, which refuses every attribute set, not at
     all (what either holds is watched all the same).  The cost is a few
     C-level passes over what is watched (``bench_identity``).  An opaque
@@ -645,6 +685,11 @@ class Identity:
     def __init__(self) -> None:
         self.value: str | None = None
         self._watch: _Watch | None = None
+
+    @property
+    def watch(self) -> _Watch | None:
+        """What the last traversal watches (None before the first or for an opaque one)."""
+        return self._watch
 
     def current(self, problem: Any) -> str | None:
         """The fingerprint of ``problem`` now (see :func:`fingerprint`)."""

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ._cache import DerivativeCache
+from ._fingerprint import Versioned
 from ._params import ParamSpec, TreeFunction, is_tree
 from .backends import BACKENDS, Ops, get_backend
 from .errors import (
@@ -121,7 +122,7 @@ def validate_exact(exact: Mapping[str, Any], where: str = "Problem") -> dict[str
     return dict(exact)
 
 
-class Problem:
+class Problem(Versioned):
     """A differentiable function of a flat parameter vector, defined once for every backend.
 
     Parameters
@@ -187,18 +188,6 @@ class Problem:
 
     #: see ``trusted_packages`` above (set in ``__init__``; none for a subclass that skips it)
     trusted_packages: frozenset[str] = frozenset()
-    #: Bumped by every attribute set or deleted (:meth:`__setattr__`): the recheck of the
-    #: fingerprint on each derivative call (:mod:`simdiff._fingerprint`) compares this one
-    #: number instead of every attribute.
-    _definition_version: int = 0
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-        object.__setattr__(self, "_definition_version", self._definition_version + 1)
-
-    def __delattr__(self, name: str) -> None:
-        object.__delattr__(self, name)
-        object.__setattr__(self, "_definition_version", self._definition_version + 1)
 
     def __init__(
         self,

@@ -146,8 +146,7 @@ def test_an_ode_rerun_with_more_steps_on_each_backend_and_derivative(tmp_path, b
     """The same on jax and torch for value, gradient and Hessian: the failures of the first
     run (status 2, a message naming max_steps) are not resumed by the second, whose numbers
     are those of y(1) = exp(-k): value e^-k, gradient -e^-k, Hessian e^-k."""
-    # rtol 1e-4: x0 = 2 takes 6 to 8 steps, k = 8 more than 8; a few dozen allowed (a batch
-    # on torch runs the loop to max_steps: 5000 would take minutes)
+    # rtol 1e-4: x0 = 2 takes 6 to 8 steps, k = 8 more than 8; a few dozen allowed
     kinds = ("value", "grad", "hessian")
     store = tmp_path / "s"
     points = np.array([[8.0]])

@@ -177,3 +177,83 @@ def test_the_cache_skips_what_no_derivative_reads_but_not_what_they_do() -> None
     scale[0] = 2.0
     np.testing.assert_allclose(simdiff.grad(p), [4.0, 4.0], rtol=1e-12)
     assert p.cache.generation > generation
+
+
+def _ode_problem(max_steps: int, exact_scale: list) -> object:
+    from simdiff.ode import ODEProblem
+
+    return ODEProblem(
+        lambda t, y, p, ops: -p[0] * y, [1.0], (0.0, 1.0), [2.0],
+        observable=lambda ys, ops: ys[-1, 0], solver="dopri5", rtol=1e-6, atol=1e-9,
+        max_steps=max_steps, exact={"value": lambda x: exact_scale[0] * np.exp(-x[0])},
+    )  # fmt: skip
+
+
+def test_an_ode_fn_naming_its_problem_watches_the_settings_not_the_exact_references() -> None:
+    """An ODE's fn names its problem: the cache's view (the problem less its exact references)
+    is hashed once, so the exact references are not watched; a setting replaced after the
+    first check is seen on the next."""
+    exact_scale = [1.0]
+    p = _ode_problem(50, exact_scale)
+    generation = p.cache.refresh()  # what every derivative call runs first
+    watched = p.cache._identity.watch
+    assert watched is not None
+    assert not any(e[1] is p.exact for e in watched.items)
+    exact_scale[0] = 2.0
+    assert p.cache.refresh() == generation
+    p.solver = _ode_problem(500, exact_scale).solver  # another max_steps
+    assert p.cache.refresh() > generation
+
+
+def test_a_term_energy_attribute_replaced_is_seen_by_its_definition_version() -> None:
+    """A TermEnergy's own attributes are one counter (its __setattr__), not a dict of them."""
+    from simdiff.pes import term_energy
+
+    def bond(r, ops):
+        d = r[..., 1, :] - r[..., 0, :]
+        return (ops.sum(d * d, axis=-1) - 1.0) ** 2
+
+    pos = np.array([[0.0, 0.0, 0.0], [1.1, 0.0, 0.0], [0.0, 1.2, 0.0]])
+    p = term_energy(bond, np.array([[0, 1], [1, 2]]), pos)
+    g = simdiff.grad(p)
+    watched = p.cache._identity.watch
+    assert watched is not None and not any(e[1] is vars(p.fn) for e in watched.items)
+    p.fn.term = lambda r, ops: 2.0 * bond(r, ops)  # the term, replaced
+    np.testing.assert_allclose(simdiff.grad(p), 2.0 * g, rtol=1e-12)
+
+
+def test_the_evaluation_state_is_rechecked_on_every_call() -> None:
+    """``fn.version`` (a neighbour list rebuilt) drops what was built on the next call, also
+    where nothing else about fn is watched (a function's own attributes)."""
+
+    def fn(x, ops):
+        return ops.sum(x**2)
+
+    fn.version = 0  # type: ignore[attr-defined]
+    p = simdiff.Problem(fn, x0=np.ones(2))
+    simdiff.grad(p)
+    generation = p.cache.generation
+    simdiff.grad(p)
+    assert p.cache.generation == generation
+    fn.version = 1  # type: ignore[attr-defined]
+    simdiff.grad(p)
+    assert p.cache.generation == generation + 1
+
+
+def test_a_versioned_instance_is_watched_by_its_counter_and_hashed_without_it() -> None:
+    """A Versioned instance (a pair term) is one counter in the recheck, not its class and
+    attributes; the counter is not part of its fingerprint (two equal terms set up by
+    different numbers of assignments are the same)."""
+    from simdiff._fingerprint import fingerprint
+    from simdiff.pes import lennard_jones
+    from simdiff.pes.cluster import PairTerm
+
+    a, b = PairTerm(lennard_jones), PairTerm(lennard_jones)
+    b.box = None  # one assignment more: another counter, the same definition
+    pa = _problem(a, lambda h: 1.0)
+    assert fingerprint(pa) == fingerprint(_problem(b, lambda h: 1.0))
+    ident = Identity()
+    first = ident.current(pa)
+    assert not any(e[1] is vars(a) for e in ident._watch.items)
+    a.box = np.eye(3) * 10.0  # replaced after the first check
+    assert ident.current(pa) != first

@@ -54,6 +54,36 @@ def test_under_the_default_guard_the_data_descriptor_is_a_wrong_derivative(kind)
     np.testing.assert_allclose(call(d, kind, FAR), wrong, rtol=1e-14)
 
 
+def test_the_data_descriptor_reaches_a_dispatch_mode_only():
+    """Why the default guard misses the C type's ``data`` descriptor (docs/errors.md): torch's
+    shallow copy dispatches no operation, so the guard's kernel on ``aten::detach`` never
+    runs (``detach`` by the same C type raises); only with a ``TorchDispatchMode`` active
+    does torch hand the copy to the mode as ``aten.detach``, and a mode is handed every aten
+    operation (a Python call each: strict's cost class)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from simdiff.backends._torch_leaks import LeakGuard
+
+    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    # code of a module outside torch and simdiff (the problem's), holding torch's own C methods
+    user = {"__name__": "user_code", "x": x, "get": _BASE.__dict__["data"].__get__}
+    with LeakGuard():
+        exec("copy = get(x)", user)  # passes: a cut the default guard does not see
+        with pytest.raises(RuntimeError, match="aten::detach"):
+            exec("detach(x)", {**user, "detach": _BASE.detach})
+    seen = []
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Seen():
+        _BASE.__dict__["data"].__get__(x)
+        x + 1.0
+    assert seen == ["aten.detach.default", "aten.add.Tensor"]
+
+
 @pytest.mark.filterwarnings("ignore:To copy construct from a tensor")  # torch's, printed
 @pytest.mark.parametrize("kind", ["grad", "hvp"])
 @pytest.mark.parametrize("leak", sorted(set(CUTS) - {"base_data"}))

@@ -418,10 +418,6 @@ class LoopOps(OpsBase):
     def _select(self, pred: Any, new: Any, old: Any) -> Any:
         return tree_map(lambda a, b: self.where(pred, a, b), new, old)
 
-    def _any_lane(self, pred: Any) -> bool:
-        """Whether a batched predicate holds in some lane; True where it cannot be read."""
-        return True
-
     def while_loop(
         self,
         cond: Callable[[Any], Any],
@@ -432,25 +428,29 @@ class LoopOps(OpsBase):
         """``carry = body(carry)`` while ``cond(carry)``, at most ``max_steps`` times.
 
         Same contract as ``jax.lax.while_loop`` with an iteration bound.  Here a
-        Python loop that stops as soon as ``cond`` is false; when ``cond`` has
-        no single value (batched under ``torch.func.vmap``) the carry is updated
-        only where ``cond`` holds, and the loop stops once it holds in no lane
-        (:meth:`_any_lane`), as ``jax.vmap`` of ``lax.while_loop`` does: the
-        iterations left would select the old carry everywhere.
+        Python loop that stops as soon as ``cond`` is false; when ``cond`` has no
+        one value (batched under ``torch.func.vmap``) the carry is updated only
+        where ``cond`` holds, and the loop stops once it holds in no lane
+        (:meth:`_holds_anywhere`; what ``jax.vmap`` of ``lax.while_loop`` does),
+        or after ``max_steps`` where the lanes cannot be read.
         """
         for _ in range(int(max_steps)):
             pred = cond(carry)
             try:
                 go = bool(pred)
             except RuntimeError:  # batched under torch.func.vmap: no Python value
-                if not self._any_lane(pred):
-                    break
+                if not self._holds_anywhere(pred):
+                    break  # every lane is done: the rest would keep every carry as it is
                 carry = self._select(pred, body(carry), carry)
                 continue
             if not go:
                 break
             carry = body(carry)
         return carry
+
+    def _holds_anywhere(self, pred: Any) -> bool:
+        """Whether a batched predicate holds in any lane (True where that cannot be read)."""
+        return True
 
     def cond(
         self,

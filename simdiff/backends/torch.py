@@ -677,19 +677,24 @@ class TorchOps(LoopOps):
             return None
         return _concrete(x)
 
+    def _holds_anywhere(self, pred: Any) -> bool:
+        """Whether ``pred``, batched under ``torch.func.vmap``, holds in any lane: read
+        below every ``torch.func`` wrapper (a loop's condition is a ``stop_gradient``
+        decision: reading it cuts nothing).  True (every lane may run) while Dynamo
+        traces, where a value read would be a graph break."""
+        if torch.compiler.is_compiling() or not isinstance(pred, torch.Tensor):
+            return True
+        functorch = torch._C._functorch
+        while functorch.is_functorch_wrapped_tensor(pred):
+            pred = functorch.get_unwrapped(pred)
+        try:
+            return bool(pred.any())
+        except RuntimeError:  # no value below the wrappers either (a functional tensor)
+            return True
+
     def _in_compiled_part(self) -> bool:
         """Whether Dynamo is tracing one of this context's compiled parts (``ops.compile_part``)."""
         return self.compile_part is not None and torch.compiler.is_compiling()
-
-    def _any_lane(self, pred: Any) -> bool:
-        """Whether a predicate batched by ``torch.func`` holds in some lane of every level.
-
-        Reads the tensor under the transforms' wrappers (a boolean, so no
-        derivative passes through the read).
-        """
-        while torch._C._functorch.is_functorch_wrapped_tensor(pred):
-            pred = torch._C._functorch.get_unwrapped(pred)
-        return bool(pred.any())
 
     def while_loop(
         self,

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .._fingerprint import Versioned
 from .._problem import CheckOptions, Problem
 from ..errors import InputError, ShapeError
 from .geometry import (
@@ -34,7 +35,7 @@ from .terms import TermEnergy, check_term
 __all__ = ["PairTerm", "cluster_energy", "cluster_problem"]
 
 
-class PairTerm:
+class PairTerm(Versioned):
     """The term of a pair potential: ``pair(|r_1 - r_0|)`` for ``r`` of shape ``(..., 2, dim)``.
 
     Minimum image in a periodic ``box``.  A class so that problems pickle.

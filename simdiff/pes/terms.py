@@ -26,6 +26,7 @@ import numpy as np
 
 from .._api import cached_derivatives
 from .._cache import RecentlyUsed
+from .._fingerprint import Versioned
 from .._problem import Problem
 from ..backends import get_backend
 from ..errors import (
@@ -441,7 +442,7 @@ class _PairCSR:
         return h
 
 
-class TermEnergy:
+class TermEnergy(Versioned):
     r"""The energy :math:`\sum_t` ``term(R[index[t]])`` of flat coordinates: a problem's ``fn``.
 
     Build it with :func:`term_energy` (validated) and pass it to
