@@ -152,6 +152,30 @@ def test_steady_tree_points_still_name_bad_points_and_non_finite_results(make):
         simdiff.grad(root, make(0.0, K0), backend="jax")  # d sqrt(a) / da at 0
 
 
+@pytest.mark.parametrize("make", [_jax_point, _numpy_point], ids=["jax", "numpy"])
+def test_steady_tree_points_of_a_problem_that_checks_its_points(make):
+    # an RK4 solve of fixed steps checks each point's stability on the host: the steady
+    # tree call (one compiled call) checks it too, and refuses an unstable point as the
+    # general path does
+    from simdiff.ode import FixedStep, ODEProblem
+
+    def decay(t, y, p, ops):
+        return -p["a"] * y * ops.sum(p["k"] ** 2)
+
+    ode = ODEProblem(decay, [1.0], (0.0, 1.0), {"a": 1.0, "k": K0}, solver=FixedStep(n_steps=20),
+                     observable=lambda ys, ops: ys[-1, 0])  # fmt: skip
+    assert ode.checks_points
+    d = simdiff._api.cached_derivatives(ode, "jax", make(1.0, K0))
+    for _ in range(3):
+        g = simdiff.grad(ode, make(0.9, K0), backend="jax")
+    ref = ode.flatten(simdiff.grad(ode, np.r_[0.9, K0], backend="jax"))  # the general path
+    np.testing.assert_allclose(np.asarray(ode.flatten(g)), ref, rtol=RTOL)
+    calls = {info["kind"]: info["calls"] for info in d.cache_info()}
+    assert calls["grad"] == 4 and (len(d._fused) == 1) == (make is _jax_point)
+    with pytest.raises(simdiff.errors.StabilityError, match="n_steps >="):
+        simdiff.grad(ode, make(500.0, K0), backend="jax")
+
+
 def test_scalar_leaves_split_in_one_call_on_each_backend():
     spec, _ = simdiff.ParamSpec.from_tree({"b": 1.0, "a": 2.0, "c": np.zeros((2, 2))})
     flat = np.arange(6.0)
