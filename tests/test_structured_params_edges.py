@@ -392,3 +392,34 @@ def test_torch_split_leaves_equal_slices_in_values_and_derivatives(name):
     for part, (a, b), shape in zip(spec.unflatten(batch).values(), spec._bounds, spec.shapes,
                                    strict=True):  # fmt: skip
         assert torch.equal(part, batch[:, a:b].reshape(2, *shape))
+
+
+def test_torch_concat_of_adjacent_leaves_is_a_view_of_the_point_with_cat_values():
+    # leaves of one trailing shape put back together (per-species positions): the point's
+    # block as one view, equal to torch.cat in values, gradients and Hessians
+    spec, flat = simdiff.ParamSpec.from_tree(SPLIT_TREES["rows"])
+    ops = simdiff.backends.get_backend("torch").ops("float64")
+
+    def energy(join):
+        def f(x):
+            r = join(ops.split_leaves(x, spec._bounds, spec.shapes))
+            return (torch.sin(r) * r[:, :1] ** 2).sum()
+
+        return f
+
+    x = torch.as_tensor(flat + 0.1)
+    a, b = ops.split_leaves(x, spec._bounds, spec.shapes)
+    whole = ops.concat([a, b])
+    assert whole._base is x and torch.equal(whole, torch.cat([a, b]))
+    assert torch.equal(ops.concat([a[1:], b]), torch.cat([a[1:], b]))  # a block: a view too
+    assert ops.concat([a[1:], b])._base is x
+    for parts in ([b, a], [a, a], [a[:, :2], b[:, :2]], [a, b.clone()]):  # not adjacent: cat
+        got = ops.concat(parts)
+        assert got._base is None and torch.equal(got, torch.cat(parts))
+    view, cat = energy(ops.concat), energy(lambda parts: torch.cat(parts))
+    xg = x.clone().requires_grad_(True)
+    (g_view,) = torch.autograd.grad(view(xg), xg)
+    (g_cat,) = torch.autograd.grad(cat(xg), xg)
+    torch.testing.assert_close(g_view, g_cat, rtol=RTOL, atol=0)
+    torch.testing.assert_close(torch.func.hessian(view)(x), torch.func.hessian(cat)(x),
+                               rtol=RTOL, atol=RTOL)  # fmt: skip
