@@ -333,8 +333,8 @@ def _adjacent_views(arrays: list[Any]) -> torch.Tensor | None:
     ``torch.cat`` there.
     """
     first = arrays[0]
-    base = getattr(first, "_base", None)
-    if base is None or type(first) is not torch.Tensor or first.dim() == 0:
+    base = first._base if type(first) is torch.Tensor else None
+    if base is None or first.dim() == 0 or torch._C._functorch.is_functorch_wrapped_tensor(first):
         return None
     trail = first.shape[1:]
     start = end = first.storage_offset()
@@ -350,11 +350,7 @@ def _adjacent_views(arrays: list[Any]) -> torch.Tensor | None:
             return None
         end += a.numel()
         rows += a.shape[0]
-    if (
-        not base.is_contiguous()
-        or torch._C._functorch.is_functorch_wrapped_tensor(first)
-        or torch.compiler.is_compiling()
-    ):
+    if not base.is_contiguous() or torch.compiler.is_compiling():
         return None
     offset = base.storage_offset()
     if start == offset and end - start == base.numel():
