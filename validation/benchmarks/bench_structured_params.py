@@ -25,7 +25,9 @@ Problems users have:
 For each, on jax and torch, the public functions ``simdiff.grad`` and
 ``simdiff.hessian`` at a point given as a tree (structured: the point is
 flattened and the result split into leaves / a ``simdiff.Labelled``) and as a
-flat array (flat twin), after a warm-up, by the one timer
+flat array (flat twin), after a warm-up, by the one timer in CPU seconds of the
+process (:data:`~simdiff.evidence._timing.CPU_CLOCK`: the machine this runs on is
+shared, and time spent descheduled would swamp microsecond differences)
 (:func:`simdiff.evidence._timing.interleaved`: 21 rounds in shuffled order, each
 sample the mean of 15 calls; calls over 2 ms: 15 rounds of as many calls as
 make about 20 ms; over 0.2 s: 5 rounds of one call; torch's Hessian of
@@ -60,7 +62,7 @@ import jax
 import numpy as np
 
 import simdiff
-from simdiff.evidence._timing import Summary, interleaved, timed
+from simdiff.evidence._timing import CPU_CLOCK, Summary, interleaved, timed
 
 ROUNDS, INNER = 21, 15
 #: calls slower than this (seconds) take SLOW_ROUNDS rounds of about SAMPLE seconds each
@@ -220,6 +222,10 @@ def _torch_grad(f: Callable, point: Any, ops: Any) -> Any:
 
 def main(names: tuple[str, ...] = ()) -> None:
     """Print the table (every problem, or those of ``names``)."""
+    print(
+        "CPU ms of this process per call (time spent descheduled on a machine with more work "
+        "than cores does not count; every thread of the process does)"
+    )
     print(f"ms per call: median over {ROUNDS} interleaved rounds (shuffled order) of the mean "
           f"of {INNER} calls; calls over {1e3 * SLOW:g} ms: {SLOW_ROUNDS} rounds of the mean of "
           f"as many calls as take about {1e3 * SAMPLE:g} ms; over {1e3 * VERY_SLOW:g} ms: "
@@ -275,7 +281,7 @@ def main(names: tuple[str, ...] = ()) -> None:
                     rounds, inner = VERY_SLOW_ROUNDS, 1
                 elif one > SLOW:
                     rounds, inner = SLOW_ROUNDS, max(1, round(SAMPLE / one))
-                runs = interleaved(calls, rounds, inner=inner)
+                runs = interleaved(calls, rounds, inner=inner, clock=CPU_CLOCK)
                 ms = {k: 1e3 * Summary.of(v).median for k, v in runs.items()}
                 f, s = ms["flat"], ms["structured"]
                 jf, jt = ms.get("hand flat"), ms.get("hand tree")
