@@ -748,17 +748,19 @@ class Derivatives(OperatorMethods):
         backend fuses wrappers into its compiled calls (``Backend.fuses_wrappers``: JAX),
         every leaf is a concrete array of the backend in the computation's dtype and its
         leaf's shape (unbatched; or every leaf a float64 numpy array or a number, for
-        numpy results in float64), the problem checks no points, the flat derivative was
-        built and probed by an earlier call and the problem is unchanged since.  The leaves
-        are joined inside the compiled derivative (no dispatch of their own) and the point's
-        finite check folded into the result's (NaN where an entry of the point is not
-        finite); the result is checked on the host, as on the general path, and split into
-        the structure.  Where it is not finite, None: the general path then raises the error
-        that names the entry.
+        numpy results in float64), the flat derivative was built and probed by an earlier
+        call and the problem is unchanged since.  The leaves are joined inside the compiled
+        derivative (no dispatch of their own), a gradient comes back from the same call
+        split into the leaves, and the point's finite check is folded into the result's
+        (NaN where an entry of the point is not finite).  The result is checked on the
+        host, as on the general path (one read of the flat result), and a problem that
+        checks its points (an ODE's fixed-step stability check) checks the point read from
+        the same call before the result is returned.  Where the result is not finite, None:
+        the general path then raises the error that names the entry.
         """
         T = self.backend
         spec = self.problem.param_spec
-        if not T.fuses_wrappers or spec is None or self.problem.checks_points:
+        if not T.fuses_wrappers or spec is None:
             return None
         host = type(parts[0]) in _HOST_LEAVES  # numpy leaves and numbers: numpy results
         x = None
@@ -783,30 +785,45 @@ class Derivatives(OperatorMethods):
             or self.problem.cache.refresh() != self._generation
         ):
             return None  # not built, not probed, or the problem changed: the general path
+        checks = self.problem.checks_points
         if x is not None:  # host leaves, read into one vector
+            if checks and not self._checked(x):
+                return None
             return self._host_call(kind, key, info, x)
         split = kind in ("grad", "value_and_grad")
-        fused = self._fused.get((key, split))
+        fused = self._fused.get((key, split, checks))
         if fused is None:
             device = T.device_of(parts[0])
-            fused = self._fused[key, split] = self._fuse(kind, self._fns[key], device, split)
+            fused = self._fused[key, split, checks] = self._fuse(
+                kind, self._fns[key], device, split, checks
+            )
         try:
             with self._leak_guard() if self.probe else nullcontext():
                 out = fused(parts)
         except Exception as exc:
             raise self._leak(exc, kind) from exc
-        if split:  # the gradient's leaves, split in the compiled call, and whether finite
-            out, finite = out
-            if self.check_finite and not bool(finite):
-                return None  # the general path names the non-finite entry
-            info["calls"] += 1
-            if kind == "value_and_grad":
-                return out[0], spec._assemble(list(out[1]))
-            return spec._assemble(list(out))
-        if self.check_finite and not np.isfinite(T.to_numpy(out)).all():
+        if checks and not self._checked(T.to_numpy(out[-1])):
+            return None  # the point was refused (raised) or fn rebuilt: the general path
+        flat = out[0]
+        results = (flat[0], flat[1]) if kind == "value_and_grad" else (flat,)
+        if self.check_finite and not all(np.isfinite(T.to_numpy(y)).all() for y in results):
             return None  # the general path names the non-finite entry
         info["calls"] += 1
-        return spec.unflatten_tree(out, kind)
+        if kind == "value_and_grad":
+            return flat[0], spec._assemble(list(out[1]))
+        if split:
+            return spec._assemble(list(out[1]))
+        return spec.unflatten_tree(flat, kind)
+
+    def _checked(self, x: np.ndarray) -> bool:
+        """The problem's check of the point ``x`` (numpy ``(n,)``) on the fast path: raises
+        the problem's error; False where ``x`` is not finite (the general path names the
+        entry) or where the check rebuilt what ``fn`` holds (the general path rebuilds the
+        derivatives)."""
+        if self.check_finite and not np.isfinite(x).all():
+            return False
+        self.problem.check_points(x[None])
+        return self.problem.cache.refresh() == self._generation
 
     def _has_structure(self) -> bool:
         """Whether the problem's ``fn`` is a :class:`~simdiff._structure.StructuredHessian`,
@@ -866,14 +883,21 @@ class Derivatives(OperatorMethods):
             return out[0], spec.unflatten(out[1])
         return spec.unflatten_tree(out, kind)
 
-    def _fuse(self, kind: str, fn: Callable, device: Any, split: bool = False) -> Callable:
+    def _fuse(
+        self, kind: str, fn: Callable, device: Any, split: bool = False, point: bool = False
+    ) -> Callable:
         """One compiled function of a tree's leaves: they are joined and ``fn`` called, and
-        the result is NaN where an entry of the point is not finite (the finite check of
-        the point folded into that of the result, made on the host).
+        the result is NaN in the entries of the point that are not finite (the columns of
+        a Hessian), checked on the host; ``(result, ...)``.
 
-        ``split`` (a gradient of framework leaves): the gradient comes back split into the
-        parameters' leaves, with one flag saying whether every entry of the result is
-        finite (one value read on the host, not one array per leaf).
+        ``split`` (a gradient of framework leaves): the gradient split into the
+        parameters' leaves follows the flat result (read on the host for its check, one
+        array; the leaves are what the caller gets).  ``point``: the joined point follows
+        too (what the problem's check of its points reads, one array).
+
+        Elementwise only (``where(isfinite(x), ...)``, no reduction): a reduction is a
+        kernel of its own on XLA's CPU runtime and each kernel costs microseconds, more
+        than the work of a cheap function (docs/parameters.md, Cost).
         """
         ops = self.backend.ops(self.dtype, device)
         spec = self.problem.param_spec
@@ -885,19 +909,16 @@ class Derivatives(OperatorMethods):
 
         def fused(parts: list[Any]) -> Any:
             x = ops.concat([ops.reshape(p, (-1,)) for p in parts], axis=0)
-            finite = ops.isfinite(ops.sum(x))  # NaN or inf where an entry of x is
+            finite = ops.isfinite(x)  # per entry: NaN in the gradient's entry, a Hessian's column
             out = fn(x)
             if kind == "value_and_grad":
-                out = tuple(ops.where(finite, y, math.nan) for y in out)
+                out = (out[0], ops.where(finite, out[1], math.nan))
             else:
                 out = ops.where(finite, out, math.nan)
-            if not split:
-                return out
-            total = ops.sum(out[1]) + out[0] if kind == "value_and_grad" else ops.sum(out)
-            ok = ops.isfinite(total)
-            if kind == "value_and_grad":
-                return (out[0], leaves(out[1])), ok
-            return leaves(out), ok
+            result: tuple[Any, ...] = (out,)
+            if split:
+                result += (leaves(out[1] if kind == "value_and_grad" else out),)
+            return (*result, x) if point else result
 
         return self.backend.jit(fused, on_compile=self._count_compilation)
 

@@ -152,6 +152,30 @@ def test_steady_tree_points_still_name_bad_points_and_non_finite_results(make):
         simdiff.grad(root, make(0.0, K0), backend="jax")  # d sqrt(a) / da at 0
 
 
+@pytest.mark.parametrize("make", [_jax_point, _numpy_point], ids=["jax", "numpy"])
+def test_steady_tree_points_of_a_problem_that_checks_its_points(make):
+    # an RK4 solve of fixed steps checks each point's stability on the host: the steady
+    # tree call (one compiled call) checks it too, and refuses an unstable point as the
+    # general path does
+    from simdiff.ode import FixedStep, ODEProblem
+
+    def decay(t, y, p, ops):
+        return -p["a"] * y * ops.sum(p["k"] ** 2)
+
+    ode = ODEProblem(decay, [1.0], (0.0, 1.0), {"a": 1.0, "k": K0}, solver=FixedStep(n_steps=20),
+                     observable=lambda ys, ops: ys[-1, 0])  # fmt: skip
+    assert ode.checks_points
+    d = simdiff._api.cached_derivatives(ode, "jax", make(1.0, K0))
+    for _ in range(3):
+        g = simdiff.grad(ode, make(0.9, K0), backend="jax")
+    ref = ode.flatten(simdiff.grad(ode, np.r_[0.9, K0], backend="jax"))  # the general path
+    np.testing.assert_allclose(np.asarray(ode.flatten(g)), ref, rtol=RTOL)
+    calls = {info["kind"]: info["calls"] for info in d.cache_info()}
+    assert calls["grad"] == 4 and (len(d._fused) == 1) == (make is _jax_point)
+    with pytest.raises(simdiff.errors.StabilityError, match="n_steps >="):
+        simdiff.grad(ode, make(500.0, K0), backend="jax")
+
+
 def test_scalar_leaves_split_in_one_call_on_each_backend():
     spec, _ = simdiff.ParamSpec.from_tree({"b": 1.0, "a": 2.0, "c": np.zeros((2, 2))})
     flat = np.arange(6.0)
@@ -368,3 +392,34 @@ def test_torch_split_leaves_equal_slices_in_values_and_derivatives(name):
     for part, (a, b), shape in zip(spec.unflatten(batch).values(), spec._bounds, spec.shapes,
                                    strict=True):  # fmt: skip
         assert torch.equal(part, batch[:, a:b].reshape(2, *shape))
+
+
+def test_torch_concat_of_adjacent_leaves_is_a_view_of_the_point_with_cat_values():
+    # leaves of one trailing shape put back together (per-species positions): the point's
+    # block as one view, equal to torch.cat in values, gradients and Hessians
+    spec, flat = simdiff.ParamSpec.from_tree(SPLIT_TREES["rows"])
+    ops = simdiff.backends.get_backend("torch").ops("float64")
+
+    def energy(join):
+        def f(x):
+            r = join(ops.split_leaves(x, spec._bounds, spec.shapes))
+            return (torch.sin(r) * r[:, :1] ** 2).sum()
+
+        return f
+
+    x = torch.as_tensor(flat + 0.1)
+    a, b = ops.split_leaves(x, spec._bounds, spec.shapes)
+    whole = ops.concat([a, b])
+    assert whole._base is x and torch.equal(whole, torch.cat([a, b]))
+    assert torch.equal(ops.concat([a[1:], b]), torch.cat([a[1:], b]))  # a block: a view too
+    assert ops.concat([a[1:], b])._base is x
+    for parts in ([b, a], [a, a], [a[:, :2], b[:, :2]], [a, b.clone()]):  # not adjacent: cat
+        got = ops.concat(parts)
+        assert got._base is None and torch.equal(got, torch.cat(parts))
+    view, cat = energy(ops.concat), energy(lambda parts: torch.cat(parts))
+    xg = x.clone().requires_grad_(True)
+    (g_view,) = torch.autograd.grad(view(xg), xg)
+    (g_cat,) = torch.autograd.grad(cat(xg), xg)
+    torch.testing.assert_close(g_view, g_cat, rtol=RTOL, atol=0)
+    torch.testing.assert_close(torch.func.hessian(view)(x), torch.func.hessian(cat)(x),
+                               rtol=RTOL, atol=RTOL)  # fmt: skip

@@ -318,6 +318,46 @@ def _split_leaves(flat: torch.Tensor, bounds: Any, shapes: Any) -> list[torch.Te
             for c, s in zip(chunks, shapes, strict=True)]  # fmt: skip
 
 
+def _adjacent_views(arrays: list[Any]) -> torch.Tensor | None:
+    """What ``torch.cat(arrays)`` (along the first axis) equals, as one view of the arrays'
+    common base, where each is a contiguous view of that (contiguous) tensor of the same
+    trailing shape and they lie one after another in its memory; else None.
+
+    The leaves a structured problem's function receives are such views of the flat point
+    (:func:`_split_leaves`); a function that concatenates them again (per-species
+    positions into one ``(N, 3)`` array) then gets the point itself, reshaped: no copy,
+    and under eager autograd one view node instead of a concatenation and a split in the
+    backward pass.  The values are those of the concatenation; like any view it shares
+    the point's memory (the ``ops`` functions never write in place).  Not inside
+    ``torch.func`` transforms or ``torch.compile`` tracing (their tensors are wrappers):
+    ``torch.cat`` there.
+    """
+    first = arrays[0]
+    base = first._base if type(first) is torch.Tensor else None
+    if base is None or first.dim() == 0 or torch._C._functorch.is_functorch_wrapped_tensor(first):
+        return None
+    trail = first.shape[1:]
+    start = end = first.storage_offset()
+    rows = 0
+    for a in arrays:
+        if (
+            type(a) is not torch.Tensor
+            or a._base is not base
+            or a.shape[1:] != trail
+            or a.storage_offset() != end
+            or not a.is_contiguous()
+        ):
+            return None
+        end += a.numel()
+        rows += a.shape[0]
+    if not base.is_contiguous() or torch.compiler.is_compiling():
+        return None
+    offset = base.storage_offset()
+    if start == offset and end - start == base.numel():
+        return base.view(rows, *trail)  # the whole base: the usual case
+    return base.view(-1)[start - offset : end - offset].view(rows, *trail)
+
+
 class TorchOps(LoopOps):
     """``ops`` over torch tensors with Array-API names and numpy-style keywords."""
 
@@ -450,7 +490,14 @@ class TorchOps(LoopOps):
             return torch.stack(self._tensors(arrays), dim=axis)
 
     def concat(self, arrays: Any, axis: int = 0) -> Any:
+        """``torch.cat``; where ``arrays`` are views lying one after another in one tensor's
+        memory along ``axis`` 0 (the leaves of a structured point put back together by the
+        function), that tensor's block as one view instead (:func:`_adjacent_views`)."""
         arrays = list(arrays)
+        if axis == 0 and len(arrays) > 1:
+            whole = _adjacent_views(arrays)
+            if whole is not None:
+                return whole
         try:
             return torch.cat(arrays, dim=axis)
         except TypeError:

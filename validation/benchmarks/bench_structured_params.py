@@ -25,7 +25,9 @@ Problems users have:
 For each, on jax and torch, the public functions ``simdiff.grad`` and
 ``simdiff.hessian`` at a point given as a tree (structured: the point is
 flattened and the result split into leaves / a ``simdiff.Labelled``) and as a
-flat array (flat twin), after a warm-up, by the one timer
+flat array (flat twin), after a warm-up, by the one timer in CPU seconds of the
+process (:data:`~simdiff.evidence._timing.CPU_CLOCK`: the machine this runs on is
+shared, and time spent descheduled would swamp microsecond differences)
 (:func:`simdiff.evidence._timing.interleaved`: 21 rounds in shuffled order, each
 sample the mean of 15 calls; calls over 2 ms: 15 rounds of as many calls as
 make about 20 ms; over 0.2 s: 5 rounds of one call; torch's Hessian of
@@ -37,8 +39,15 @@ The point is given twice: as numpy (leaves numpy arrays and floats; the flat
 twin a numpy vector; results numpy) and as the backend's own arrays (leaves
 ``jax.Array`` / ``torch.Tensor``, the flat twin one such vector; results in
 that framework, so the structured side splits a framework array).  The
-microcases add what JAX itself takes for the two ways of writing them
-(``jax.jit(jax.grad(f))`` of the tree and of the flat vector).
+gradients at framework arrays of the problems with a function of the tree
+(the microcases and the LJ clusters) add what the framework itself takes for
+the two ways of writing them, differentiated by hand ("by hand" columns):
+``jax.jit(jax.grad(f))`` of the tree and of the flat vector on JAX;
+``torch.autograd.grad`` of the same function of the leaves (each a tensor
+that requires grad; the function's ``ops.concat`` of them is a
+``torch.cat``) and of the flat vector on torch, eager.  Their ratio is the
+cost of writing the function on the tree in the framework alone, without
+simdiff.
 
     python -m validation.benchmarks.bench_structured_params
 """
@@ -53,7 +62,7 @@ import jax
 import numpy as np
 
 import simdiff
-from simdiff.evidence._timing import Summary, interleaved, timed
+from simdiff.evidence._timing import CPU_CLOCK, Summary, interleaved, timed
 
 ROUNDS, INNER = 21, 15
 #: calls slower than this (seconds) take SLOW_ROUNDS rounds of about SAMPLE seconds each
@@ -144,9 +153,11 @@ def lv_fit(t_end: int) -> tuple[simdiff.Problem, simdiff.Problem, dict[str, floa
     return lv(_lv_rhs, start, nll), lv(_lv_rhs_flat, flat_start, nll), point
 
 
-def lj_binary(n_atoms: int) -> tuple[simdiff.Problem, simdiff.Problem, dict[str, np.ndarray]]:
+def lj_binary(n_atoms: int) -> tuple[simdiff.Problem, simdiff.Problem, dict[str, np.ndarray],
+                                     Callable, Callable]:  # fmt: skip
     """A binary Lennard-Jones cluster of ``n_atoms`` (a third of them species B) on a jittered
-    grid: the energy of ``{"A": (n_A, 3), "B": (n_B, 3)}`` and of the flat ``(3N,)`` vector."""
+    grid: the energy of ``{"A": (n_A, 3), "B": (n_B, 3)}`` and of the flat ``(3N,)`` vector
+    (problems, a point, and the two functions ``f(tree, ops)``, ``f(flat, ops)``)."""
     rng = np.random.default_rng(n_atoms)
     side = int(np.ceil(n_atoms ** (1 / 3)))
     grid = np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3)
@@ -171,18 +182,19 @@ def lj_binary(n_atoms: int) -> tuple[simdiff.Problem, simdiff.Problem, dict[str,
     a, b = pos[: n_atoms - n_b], pos[n_atoms - n_b :]
     tree = simdiff.Problem(energy, x0={"A": a, "B": b}, name=f"lj{n_atoms}_ab")
     flat = simdiff.Problem(energy_flat, x0=pos.reshape(-1), name=f"lj{n_atoms}_ab_flat")
-    return tree, flat, {"A": a + 0.005, "B": b - 0.005}
+    return tree, flat, {"A": a + 0.005, "B": b - 0.005}, energy, energy_flat
 
 
-def realistic() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, None, None]]:
-    """``name -> (tree problem, flat twin, a tree point, None, None)``: problems users have."""
-    out: dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, None, None]] = {}
+def realistic() -> dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, Any, Any]]:
+    """``name -> (tree problem, flat twin, a tree point, f(tree, ops), f(flat, ops))``:
+    problems users have (the ODE fits: ``None, None``, their functions are right-hand
+    sides)."""
+    out: dict[str, tuple[simdiff.Problem, simdiff.Problem, Any, Any, Any]] = {}
     for t_end in (6, 24):
         tree, flat, point = lv_fit(t_end)
         out[f"lv_fit_t{t_end}"] = (tree, flat, point, None, None)
     for n_atoms in (13, 38):
-        tree, flat, point = lj_binary(n_atoms)
-        out[f"lj{n_atoms}_ab"] = (tree, flat, point, None, None)
+        out[f"lj{n_atoms}_ab"] = lj_binary(n_atoms)
     return out
 
 
@@ -195,17 +207,35 @@ def _host(a: Any) -> np.ndarray:
     return np.asarray(simdiff.backends.backend_of(a).to_numpy(a))
 
 
+def _torch_grad(f: Callable, point: Any, ops: Any) -> Any:
+    """The gradient of ``f(point, ops)`` by ``torch.autograd.grad``, eager: at a tensor, or at
+    a dict of tensors (each leaf made a tensor that requires grad; a dict comes back)."""
+    import torch
+
+    if isinstance(point, dict):
+        leaves = {k: v.detach().requires_grad_(True) for k, v in point.items()}
+        grads = torch.autograd.grad(f(leaves, ops), list(leaves.values()))
+        return dict(zip(leaves, grads, strict=True))
+    x = point.detach().requires_grad_(True)
+    return torch.autograd.grad(f(x, ops), x)[0]
+
+
 def main(names: tuple[str, ...] = ()) -> None:
     """Print the table (every problem, or those of ``names``)."""
+    print(
+        "CPU ms of this process per call (time spent descheduled on a machine with more work "
+        "than cores does not count; every thread of the process does)"
+    )
     print(f"ms per call: median over {ROUNDS} interleaved rounds (shuffled order) of the mean "
           f"of {INNER} calls; calls over {1e3 * SLOW:g} ms: {SLOW_ROUNDS} rounds of the mean of "
           f"as many calls as take about {1e3 * SAMPLE:g} ms; over {1e3 * VERY_SLOW:g} ms: "
           f"{VERY_SLOW_ROUNDS} rounds of one call")  # fmt: skip
     print()
     print("| problem | n | backend | point | derivative | flat | structured | structured / flat "
-          "| difference (us) | jax.jit(jax.grad): flat | tree | tree / flat |")  # fmt: skip
+          "| difference (us) | by hand: flat | tree | tree / flat |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     jops = simdiff.backends.get_backend("jax").ops("float64")
+    tops = simdiff.backends.get_backend("torch").ops("float64")
     only = set(names)
     for name, (tree, flat, numpy_point, f_tree, f_flat) in {**cases(), **realistic()}.items():
         if only and name not in only:
@@ -234,8 +264,15 @@ def main(names: tuple[str, ...] = ()) -> None:
                     g_flat = jax.jit(jax.grad(lambda x, f=f_flat: f(x, jops)))
                     g_tree = jax.jit(jax.grad(lambda q, f=f_tree: f(q, jops)))
                     assert np.allclose(np.asarray(g_flat(flat_point)), a, rtol=1e-12, atol=0)
-                    calls["jax flat"] = lambda g=g_flat, x=flat_point: g(x).block_until_ready()
-                    calls["jax tree"] = lambda g=g_tree, q=point: jax.block_until_ready(g(q))
+                    calls["hand flat"] = lambda g=g_flat, x=flat_point: g(x).block_until_ready()
+                    calls["hand tree"] = lambda g=g_tree, q=point: jax.block_until_ready(g(q))
+                by_hand = (backend == "torch" and arrays == "native" and kind == "grad"
+                           and f_tree is not None and f_flat is not None)  # fmt: skip
+                if by_hand:  # torch's eager autograd on the same two ways of writing it
+                    t_flat = lambda x=flat_point, f=f_flat: _torch_grad(f, x, tops)  # noqa: E731
+                    t_tree = lambda q=point, f=f_tree: _torch_grad(f, q, tops)  # noqa: E731
+                    assert np.allclose(t_flat().numpy(), a, rtol=1e-12, atol=0)
+                    calls["hand flat"], calls["hand tree"] = t_flat, t_tree
                 for call in calls.values():  # the warm-up: every call after it is steady
                     call()
                 one = max(timed(call) for call in calls.values())
@@ -244,10 +281,10 @@ def main(names: tuple[str, ...] = ()) -> None:
                     rounds, inner = VERY_SLOW_ROUNDS, 1
                 elif one > SLOW:
                     rounds, inner = SLOW_ROUNDS, max(1, round(SAMPLE / one))
-                runs = interleaved(calls, rounds, inner=inner)
+                runs = interleaved(calls, rounds, inner=inner, clock=CPU_CLOCK)
                 ms = {k: 1e3 * Summary.of(v).median for k, v in runs.items()}
                 f, s = ms["flat"], ms["structured"]
-                jf, jt = ms.get("jax flat"), ms.get("jax tree")
+                jf, jt = ms.get("hand flat"), ms.get("hand tree")
                 own = f"{jf:.3g} | {jt:.3g} | {jt / jf:.3f}" if jf and jt else "- | - | -"
                 print(f"| {name} | {tree.n} | {backend} | {arrays} | {kind} | {f:.3g} | {s:.3g} | "
                       f"{s / f:.3f} | {1e3 * (s - f):.0f} | {own} |", flush=True)  # fmt: skip
