@@ -263,7 +263,11 @@ def test_a_given_pattern_is_checked_once_per_right_hand_side(monkeypatch) -> Non
     for x in (P, 1.1 * P):
         pr.check_point(x)
     assert len(calls) == 1
-    pr.solver.check(bruss1d, y0_of(N), 0.0, np.array([0.1]), P)  # another rhs: checked
+
+    def other(t, y, p, ops):
+        return bruss1d(t, y, p, ops)
+
+    pr.solver.check(other, y0_of(N), 0.0, np.array([0.1]), P)  # another rhs: checked
     assert len(calls) == 2
     missing = pattern(N).copy()
     missing[N + 3, 3] = False
