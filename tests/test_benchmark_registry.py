@@ -84,7 +84,6 @@ NOT_RERUN = {
     "bench_ode_tape.txt",
     "bench_ode_groups.txt",
     "bench_pde_torch.txt",
-    "bench_ode_brusselator2d.txt",
     "bench_pes_scaling.md",
     "bench_pes_scaling_large.md",
     "bench_pes_saddles.md",

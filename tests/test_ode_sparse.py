@@ -244,6 +244,39 @@ def test_a_pattern_missing_a_nonzero_is_refused() -> None:
         problem(jac_sparsity=missing)
 
 
+def test_a_given_pattern_is_checked_once_per_right_hand_side(monkeypatch) -> None:
+    """Construction checks the pattern; derivative calls at other points reuse the verdict,
+    a new right-hand side or pattern is checked again, and a failed check raises again."""
+    from simdiff.ode import _sparsity
+
+    calls: list[int] = []
+    real = _sparsity.check_pattern
+    monkeypatch.setattr(_sparsity, "check_pattern", lambda *a: calls.append(1) or real(*a))
+
+    def rhs(t, y, p, ops):  # a right-hand side of this test only: nothing checked it yet
+        return bruss1d(t, y, p, ops)
+
+    pr = ODEProblem(rhs, y0_of(N), (0.0, 0.1), P, save_at=[0.1],
+                    observable=lambda ys, ops: ops.mean(ys[-1]),
+                    solver=Rodas3(jac_sparsity=pattern(N)))  # fmt: skip
+    assert len(calls) == 1
+    for x in (P, 1.1 * P):
+        pr.check_point(x)
+    assert len(calls) == 1
+
+    def other(t, y, p, ops):
+        return bruss1d(t, y, p, ops)
+
+    pr.solver.check(other, y0_of(N), 0.0, np.array([0.1]), P)  # another rhs: checked
+    assert len(calls) == 2
+    missing = pattern(N).copy()
+    missing[N + 3, 3] = False
+    for _ in range(2):
+        with pytest.raises(InputError, match="jac_sparsity misses nonzeros"):
+            Rodas3(jac_sparsity=missing).check(rhs, y0_of(N), 0.0, np.array([0.1]), P)
+    assert len(calls) == 4
+
+
 def test_other_bad_settings_are_refused() -> None:
     with pytest.raises(InputError, match="jac_sparsity must be a .* or 'detect'; got 'auto'"):
         Rodas5P(jac_sparsity="auto")

@@ -218,7 +218,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "bench_ode_brusselator2d.txt",
         "bench_ode",
-        ("--problem", "brusselator2d", "--bruss-t1", "0.1", "--repeats", "3", "--bruss-torch"),
+        ("--problem", "brusselator2d", "--bruss-t1", "0.1", "--repeats", "2", "--bruss-torch"),
     ),
     Benchmark(
         "probe_ode_linsolve.txt",
