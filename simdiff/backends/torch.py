@@ -332,6 +332,8 @@ def _adjacent_views(arrays: list[Any]) -> torch.Tensor | None:
     ``torch.func`` transforms or ``torch.compile`` tracing (their tensors are wrappers):
     ``torch.cat`` there.
     """
+    if torch.compiler.is_compiling():  # first: Dynamo cannot trace the functorch query
+        return None
     first = arrays[0]
     base = first._base if type(first) is torch.Tensor else None
     if base is None or first.dim() == 0 or torch._C._functorch.is_functorch_wrapped_tensor(first):
@@ -350,7 +352,7 @@ def _adjacent_views(arrays: list[Any]) -> torch.Tensor | None:
             return None
         end += a.numel()
         rows += a.shape[0]
-    if not base.is_contiguous() or torch.compiler.is_compiling():
+    if not base.is_contiguous():
         return None
     offset = base.storage_offset()
     if start == offset and end - start == base.numel():
