@@ -237,29 +237,3 @@ def test_group_default_is_smaller_where_steps_locate_events() -> None:
     assert CheckpointAdjoint().group_size() == 16
     assert CheckpointAdjoint().group_size(events=True) == 4
     assert CheckpointAdjoint(group=8).group_size(events=True) == 8
-
-
-def test_a_batched_torch_while_loop_stops_when_no_lane_runs() -> None:
-    """Under torch.func.vmap the loop's condition has no one value: the carry is updated
-    where it holds, and the loop stops once it holds in no lane (lanes needing 3 and 5
-    steps: 5 bodies, not max_steps), also under grad inside vmap."""
-    import torch
-
-    ops = simdiff.get_ops("torch")
-    bodies = []
-
-    def run(limit: torch.Tensor) -> torch.Tensor:
-        def body(c):
-            bodies.append(1)
-            return (c[0] + 1.0, c[1] * limit)
-
-        return ops.while_loop(lambda c: c[0] < limit, body, (limit * 0.0, limit), 1000)[1]
-
-    limits = torch.tensor([3.0, 5.0], dtype=torch.float64)
-    out = torch.func.vmap(run)(limits)
-    assert len(bodies) == 5
-    torch.testing.assert_close(out, limits ** (limits + 1.0), rtol=1e-15, atol=0.0)
-    bodies.clear()
-    grads = torch.func.vmap(torch.func.grad(run))(limits)  # d/dl l^(l+1) at l = 3, 5 steps
-    assert len(bodies) == 5
-    torch.testing.assert_close(grads, (limits + 1.0) * limits**limits, rtol=1e-13, atol=0.0)

@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any
 
+import numpy as np
+
 from ..errors import BackendUnavailable, InputError, UnsupportedError
 from ._base import CAPABILITIES, CONSTANTS, OP_NAMES, Array, Backend, Ops, OpsBase
 from ._threads import SINGLE_THREAD_XLA_FLAGS, thread_info
@@ -30,6 +32,7 @@ __all__ = [
     "get_ops",
     "set_threads",
     "thread_info",
+    "to_host",
 ]
 
 #: Differentiating backends and the evaluation-only numpy context.
@@ -101,6 +104,20 @@ def backend_of(x: Any) -> Backend:
     """
     name = _MODULES.get(type(x).__module__.partition(".")[0], "numpy")
     return get_backend(name)
+
+
+def to_host(x: Any) -> np.ndarray:
+    """``x`` on the host as a float64 numpy array, read by the backend it belongs to.
+
+    Any device, and tensors that require grad (the backend's ``to_numpy``).
+
+    Examples
+    --------
+    >>> from simdiff.backends import to_host
+    >>> to_host([1, 2]).dtype
+    dtype('float64')
+    """
+    return np.asarray(backend_of(x).to_numpy(x), dtype=np.float64)
 
 
 def set_threads(n: int) -> dict[str, Any]:

@@ -11,13 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import backend_of
+from ..backends import to_host
 from ..errors import ShapeError
-
-
-def _host(a: Any) -> np.ndarray:
-    """``a`` on the host as float64, read by the backend it belongs to (any device)."""
-    return np.asarray(backend_of(a).to_numpy(a), dtype=np.float64)
 
 
 def rel_error(got: Any, ref: Any, *, floor: float = 0.0) -> float:
@@ -51,7 +46,7 @@ def rel_error(got: Any, ref: Any, *, floor: float = 0.0) -> float:
     >>> rel_error([0.5, 0.0], [0.5, 1e-3], floor=1.0)  # absolute below 1
     0.001
     """
-    g, r = _host(got), _host(ref)
+    g, r = to_host(got), to_host(ref)
     if g.shape != r.shape:
         raise ShapeError(f"rel_error: shapes differ: got {g.shape}, reference {r.shape}")
     err = float(np.max(np.abs(g - r), initial=0.0))

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._problem import Problem
-from ..backends import backend_of, get_backend, set_threads, thread_info
+from ..backends import get_backend, set_threads, thread_info, to_host
 from ..errors import InputError, UnsupportedError
 from ._compare_configs import CONFIGS, Builder, Task, config_backend, make_task, register_config
 from ._compare_result import CompareEntry, CompareResult
@@ -36,10 +36,6 @@ __all__ = [
     "set_threads",
     "thread_info",
 ]
-
-
-def _to_numpy(y: Any) -> np.ndarray:
-    return np.asarray(backend_of(y).to_numpy(y), dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- compare
@@ -222,7 +218,7 @@ def _first_call(
         with PeakRSS() if memory else NoProbe() as probe:
             y, entry.first_call_s = first_call(call)
         entry.peak_rss_mb = probe.delta_mb if memory else math.nan
-        entry.value = _to_numpy(y)
+        entry.value = to_host(y)
         d = getattr(call, "derivatives", None)
         entry.compilations = None if d is None else d.compilations
         return call

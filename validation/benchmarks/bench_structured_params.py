@@ -62,6 +62,7 @@ import jax
 import numpy as np
 
 import simdiff
+from simdiff.backends import to_host
 from simdiff.evidence._timing import CPU_CLOCK, Summary, interleaved, timed
 
 ROUNDS, INNER = 21, 15
@@ -203,10 +204,6 @@ def _native(backend: str, a: Any) -> Any:
     return simdiff.backends.get_backend(backend).from_numpy(np.asarray(a), "float64")
 
 
-def _host(a: Any) -> np.ndarray:
-    return np.asarray(simdiff.backends.backend_of(a).to_numpy(a))
-
-
 def _torch_grad(f: Callable, point: Any, ops: Any) -> Any:
     """The gradient of ``f(point, ops)`` by ``torch.autograd.grad``, eager: at a tensor, or at
     a dict of tensors (each leaf made a tensor that requires grad; a dict comes back)."""
@@ -249,10 +246,9 @@ def main(names: tuple[str, ...] = ()) -> None:
                 if (name, backend, kind) in SKIP:
                     continue
                 fn = getattr(simdiff, kind)
-                host = _host
-                a = np.asarray(host(fn(flat, flat_point, backend=backend)))
+                a = to_host(fn(flat, flat_point, backend=backend))
                 b = fn(tree, point, backend=backend)
-                b = b.to_numpy() if kind == "hessian" else np.asarray(host(tree.flatten(b)))
+                b = b.to_numpy() if kind == "hessian" else to_host(tree.flatten(b))
                 assert np.allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(a).max()), name
                 calls = {
                     "flat": lambda fn=fn, p=flat, x=flat_point, b=backend: fn(p, x, backend=b),
