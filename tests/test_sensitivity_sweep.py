@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import socket
 
 import h5py
 import numpy as np
@@ -172,6 +173,11 @@ def test_sweep_bad_input(kwargs, error, message):
 @pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")
+    try:  # dask's workers talk TCP; sandboxes without sockets (gVisor) refuse even loopback
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+    except OSError as e:
+        pytest.skip(f"no TCP socket on this machine, which dask's LocalCluster needs: {e}")
     # ":0": a free port for the dashboard; the default 8787 collides with any other
     # cluster on the machine (a concurrent test run), and its warning is an error here.
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
