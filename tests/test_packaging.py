@@ -126,7 +126,12 @@ def test_the_wheel_works_outside_the_repository(tmp_path: Path) -> None:
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True, env=env,
     ).stdout.strip()  # fmt: skip
-    outer = [p for p in {*site.getsitepackages(), sysconfig.get_paths()["purelib"]} if p]
+    # Also every other directory on this interpreter's path but the checkout's own: where the
+    # dependencies come in through a .pth of paths (a venv over a system's packages).
+    sited = [*site.getsitepackages(), sysconfig.get_paths()["purelib"], *sys.path]
+    outer = list(dict.fromkeys(
+        p for p in sited if p and Path(p).is_dir() and Path(p).resolve() not in (ROOT, ROOT / "tests")
+    ))  # fmt: skip
     Path(purelib, "outer-site-packages.pth").write_text("\n".join(outer) + "\n")
     _run([*pip, "--python", str(python), "install", "--no-deps", "--no-index",
           "--ignore-installed", str(wheel)], tmp_path, env)  # fmt: skip
