@@ -188,11 +188,16 @@ def test_scalar_leaves_split_in_one_call_on_each_backend():
 
 @pytest.mark.parametrize("name", ["jax", "torch"])
 @pytest.mark.parametrize("lead", [(), (3,)])
-def test_join_and_split_invert_each_other_on_mixed_leaves(name, lead):
-    """Scalars, vectors, matrices and a length-1 vector, batched or not: what the backend's
-    one-op join and split (the structured fast path) do to the leaves and back."""
+@pytest.mark.parametrize(
+    "shapes",
+    [((), (3,), (2, 2), (), (1,)), ((4, 3), (1, 3), (2, 3)), ((2, 2, 3), (1, 2, 3))],
+    ids=["mixed", "rows", "blocks"],
+)
+def test_join_and_split_invert_each_other_on_mixed_leaves(name, lead, shapes):
+    """Scalars, vectors, matrices and a length-1 vector, or leaves of one trailing shape
+    (joined along their first axis on torch), batched or not: what the backend's one-op
+    join and split (the structured fast path) do to the leaves and back."""
     backend = simdiff.backends.get_backend(name)
-    shapes = ((), (3,), (2, 2), (), (1,))
     ends = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
     bounds = tuple((int(a), int(b)) for a, b in itertools.pairwise(ends))
     rng = np.random.default_rng(1)
@@ -416,6 +421,7 @@ def test_torch_concat_of_adjacent_leaves_is_a_view_of_the_point_with_cat_values(
     for parts in ([b, a], [a, a], [a[:, :2], b[:, :2]], [a, b.clone()]):  # not adjacent: cat
         got = ops.concat(parts)
         assert got._base is None and torch.equal(got, torch.cat(parts))
+    assert ops.concat([a, b]) is ops.concat([a, b])  # all the leaves, in order: the point
     view, cat = energy(ops.concat), energy(lambda parts: torch.cat(parts))
     xg = x.clone().requires_grad_(True)
     (g_view,) = torch.autograd.grad(view(xg), xg)
@@ -423,3 +429,43 @@ def test_torch_concat_of_adjacent_leaves_is_a_view_of_the_point_with_cat_values(
     torch.testing.assert_close(g_view, g_cat, rtol=RTOL, atol=0)
     torch.testing.assert_close(torch.func.hessian(view)(x), torch.func.hessian(cat)(x),
                                rtol=RTOL, atol=RTOL)  # fmt: skip
+
+
+def test_torch_concat_of_all_split_leaves_is_the_point_inside_transforms_too():
+    # inside a function, leaves of one trailing shape carry the point they were split from:
+    # their concatenation (all, in order) is that tensor with no operation, also inside
+    # torch.func transforms (wrapped tensors); a subset, another order, or leaves split at
+    # the boundary (results given to the caller) are concatenated as they are
+    rows = np.arange(21.0).reshape(7, 3) / 7
+    spec, flat = simdiff.ParamSpec.from_tree({"A": rows[:4], "B": rows[4:6], "C": rows[6:]})
+    ops = simdiff.backends.get_backend("torch").ops("float64")
+    seen = []
+
+    def energy(x):
+        a, b, c = spec.unflatten(x, ops).values()
+        whole = ops.concat([a, b, c])
+        seen.append(whole.shape == (7, 3) and whole is ops.concat([a, b, c]))
+        return (torch.sin(whole) * whole[:, :1] ** 2).sum() + (c * a[:1]).sum()
+
+    def reference(x):
+        a, b, c = (x[:12].reshape(4, 3), x[12:18].reshape(2, 3), x[18:].reshape(1, 3))
+        whole = torch.cat([a, b, c])
+        return (torch.sin(whole) * whole[:, :1] ** 2).sum() + (c * a[:1]).sum()
+
+    x = torch.as_tensor(flat + 0.1)
+    a, b, c = spec.unflatten(x, ops).values()
+    for parts in ([b, a, c], [a, b], [a, c, b]):  # not all, or not in order: concatenated
+        got = ops.concat(parts)
+        assert got is not x and torch.equal(got, torch.cat(parts))
+    torch.testing.assert_close(torch.func.grad(energy)(x), torch.func.grad(reference)(x),
+                               rtol=RTOL, atol=0)  # fmt: skip
+    torch.testing.assert_close(torch.func.hessian(energy)(x), torch.func.hessian(reference)(x),
+                               rtol=RTOL, atol=RTOL)  # fmt: skip
+    batch = torch.stack([x, 2 * x])
+    torch.testing.assert_close(torch.func.vmap(torch.func.grad(energy))(batch),
+                               torch.func.vmap(torch.func.grad(reference))(batch),
+                               rtol=RTOL, atol=0)  # fmt: skip
+    assert seen and all(seen)
+    leaves = spec.unflatten(x)  # the boundary's split of a result: not marked
+    assert not any(hasattr(v, "_simdiff_rows") for v in leaves.values())
+    assert ops.concat(list(leaves.values())) is not x
