@@ -1191,6 +1191,18 @@ class TorchBackend(Backend):
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
 
+    def concrete_leaves(self, parts: Any, shapes: Any, dtype: Any) -> bool:
+        """As :meth:`Backend.concrete_leaves`: plain tensors (not wrapped by a ``torch.func``
+        transform, not under torch.compile's tracing) of ``dtype`` and their shapes."""
+        want = torch_dtype(dtype)
+        if torch.compiler.is_compiling():
+            return False
+        wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+        for p, shape in zip(parts, shapes, strict=True):
+            if type(p) is not torch.Tensor or p.dtype is not want or p.shape != shape or wrapped(p):
+                return False
+        return True
+
     def from_numpy(self, a: Any, dtype: Any, device: Any = None) -> Any:
         if isinstance(a, np.ndarray) and not a.flags.writeable:
             a = a.copy()  # torch refuses read-only buffers (e.g. numpy views of jax arrays)
