@@ -772,9 +772,10 @@ class Derivatives(OperatorMethods):
                 return None
         elif not T.concrete_leaves(parts, spec.shapes, self.dtype):
             return None
-        key = self._fused_keys.get((kind, method, host))
+        device = None if host else T.device_of(parts[0])  # a numpy point: the default device
+        key = self._fused_keys.get((kind, method, device))
         if key is None:
-            key = self._fused_key(kind, method, parts[0], host)
+            key = self._fused_key(kind, method, device)
             if key is None:
                 return None
         info = self._info.get(key)
@@ -826,9 +827,7 @@ class Derivatives(OperatorMethods):
         result split into the structure (views: one operation or two)."""
         T = self.backend
         spec = self.problem.param_spec
-        x = spec._join_native(parts)
-        if x is None:
-            return None
+        x = parts[0] if spec._whole is not None else T.join(parts, ())  # leaves checked
         point = T.to_numpy(x)
         if self.check_finite and not np.isfinite(point).all():
             return None  # the general path names the non-finite entry
@@ -867,10 +866,11 @@ class Derivatives(OperatorMethods):
             known = self._structure_of = (fn, isinstance(fn, StructuredHessian))
         return known[1]
 
-    def _fused_key(self, kind: str, method: str, leaf: Any, host: bool) -> tuple | None:
+    def _fused_key(self, kind: str, method: str, device: Any) -> tuple | None:
         """The key of the flat derivative a steady tree call of ``kind`` runs (that of
-        :meth:`_call` at an unbatched point), kept per ``(kind, method, host)``; None where
-        the tree call does not serve it (a structured Hessian, an unknown method)."""
+        :meth:`_call` at an unbatched point on ``device``), kept per ``(kind, method,
+        device)``; None where the tree call does not serve it (a structured Hessian, an
+        unknown method)."""
         T = self.backend
         params: dict[str, Any] = {}
         if kind == "hessian":
@@ -882,11 +882,9 @@ class Derivatives(OperatorMethods):
                 compiled = self.compile is not False and T.optional_compiler
                 chosen = auto_hessian_method(T, self.problem.n, m, compiled=compiled)
             params = {"method": chosen}
-        device = None if host else T.device_of(leaf)  # a numpy point: the backend's default
         key = (kind, tuple(sorted(params.items())), (None,), ((self.problem.n,),),
                self._dtype_name, str(device))  # fmt: skip
-        if device is None:  # a backend of one device (or host leaves): the key of every call
-            self._fused_keys[kind, method, host] = key
+        self._fused_keys[kind, method, device] = key
         return key
 
     def _host_call(self, kind: str, key: tuple, info: dict[str, Any], x: np.ndarray) -> Any:
