@@ -499,3 +499,23 @@ def test_torch_concat_of_all_split_leaves_is_the_point_inside_transforms_too():
     leaves = spec.unflatten(x)  # the boundary's split of a result: not marked
     assert not any(hasattr(v, "_simdiff_rows") for v in leaves.values())
     assert ops.concat(list(leaves.values())) is not x
+
+
+def test_steady_torch_tree_call_at_leaves_that_require_grad_stays_differentiable():
+    # the joined call runs the flat derivative at the joined point, which an outer autograd
+    # level tracks: the gradient is differentiated again w.r.t. the caller's leaves, on the
+    # first (general) call and on the steady ones alike
+    tree = simdiff.Problem(lambda q, ops: q["a"] ** 2 * ops.sum(ops.sin(q["k"])),
+                           x0={"a": 0.7, "k": K0})  # fmt: skip
+    d = simdiff._api.cached_derivatives(tree, "torch", {"a": 0.7, "k": K0})
+    joined = []
+    joined_call = d._joined_call
+    d._joined_call = lambda kind, *rest: joined.append(kind) or joined_call(kind, *rest)
+    for _ in range(3):
+        a = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+        k = torch.tensor(K0, dtype=torch.float64, requires_grad=True)
+        g = simdiff.grad(tree, {"a": a, "k": k}, backend="torch")
+        da, dk = torch.autograd.grad(g["a"], [a, k])  # d/da of 2 a sum(sin k)
+        np.testing.assert_allclose(float(da), 2 * np.sin(K0).sum(), rtol=RTOL)
+        np.testing.assert_allclose(dk.numpy(), 2 * 0.7 * np.cos(K0), rtol=RTOL)
+    assert joined == ["grad", "grad"]
