@@ -760,7 +760,7 @@ class Derivatives(OperatorMethods):
         """
         T = self.backend
         spec = self.problem.param_spec
-        if not T.fuses_wrappers or spec is None:
+        if spec is None:
             return None
         host = type(parts[0]) in _HOST_LEAVES  # numpy leaves and numbers: numpy results
         x = None
@@ -772,9 +772,10 @@ class Derivatives(OperatorMethods):
                 return None
         elif not T.concrete_leaves(parts, spec.shapes, self.dtype):
             return None
-        key = self._fused_keys.get((kind, method, host))
+        device = None if host else T.device_of(parts[0])  # a numpy point: the default device
+        key = self._fused_keys.get((kind, method, device))
         if key is None:
-            key = self._fused_key(kind, method, parts[0], host)
+            key = self._fused_key(kind, method, device)
             if key is None:
                 return None
         info = self._info.get(key)
@@ -790,6 +791,8 @@ class Derivatives(OperatorMethods):
             if checks and not self._checked(x):
                 return None
             return self._host_call(kind, key, info, x)
+        if not T.fuses_wrappers:  # an eager framework: one join, the flat derivative, a split
+            return self._joined_call(kind, key, info, parts, checks)
         split = kind in ("grad", "value_and_grad")
         fused = self._fused.get((key, split, checks))
         if fused is None:
@@ -815,6 +818,34 @@ class Derivatives(OperatorMethods):
             return spec._assemble(list(out[1]))
         return spec.unflatten_tree(flat, kind)
 
+    def _joined_call(
+        self, kind: str, key: tuple, info: dict[str, Any], parts: list[Any], checks: bool
+    ) -> Any:
+        """The steady tree call at concrete leaves of an eager framework (torch): the leaves
+        joined in one operation (:meth:`ParamSpec._join_native`), the flat derivative
+        called as :meth:`_call` calls it, the point and the result checked on the host, the
+        result split into the structure (views: one operation or two)."""
+        T = self.backend
+        spec = self.problem.param_spec
+        x = parts[0] if spec._whole is not None else T.join(parts, ())  # leaves checked
+        point = T.to_numpy(x)
+        if self.check_finite and not np.isfinite(point).all():
+            return None  # the general path names the non-finite entry
+        if checks and not self._checked(point):
+            return None
+        try:
+            with self._leak_guard() if self.probe else nullcontext():
+                out = self._fns[key](x)
+        except Exception as exc:
+            raise self._leak(exc, kind) from exc
+        results = out if kind == "value_and_grad" else (out,)
+        if self.check_finite and not all(np.isfinite(T.to_numpy(y)).all() for y in results):
+            return None  # the general path names the non-finite entry
+        info["calls"] += 1
+        if kind == "value_and_grad":
+            return out[0], spec.unflatten(out[1])
+        return spec.unflatten_tree(out, kind)
+
     def _checked(self, x: np.ndarray) -> bool:
         """The problem's check of the point ``x`` (numpy ``(n,)``) on the fast path: raises
         the problem's error; False where ``x`` is not finite (the general path names the
@@ -835,10 +866,11 @@ class Derivatives(OperatorMethods):
             known = self._structure_of = (fn, isinstance(fn, StructuredHessian))
         return known[1]
 
-    def _fused_key(self, kind: str, method: str, leaf: Any, host: bool) -> tuple | None:
+    def _fused_key(self, kind: str, method: str, device: Any) -> tuple | None:
         """The key of the flat derivative a steady tree call of ``kind`` runs (that of
-        :meth:`_call` at an unbatched point), kept per ``(kind, method, host)``; None where
-        the tree call does not serve it (a structured Hessian, an unknown method)."""
+        :meth:`_call` at an unbatched point on ``device``), kept per ``(kind, method,
+        device)``; None where the tree call does not serve it (a structured Hessian, an
+        unknown method)."""
         T = self.backend
         params: dict[str, Any] = {}
         if kind == "hessian":
@@ -850,11 +882,9 @@ class Derivatives(OperatorMethods):
                 compiled = self.compile is not False and T.optional_compiler
                 chosen = auto_hessian_method(T, self.problem.n, m, compiled=compiled)
             params = {"method": chosen}
-        device = T.device_of(leaf)
         key = (kind, tuple(sorted(params.items())), (None,), ((self.problem.n,),),
                self._dtype_name, str(device))  # fmt: skip
-        if device is None:  # a backend of one device (or host leaves): the key of every call
-            self._fused_keys[kind, method, host] = key
+        self._fused_keys[kind, method, device] = key
         return key
 
     def _host_call(self, kind: str, key: tuple, info: dict[str, Any], x: np.ndarray) -> Any:
@@ -862,9 +892,10 @@ class Derivatives(OperatorMethods):
         ``x``: the flat derivative called as :meth:`_call` calls it, the point and the result
         checked on the host, the result split into the structure by views (numpy)."""
         T = self.backend
+        native = x if T.calls_take_numpy else T.from_numpy(x, self.dtype)
         try:
             with self._leak_guard() if self.probe else nullcontext():
-                out = self._fns[key](x)
+                out = self._fns[key](native)
         except Exception as exc:
             raise self._leak(exc, kind) from exc
         if kind == "value_and_grad":

@@ -549,7 +549,7 @@ class ParamSpec:
             return None
         dtype = first.dtype
         for v, shape in zip(leaves, self.shapes, strict=True):
-            if v.dtype != dtype or tuple(v.shape) != shape:
+            if v.dtype != dtype or v.shape != shape:  # torch.Size is a tuple
                 return None
         if self._whole is not None:
             return first  # as a flat vector of the framework is taken: no copy

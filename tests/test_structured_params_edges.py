@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import simdiff
+from simdiff.backends import to_host
 
 RTOL = 1e-12  # same arithmetic on both sides, up to the order of slicing
 K0 = np.array([0.2, -0.4, 0.9])
@@ -100,64 +101,89 @@ def _numpy_point(a, k):
     return {"a": float(a), "k": np.asarray(k, dtype=np.float64)}
 
 
-@pytest.mark.parametrize("make", [_jax_point, _numpy_point], ids=["jax", "numpy"])
-def test_steady_tree_points_take_one_compiled_call_with_the_general_results(make):
+def _torch_point(a, k):
+    return {"a": torch.as_tensor(a, dtype=torch.float64),
+            "k": torch.as_tensor(np.asarray(k), dtype=torch.float64)}  # fmt: skip
+
+
+#: (backend, point maker): framework leaves of each backend, and numpy leaves on each
+STEADY = {
+    "jax": ("jax", _jax_point),
+    "jax-numpy": ("jax", _numpy_point),
+    "torch": ("torch", _torch_point),
+    "torch-numpy": ("torch", _numpy_point),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STEADY))
+def test_steady_tree_points_take_one_call_with_the_general_results(case):
+    # JAX: framework leaves joined inside one compiled call; torch: joined in one
+    # operation, the flat derivative, one split; numpy leaves on both: one host vector
+    backend, make = STEADY[case]
     tree, flat = _fresh_pair()
     point, x = make(0.5, K0 + 0.1), np.r_[0.5, K0 + 0.1]
-    kind = jax.Array if make is _jax_point else np.ndarray
-    d = simdiff._api.cached_derivatives(tree, "jax", point)
-    host_calls = []  # numpy leaves: read into one vector on the host, the flat derivative called
-    host_call = d._host_call
+    kind = type(make(0.5, K0)["k"])
+    d = simdiff._api.cached_derivatives(tree, backend, point)
+    host_calls, joined_calls = [], []  # numpy leaves: one vector on the host; torch: joined
+    host_call, joined_call = d._host_call, d._joined_call
     d._host_call = lambda kind, *rest: host_calls.append(kind) or host_call(kind, *rest)
-    for i in range(3):  # the first call builds and probes; the later ones are fused
-        g = simdiff.grad(tree, point, backend="jax")
-        v, g2 = simdiff.value_and_grad(tree, point, backend="jax")
-        H = simdiff.hessian(tree, point, backend="jax")
+    d._joined_call = lambda kind, *rest: joined_calls.append(kind) or joined_call(kind, *rest)
+    for i in range(3):  # the first call builds and probes; the later ones are steady
+        g = simdiff.grad(tree, point, backend=backend)
+        v, g2 = simdiff.value_and_grad(tree, point, backend=backend)
+        H = simdiff.hessian(tree, point, backend=backend)
         assert isinstance(g["a"], kind) and g["a"].shape == () and g["k"].shape == (3,)
         assert isinstance(g2["k"], kind) and isinstance(H.data, kind)
-        np.testing.assert_allclose(np.asarray(tree.flatten(g)), simdiff.grad(flat, x), rtol=RTOL)
-        np.testing.assert_allclose(np.asarray(tree.flatten(g2)), simdiff.grad(flat, x), rtol=RTOL)
+        want = simdiff.grad(flat, x, backend=backend)
+        np.testing.assert_allclose(to_host(tree.flatten(g)), want, rtol=RTOL)
+        np.testing.assert_allclose(to_host(tree.flatten(g2)), want, rtol=RTOL)
         np.testing.assert_allclose(float(v), simdiff.value_and_grad(flat, x)[0], rtol=RTOL)
         np.testing.assert_allclose(H.to_numpy(), simdiff.hessian(flat, x), rtol=RTOL)
         steady = 3 * i  # grad, value_and_grad, hessian after the first round
-        if make is _jax_point:  # framework leaves: one compiled tree call each
-            assert len(d._fused) == min(steady, 3) and not host_calls
+        if case == "jax":  # framework leaves: one compiled tree call each
+            assert len(d._fused) == min(steady, 3) and not host_calls and not joined_calls
+        elif case == "torch":
+            assert len(joined_calls) == steady and not host_calls and not d._fused
         else:
-            assert len(host_calls) == steady and not d._fused
+            assert len(host_calls) == steady and not d._fused and not joined_calls
     calls = {info["kind"]: info["calls"] for info in d.cache_info()}
-    assert calls == {"grad": 3, "value_and_grad": 3, "hessian": 3}  # the fused calls count
+    assert calls == {"grad": 3, "value_and_grad": 3, "hessian": 3}  # the steady calls count
 
 
-@pytest.mark.parametrize("make", [_jax_point, _numpy_point], ids=["jax", "numpy"])
-def test_steady_tree_points_still_name_bad_points_and_non_finite_results(make):
+@pytest.mark.parametrize("case", sorted(STEADY))
+def test_steady_tree_points_still_name_bad_points_and_non_finite_results(case):
+    backend, make = STEADY[case]
     tree, _ = _fresh_pair()
-    simdiff.grad(tree, make(0.5, K0), backend="jax")
-    simdiff.hessian(tree, make(0.5, K0), backend="jax")
-    simdiff.grad(tree, make(0.5, K0), backend="jax")  # steady: the fused path
+    simdiff.grad(tree, make(0.5, K0), backend=backend)
+    simdiff.hessian(tree, make(0.5, K0), backend=backend)
+    simdiff.grad(tree, make(0.5, K0), backend=backend)  # steady: the fused path
     bad = make(0.5, [0.2, np.nan, 0.9])
     with pytest.raises(simdiff.errors.InputError, match=r"x must be finite; x\[2\] = nan"):
-        simdiff.grad(tree, bad, backend="jax")
+        simdiff.grad(tree, bad, backend=backend)
     with pytest.raises(simdiff.errors.InputError, match=r"x must be finite"):
-        simdiff.hessian(tree, bad, backend="jax")
+        simdiff.hessian(tree, bad, backend=backend)
     with pytest.raises(simdiff.errors.StructureError, match=r"shape \(3,\)"):
-        simdiff.grad(tree, make(0.5, np.zeros(2)), backend="jax")
+        simdiff.grad(tree, make(0.5, np.zeros(2)), backend=backend)
+    native = simdiff.backends.get_backend(backend)
+    low = {"a": native.from_numpy(np.asarray(0.5), "float32"),
+           "k": native.from_numpy(np.asarray(K0), "float64")}  # fmt: skip
     with pytest.warns(simdiff.PrecisionWarning, match="float32"):  # a float32 leaf: warned
-        simdiff.grad(tree, {"a": jnp.asarray(0.5, dtype=jnp.float32),
-                            "k": jnp.asarray(K0)}, backend="jax")  # fmt: skip
+        simdiff.grad(tree, low, backend=backend)
     root = simdiff.Problem(lambda q, ops: ops.sqrt(q["a"]) + ops.sum(q["k"]),
                            x0={"a": 1.0, "k": K0})  # fmt: skip
-    simdiff.grad(root, make(1.0, K0), backend="jax")
-    simdiff.grad(root, make(1.0, K0), backend="jax")
+    simdiff.grad(root, make(1.0, K0), backend=backend)
+    simdiff.grad(root, make(1.0, K0), backend=backend)
     with pytest.raises(simdiff.errors.NonFiniteError, match="simdiff.grad is not finite"):
-        simdiff.grad(root, make(0.0, K0), backend="jax")  # d sqrt(a) / da at 0
+        simdiff.grad(root, make(0.0, K0), backend=backend)  # d sqrt(a) / da at 0
 
 
-@pytest.mark.parametrize("make", [_jax_point, _numpy_point], ids=["jax", "numpy"])
-def test_steady_tree_points_of_a_problem_that_checks_its_points(make):
+@pytest.mark.parametrize("case", sorted(STEADY))
+def test_steady_tree_points_of_a_problem_that_checks_its_points(case):
     # an RK4 solve of fixed steps checks each point's stability on the host: the steady
-    # tree call (one compiled call) checks it too, and refuses an unstable point as the
-    # general path does
+    # tree call checks it too, and refuses an unstable point as the general path does
     from simdiff.ode import FixedStep, ODEProblem
+
+    backend, make = STEADY[case]
 
     def decay(t, y, p, ops):
         return -p["a"] * y * ops.sum(p["k"] ** 2)
@@ -165,15 +191,19 @@ def test_steady_tree_points_of_a_problem_that_checks_its_points(make):
     ode = ODEProblem(decay, [1.0], (0.0, 1.0), {"a": 1.0, "k": K0}, solver=FixedStep(n_steps=20),
                      observable=lambda ys, ops: ys[-1, 0])  # fmt: skip
     assert ode.checks_points
-    d = simdiff._api.cached_derivatives(ode, "jax", make(1.0, K0))
+    d = simdiff._api.cached_derivatives(ode, backend, make(1.0, K0))
+    joined = []
+    joined_call = d._joined_call
+    d._joined_call = lambda kind, *rest: joined.append(kind) or joined_call(kind, *rest)
     for _ in range(3):
-        g = simdiff.grad(ode, make(0.9, K0), backend="jax")
-    ref = ode.flatten(simdiff.grad(ode, np.r_[0.9, K0], backend="jax"))  # the general path
-    np.testing.assert_allclose(np.asarray(ode.flatten(g)), ref, rtol=RTOL)
-    calls = {info["kind"]: info["calls"] for info in d.cache_info()}
-    assert calls["grad"] == 4 and (len(d._fused) == 1) == (make is _jax_point)
+        g = simdiff.grad(ode, make(0.9, K0), backend=backend)
+    ref = ode.flatten(simdiff.grad(ode, np.r_[0.9, K0], backend=backend))  # the general path
+    np.testing.assert_allclose(to_host(ode.flatten(g)), ref, rtol=RTOL)
+    calls = sum(info["calls"] for info in d.cache_info() if info["kind"] == "grad")
+    assert calls == 4 and (len(d._fused) == 1) == (case == "jax")
+    assert len(joined) == (2 if case == "torch" else 0)
     with pytest.raises(simdiff.errors.StabilityError, match="n_steps >="):
-        simdiff.grad(ode, make(500.0, K0), backend="jax")
+        simdiff.grad(ode, make(500.0, K0), backend=backend)
 
 
 def test_scalar_leaves_split_in_one_call_on_each_backend():
@@ -188,11 +218,16 @@ def test_scalar_leaves_split_in_one_call_on_each_backend():
 
 @pytest.mark.parametrize("name", ["jax", "torch"])
 @pytest.mark.parametrize("lead", [(), (3,)])
-def test_join_and_split_invert_each_other_on_mixed_leaves(name, lead):
-    """Scalars, vectors, matrices and a length-1 vector, batched or not: what the backend's
-    one-op join and split (the structured fast path) do to the leaves and back."""
+@pytest.mark.parametrize(
+    "shapes",
+    [((), (3,), (2, 2), (), (1,)), ((4, 3), (1, 3), (2, 3)), ((2, 2, 3), (1, 2, 3))],
+    ids=["mixed", "rows", "blocks"],
+)
+def test_join_and_split_invert_each_other_on_mixed_leaves(name, lead, shapes):
+    """Scalars, vectors, matrices and a length-1 vector, or leaves of one trailing shape
+    (joined along their first axis on torch), batched or not: what the backend's one-op
+    join and split (the structured fast path) do to the leaves and back."""
     backend = simdiff.backends.get_backend(name)
-    shapes = ((), (3,), (2, 2), (), (1,))
     ends = np.cumsum([0] + [int(np.prod(s)) for s in shapes])
     bounds = tuple((int(a), int(b)) for a, b in itertools.pairwise(ends))
     rng = np.random.default_rng(1)
@@ -416,6 +451,7 @@ def test_torch_concat_of_adjacent_leaves_is_a_view_of_the_point_with_cat_values(
     for parts in ([b, a], [a, a], [a[:, :2], b[:, :2]], [a, b.clone()]):  # not adjacent: cat
         got = ops.concat(parts)
         assert got._base is None and torch.equal(got, torch.cat(parts))
+    assert ops.concat([a, b]) is ops.concat([a, b])  # all the leaves, in order: the point
     view, cat = energy(ops.concat), energy(lambda parts: torch.cat(parts))
     xg = x.clone().requires_grad_(True)
     (g_view,) = torch.autograd.grad(view(xg), xg)
@@ -423,3 +459,63 @@ def test_torch_concat_of_adjacent_leaves_is_a_view_of_the_point_with_cat_values(
     torch.testing.assert_close(g_view, g_cat, rtol=RTOL, atol=0)
     torch.testing.assert_close(torch.func.hessian(view)(x), torch.func.hessian(cat)(x),
                                rtol=RTOL, atol=RTOL)  # fmt: skip
+
+
+def test_torch_concat_of_all_split_leaves_is_the_point_inside_transforms_too():
+    # inside a function, leaves of one trailing shape carry the point they were split from:
+    # their concatenation (all, in order) is that tensor with no operation, also inside
+    # torch.func transforms (wrapped tensors); a subset, another order, or leaves split at
+    # the boundary (results given to the caller) are concatenated as they are
+    rows = np.arange(21.0).reshape(7, 3) / 7
+    spec, flat = simdiff.ParamSpec.from_tree({"A": rows[:4], "B": rows[4:6], "C": rows[6:]})
+    ops = simdiff.backends.get_backend("torch").ops("float64")
+    seen = []
+
+    def energy(x):
+        a, b, c = spec.unflatten(x, ops).values()
+        whole = ops.concat([a, b, c])
+        seen.append(whole.shape == (7, 3) and whole is ops.concat([a, b, c]))
+        return (torch.sin(whole) * whole[:, :1] ** 2).sum() + (c * a[:1]).sum()
+
+    def reference(x):
+        a, b, c = (x[:12].reshape(4, 3), x[12:18].reshape(2, 3), x[18:].reshape(1, 3))
+        whole = torch.cat([a, b, c])
+        return (torch.sin(whole) * whole[:, :1] ** 2).sum() + (c * a[:1]).sum()
+
+    x = torch.as_tensor(flat + 0.1)
+    a, b, c = spec.unflatten(x, ops).values()
+    for parts in ([b, a, c], [a, b], [a, c, b]):  # not all, or not in order: concatenated
+        got = ops.concat(parts)
+        assert got is not x and torch.equal(got, torch.cat(parts))
+    torch.testing.assert_close(torch.func.grad(energy)(x), torch.func.grad(reference)(x),
+                               rtol=RTOL, atol=0)  # fmt: skip
+    torch.testing.assert_close(torch.func.hessian(energy)(x), torch.func.hessian(reference)(x),
+                               rtol=RTOL, atol=RTOL)  # fmt: skip
+    batch = torch.stack([x, 2 * x])
+    torch.testing.assert_close(torch.func.vmap(torch.func.grad(energy))(batch),
+                               torch.func.vmap(torch.func.grad(reference))(batch),
+                               rtol=RTOL, atol=0)  # fmt: skip
+    assert seen and all(seen)
+    leaves = spec.unflatten(x)  # the boundary's split of a result: not marked
+    assert not any(hasattr(v, "_simdiff_rows") for v in leaves.values())
+    assert ops.concat(list(leaves.values())) is not x
+
+
+def test_steady_torch_tree_call_at_leaves_that_require_grad_stays_differentiable():
+    # the joined call runs the flat derivative at the joined point, which an outer autograd
+    # level tracks: the gradient is differentiated again w.r.t. the caller's leaves, on the
+    # first (general) call and on the steady ones alike
+    tree = simdiff.Problem(lambda q, ops: q["a"] ** 2 * ops.sum(ops.sin(q["k"])),
+                           x0={"a": 0.7, "k": K0})  # fmt: skip
+    d = simdiff._api.cached_derivatives(tree, "torch", {"a": 0.7, "k": K0})
+    joined = []
+    joined_call = d._joined_call
+    d._joined_call = lambda kind, *rest: joined.append(kind) or joined_call(kind, *rest)
+    for _ in range(3):
+        a = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+        k = torch.tensor(K0, dtype=torch.float64, requires_grad=True)
+        g = simdiff.grad(tree, {"a": a, "k": k}, backend="torch")
+        da, dk = torch.autograd.grad(g["a"], [a, k])  # d/da of 2 a sum(sin k)
+        np.testing.assert_allclose(float(da), 2 * np.sin(K0).sum(), rtol=RTOL)
+        np.testing.assert_allclose(dk.numpy(), 2 * 0.7 * np.cos(K0), rtol=RTOL)
+    assert joined == ["grad", "grad"]

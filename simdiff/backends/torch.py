@@ -299,23 +299,64 @@ def _split_plan(
     return "split", [b - a for a, b in bounds], None
 
 
-def _split_leaves(flat: torch.Tensor, bounds: Any, shapes: Any) -> list[torch.Tensor]:
+def _split_leaves(
+    flat: torch.Tensor, bounds: Any, shapes: Any, mark: bool = False
+) -> list[torch.Tensor]:
     """The leaves of ``flat`` (``(*lead, n)``), each ``(*lead, *shape)``, as views in one or
     two recorded operations instead of a slice (and a reshape) per leaf: one ``unbind`` for
     scalar leaves; one reshape and one ``split`` along the first axis for leaves of one
     trailing shape (``{"A": (26, 3), "B": (12, 3)}``); else one ``split`` and a reshape per
     leaf that is not a vector.  Under eager autograd every operation is a node of the
     backward pass (a slice's backward fills a zero vector of length ``n``), so fewer is
-    cheaper; ``torch.func`` transforms batch each alike."""
+    cheaper; ``torch.func`` transforms batch each alike.
+
+    ``mark`` (inside a problem's function): leaves of one trailing shape split from one
+    point are marked with the reshaped point they were split from (:data:`_ROWS`), so that
+    :meth:`TorchOps.concat` of all of them in order returns that tensor, the same values,
+    with no operation at all (what a function of per-species positions does first)."""
     kind, a, b = _split_plan(tuple(bounds), tuple(shapes))
     if kind == "scalars":
         return list(torch.unbind(flat, -1))
-    lead = tuple(flat.shape[:-1])
-    if kind == "rows":
-        return list(torch.split_with_sizes(flat.reshape(*lead, -1, *a), b, dim=len(lead)))
-    chunks = torch.split_with_sizes(flat, a, dim=-1)
-    return [c if len(s) == 1 else c.squeeze(-1) if s == () else c.reshape(*lead, *s)
+    if flat.dim() == 1:  # one point (inside the function): no leading axes
+        if kind == "rows":
+            whole = flat.reshape(-1, *a)
+            leaves = list(torch.split_with_sizes(whole, b))
+            if mark and not torch.compiler.is_compiling():  # Dynamo: no tensor attributes
+                k = len(leaves)
+                for i, leaf in enumerate(leaves):
+                    setattr(leaf, _ROWS, (whole, i, k))
+            return leaves
+        chunks = torch.split_with_sizes(flat, a)
+    else:
+        lead = tuple(flat.shape[:-1])
+        if kind == "rows":
+            return list(torch.split_with_sizes(flat.reshape(*lead, -1, *a), b, dim=len(lead)))
+        chunks = torch.split_with_sizes(flat, a, dim=-1)
+        return [c if len(s) == 1 else c.squeeze(-1) if s == () else c.reshape(*lead, *s)
+                for c, s in zip(chunks, shapes, strict=True)]  # fmt: skip
+    return [c if len(s) == 1 else c.squeeze(-1) if s == () else c.reshape(s)
             for c, s in zip(chunks, shapes, strict=True)]  # fmt: skip
+
+
+#: The attribute :func:`_split_leaves` sets on leaves of one trailing shape:
+#: ``(whole, i, k)``, the reshaped point they were split from, the leaf's position and the
+#: number of leaves (no reference back to the leaves: no cycle keeps a graph alive).
+_ROWS = "_simdiff_rows"
+
+
+def _split_rows(arrays: list[Any]) -> torch.Tensor | None:
+    """The point the leaves ``arrays`` were split from (:func:`_split_leaves`) where they
+    are all of its leaves, in order: what their concatenation along the first axis
+    equals; else None."""
+    tag = getattr(arrays[0], _ROWS, None)
+    if tag is None or tag[2] != len(arrays):
+        return None
+    whole = tag[0]
+    for i, a in enumerate(arrays):
+        t = getattr(a, _ROWS, None)
+        if t is None or t[0] is not whole or t[1] != i:
+            return None
+    return whole  # type: ignore[no-any-return]
 
 
 def _adjacent_views(arrays: list[Any]) -> torch.Tensor | None:
@@ -478,7 +519,7 @@ class TorchOps(LoopOps):
         """One ``unbind`` or ``split`` (views; :func:`_split_leaves`), not one slice per leaf."""
         if not isinstance(flat, torch.Tensor):
             return super().split_leaves(flat, bounds, shapes)
-        return _split_leaves(flat, bounds, shapes)
+        return _split_leaves(flat, bounds, shapes, mark=True)
 
     def reshape(self, x: Any, shape: Any) -> Any:
         x = self._tensor(x)
@@ -497,7 +538,9 @@ class TorchOps(LoopOps):
         function), that tensor's block as one view instead (:func:`_adjacent_views`)."""
         arrays = list(arrays)
         if axis == 0 and len(arrays) > 1:
-            whole = _adjacent_views(arrays)
+            whole = _split_rows(arrays)
+            if whole is None:
+                whole = _adjacent_views(arrays)
             if whole is not None:
                 return whole
         try:
@@ -1127,11 +1170,17 @@ class TorchBackend(Backend):
         )
 
     def join(self, parts: Any, lead: tuple[int, ...]) -> Any:
-        """``torch.stack`` of scalar leaves, else ``torch.cat`` (one op, not one per leaf)."""
+        """``torch.stack`` of scalar leaves; ``torch.cat`` of the leaves of one trailing shape
+        along their first axis and a view (unbatched: two operations, whatever the number
+        of leaves); else ``torch.cat`` of the leaves as vectors."""
         parts = list(parts)
         k = len(lead)
         if all(p.dim() == k for p in parts):
             return torch.stack(parts, dim=-1)
+        if not k:
+            trail = parts[0].shape[1:]
+            if trail and all(p.dim() >= 2 and p.shape[1:] == trail for p in parts):
+                return torch.cat(parts).view(-1)
         return torch.cat([p if p.dim() == k + 1 else p.reshape(*lead, -1) for p in parts], dim=-1)
 
     def split(self, flat: Any, bounds: Any, shapes: Any) -> list[Any]:
@@ -1141,6 +1190,18 @@ class TorchBackend(Backend):
 
     def is_native(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
+
+    def concrete_leaves(self, parts: Any, shapes: Any, dtype: Any) -> bool:
+        """As :meth:`Backend.concrete_leaves`: plain tensors (not wrapped by a ``torch.func``
+        transform, not under torch.compile's tracing) of ``dtype`` and their shapes."""
+        want = torch_dtype(dtype)
+        if torch.compiler.is_compiling():
+            return False
+        wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+        for p, shape in zip(parts, shapes, strict=True):
+            if type(p) is not torch.Tensor or p.dtype is not want or p.shape != shape or wrapped(p):
+                return False
+        return True
 
     def from_numpy(self, a: Any, dtype: Any, device: Any = None) -> Any:
         if isinstance(a, np.ndarray) and not a.flags.writeable:
