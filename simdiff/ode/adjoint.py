@@ -31,6 +31,7 @@ from .._tree import tree_map
 from ..errors import InputError
 
 __all__ = [
+    "DECISION",
     "Adjoint",
     "CheckpointAdjoint",
     "DirectAdjoint",
@@ -56,6 +57,11 @@ def _positive_int(value: Any, what: str) -> None:
 #: plain steps, and in a loop whose steps locate events (:meth:`Adjoint.loop`, ``events``).
 GROUP, EVENT_GROUP = 16, 4
 
+#: The tag (``ops.checkpoint_name(x, DECISION)``) of the values on which a loop's step
+#: sequence turns (the step tried, whether it is accepted): :func:`blocked_loop` stores
+#: them per step, so that the recomputation of a block replays the forward's steps.
+DECISION = "simdiff.ode.decision"
+
 #: Above this many blocks, :func:`blocked_loop` guards runs of about ``sqrt(blocks)``
 #: blocks with one more ``cond`` (a skipped block is not free in reverse mode).
 SKIP_TREE_MIN = 8
@@ -80,6 +86,17 @@ def blocked_loop(
     ``remat=True`` each block is wrapped in ``ops.checkpoint``: reverse mode
     stores the carry at each block boundary and recomputes one block at a time.
     ``cond`` must include the iteration bound (the driver counts steps).
+
+    The values ``body`` tags ``ops.checkpoint_name(x, DECISION)`` (the
+    driver's step tried, accept flag, failure flag and triggered events) are
+    stored per step in reverse mode (``ops.checkpoint_saving``), not
+    recomputed: the recomputation of a block, compiled apart from the
+    forward, may round the error estimate differently, and re-deciding from
+    it would take other steps than the forward (the state at the block's end
+    then differs from the boundary the next block starts from, and the
+    gradient is wrong by far more than the tolerance: 4e-5 relative on
+    HIRES at rtol 1e-11).  Cost: one float and two flags per step of
+    ``max_steps`` in reverse-mode memory.
 
     Inside a block the steps run in groups of ``group`` under one ``ops.cond``
     each; within a group every step runs and its result is kept where ``cond``
@@ -116,7 +133,7 @@ def blocked_loop(
         return ops.scan(guarded, c, None, length=-(-int(block) // group))[0]
 
     if remat:
-        run_block = ops.checkpoint(run_block)
+        run_block = ops.checkpoint_saving(run_block, (DECISION,))
 
     def outer(c: Any, _: Any) -> tuple[Any, None]:
         return ops.cond(cond(c), run_block, _identity, c), None
