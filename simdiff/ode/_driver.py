@@ -270,7 +270,7 @@ def _traced_loop(
         accept, h_next, failed, memory_new = controller.decide(
             h, h_try, remaining, y, y_new, err, memory, ops
         )
-        accept, failed = decided(accept), decided(failed)
+        accept = decided(accept)
         accept = accept & ~done
         hits = accept & (h_try >= remaining)
         t_new = ops.where(accept, ops.where(hits, t_next, t + h_try), t)
