@@ -252,11 +252,6 @@ def _traced_loop(
 
     located = fire if event_branch is None else event_branch(fire, ops)
 
-    def decided(x: Any) -> Any:
-        # what the step sequence turns on, stored per step by a checkpointed loop
-        # (blocked_loop) so that its recomputation takes the forward's steps
-        return ops.checkpoint_name(x, DECISION)
-
     def body(c: tuple) -> tuple:
         t, y, h, idx, saved, n_acc, n_rej, bad, state, memory = c[:10]
         # Inside the loop ``done`` is false; it is true only where a vmapped loop
@@ -265,12 +260,11 @@ def _traced_loop(
         slot = slots == idx
         t_next = ops.sum(ops.where(slot, times, 0.0))
         remaining = t_next - t
-        h_try = decided(ops.where(done, 0.0, controller.try_step(h, remaining, ops)))
+        h_try = ops.where(done, 0.0, controller.try_step(h, remaining, ops))
         y_new, err, state_new = step(t, y, h_try, state)
         accept, h_next, failed, memory_new = controller.decide(
             h, h_try, remaining, y, y_new, err, memory, ops
         )
-        accept = decided(accept)
         accept = accept & ~done
         hits = accept & (h_try >= remaining)
         t_new = ops.where(accept, ops.where(hits, t_next, t + h_try), t)
@@ -279,7 +273,9 @@ def _traced_loop(
         if ev is not None:
             g_prev = c[10][0]
             g_new = sg(evs.values(sg(t_new), sg(y_new), sg(p), ops))
-            trig = decided(evs.triggered(g_prev, g_new, tol, ops) & accept)
+            # tagged DECISION: stored per step by a checkpointed loop (blocked_loop), so that
+            # its recomputation locates the events the forward located
+            trig = ops.checkpoint_name(evs.triggered(g_prev, g_new, tol, ops) & accept, DECISION)
             any_trig = ops.sum(ops.where(trig, 1.0, 0.0)) > 0.5
         if deferred:
             # the step that fires is not taken: the loop stops at its start

@@ -88,15 +88,16 @@ def blocked_loop(
     ``cond`` must include the iteration bound (the driver counts steps).
 
     The values ``body`` tags ``ops.checkpoint_name(x, DECISION)`` (the
-    driver's step tried, accept flag, failure flag and triggered events) are
-    stored per step in reverse mode (``ops.checkpoint_saving``), not
-    recomputed: the recomputation of a block, compiled apart from the
-    forward, may round the error estimate differently, and re-deciding from
-    it would take other steps than the forward (the state at the block's end
-    then differs from the boundary the next block starts from, and the
-    gradient is wrong by far more than the tolerance: 4e-5 relative on
-    HIRES at rtol 1e-11).  Cost: one float and two flags per step of
-    ``max_steps`` in reverse-mode memory.
+    adaptive controller's step tried and accept flag, the events triggered in
+    a step) are stored per step in reverse mode (``ops.checkpoint_saving``),
+    not recomputed.  The recomputation of a block is compiled apart from the
+    forward and may round an error estimate differently; deciding again from
+    it would take other steps than the forward, end the block at another
+    time than the boundary the next block starts from, and differentiate
+    neither step sequence (HIRES at rtol 1e-11: 4e-5 relative off forward
+    mode).  Cost: one float and one flag per step of ``max_steps`` (about
+    12 bytes per step in XLA's temporaries), none for fixed steps, whose
+    controller tags nothing.
 
     Inside a block the steps run in groups of ``group`` under one ``ops.cond``
     each; within a group every step runs and its result is kept where ``cond``
