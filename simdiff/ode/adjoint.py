@@ -9,6 +9,7 @@ derivative modes work and what they cost.  With ``n`` the attempted steps,
 adjoint                 modes           time                reverse-mode memory (JAX)
 ======================  ==============  ==================  =========================
 ``CheckpointAdjoint``   all (default)   ~ n (+1 recompute)  ``N/K`` carries + ``K`` steps
+                                                            + ``N`` step decisions
 ``DirectAdjoint``       all             ~ N                 every step of ``N``
 ``ForwardAdjoint``      forward only    ~ n                 (no reverse mode)
 ======================  ==============  ==================  =========================
@@ -227,7 +228,9 @@ class CheckpointAdjoint(Adjoint):
     block : int, optional
         Steps per block.  Memory ``~ (N/block) * |state| + block * |step|``
         with ``N = max_steps``; the default ``block = ceil(sqrt(N))`` balances
-        the two (``O(sqrt N)``).
+        the two (``O(sqrt N)``).  An adaptive solver adds its decisions, the
+        step tried and the accept flag of each of the ``N`` steps, which the
+        recomputation replays (:func:`blocked_loop`).
     checkpoints : int, optional
         Number of stored block boundaries (the checkpoint budget); with
         ``block`` unset the block is ``ceil(N / checkpoints)``.  With both
