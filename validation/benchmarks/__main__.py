@@ -274,7 +274,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     # docs/performance.md, the identity recheck of every derivative call
     Benchmark("bench_identity_recheck.txt", "bench_identity", ("--rounds", "7")),
     # docs/parameters.md
-    Benchmark("bench_structured_params.txt", "bench_structured_params"),
+    Benchmark("bench_structured_params.txt", "bench_structured_params", ("--threads", "1")),
     # docs/sensitivity.md (bench_profile writes its JSON itself, atomically)
     Benchmark("profile_likelihood_lv.json", "bench_profile", stdout=False),
     Benchmark("check_decay_product_fit.txt", "simdiff.cli", ("check", "decay_product_fit")),

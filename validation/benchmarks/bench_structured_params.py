@@ -49,16 +49,21 @@ that requires grad; the function's ``ops.concat`` of them is a
 cost of writing the function on the tree in the framework alone, without
 simdiff.
 
-    python -m validation.benchmarks.bench_structured_params
+Every thread of the process counts in CPU time, so the run uses ``--threads N``
+(default 1) threads in torch and XLA, set by :func:`simdiff.backends.set_threads`
+before jax is imported: with more than one, a thread spinning or waiting for
+another on a loaded machine adds CPU time that is not work.
+
+    python -m validation.benchmarks.bench_structured_params --threads 1 [PROBLEM ...]
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 from collections.abc import Callable
 from typing import Any
 
-import jax
 import numpy as np
 
 import simdiff
@@ -217,8 +222,16 @@ def _torch_grad(f: Callable, point: Any, ops: Any) -> Any:
     return torch.autograd.grad(f(x, ops), x)[0]
 
 
-def main(names: tuple[str, ...] = ()) -> None:
-    """Print the table (every problem, or those of ``names``)."""
+def main(names: tuple[str, ...] = (), threads: int = 1) -> None:
+    """Print the table (every problem, or those of ``names``) with ``threads`` threads in torch
+    and XLA (XLA's setting takes effect only if jax is not imported yet)."""
+    from simdiff.backends import set_threads
+
+    info = set_threads(threads)  # before jax is imported: XLA reads its flags once
+    import jax
+
+    print(f"threads: torch {info['torch']} (inter-op {info['torch_interop']}), "
+          f"XLA {info['xla']}; XLA_FLAGS={info['XLA_FLAGS']!r}")  # fmt: skip
     print(
         "CPU ms of this process per call (time spent descheduled on a machine with more work "
         "than cores does not count; every thread of the process does)"
@@ -287,6 +300,8 @@ def main(names: tuple[str, ...] = ()) -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
-    main(tuple(sys.argv[1:]))
+    ap = argparse.ArgumentParser(prog="python -m validation.benchmarks.bench_structured_params")
+    ap.add_argument("names", nargs="*", help="problems to run (default: all)")
+    ap.add_argument("--threads", type=int, default=1, help="threads in torch and XLA")
+    args = ap.parse_args()
+    main(tuple(args.names), args.threads)
