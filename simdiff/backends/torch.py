@@ -21,6 +21,7 @@ import torch._functorch.config
 import torch.func
 import torch.utils.checkpoint
 
+from .._tree import tree_flatten, tree_unflatten
 from ..errors import InputTypeError, UnsupportedError
 from ._base import BINARY, UNARY, Backend, LoopOps, Namespace
 from ._torch_leaks import (
@@ -871,16 +872,25 @@ _NON_LEAF_GRAD = "The .grad attribute of a Tensor that is not a leaf Tensor is b
 class _PartCompiler:
     """``ops.compile_part`` on torch: small pure functions compiled once each, run where it applies.
 
-    ``compile_part(key, make)`` returns a callable that runs ``make()``
-    compiled (``torch.compile``, one whole graph: ``fullgraph=True``) when no
-    ``torch.func`` transform is active and Dynamo is not tracing, and eagerly
-    otherwise (under ``vmap``, ``jacrev``, ``jvp``: the compiled graph would
-    see the transform's wrapped tensors).  A function that cannot be compiled
-    as one graph raises torch's error on its first compiled call.  A call whose
-    compiled code raises torch's linear-algebra error (a singular matrix) runs
-    again eagerly, where the function's own ``try`` sees it.
+    ``compile_part(key, make, remat=False)`` returns a callable that runs
+    ``make()`` compiled (``torch.compile``, one whole graph:
+    ``fullgraph=True``) when no ``torch.func`` transform is active and Dynamo
+    is not tracing, and eagerly otherwise (under ``vmap``, ``jacrev``,
+    ``jvp``: the compiled graph would see the transform's wrapped tensors).
+    A function that cannot be compiled as one graph raises torch's error on
+    its first compiled call.  A call whose compiled code raises torch's
+    linear-algebra error (a singular matrix) runs again eagerly, where the
+    function's own ``try`` sees it.
 
-    ``compiled_calls`` and ``eager_calls`` count what ran.
+    With ``remat=True`` the part is rematerialised in reverse mode
+    (:class:`_RematPart`): its forward is an inference graph that saves
+    nothing but the part's inputs, and its backward a second compiled graph,
+    the VJP of the part recomputed from them.  Without it the part is one
+    AOTAutograd graph whose forward saves its intermediates for its backward.
+
+    ``compiled_calls`` and ``eager_calls`` count the calls of parts that ran
+    compiled and eagerly, ``backward_calls`` the backward calls of
+    rematerialised parts.
     """
 
     def __init__(self, compile: Callable[..., Callable[..., Any]]) -> None:
@@ -888,11 +898,15 @@ class _PartCompiler:
         self._parts: dict[Any, Callable[..., Any]] = {}
         self.compiled_calls = 0
         self.eager_calls = 0
+        self.backward_calls = 0
 
-    def __call__(self, key: Any, make: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
-        part = self._parts.get(key)
+    def __call__(
+        self, key: Any, make: Callable[[], Callable[..., Any]], remat: bool = False
+    ) -> Callable[..., Any]:
+        part = self._parts.get((key, remat))
         if part is None:
-            part = self._parts[key] = self._part(make())
+            pure = make()
+            part = self._parts[key, remat] = _RematPart(self, pure) if remat else self._part(pure)
         return part
 
     def _part(self, pure: Callable[..., Any]) -> Callable[..., Any]:
@@ -902,24 +916,152 @@ class _PartCompiler:
             if torch.compiler.is_compiling() or _in_transform():
                 self.eager_calls += 1
                 return pure(*args)
-            self.compiled_calls += 1
-            with warnings.catch_warnings(), _kept_buffers(), paused():
-                # Dynamo reads .grad of the non-leaf inputs (the state, the FSAL stage)
-                # while it builds its guards; the warning is about that read, not ours
-                warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)
-                # and the leak guard is paused (:func:`paused`): its Tensor.item() raised in
-                # Dynamo's guard evaluation, a failed guard, so a trace on every call
-                try:
-                    return compiled(*args)
-                except torch.linalg.LinAlgError:
-                    pass
-            # a singular matrix: compiled code raises where the part's own eager code
-            # handles it (a Rosenbrock step's NaN, then a shorter step: ode.rosenbrock._factor)
-            self.compiled_calls -= 1
-            self.eager_calls += 1
-            return pure(*args)
+            return self.run(compiled, pure, args)
 
         return part
+
+    def run(
+        self, compiled: Callable[..., Any], pure: Callable[..., Any], args: Any,
+        backward: bool = False,
+    ) -> Any:  # fmt: skip
+        """``compiled(*args)``, or ``pure(*args)`` where the compiled code raised a singular matrix.
+
+        ``backward``: a rematerialised part's backward (counted in ``backward_calls``).
+        """
+        if backward:
+            self.backward_calls += 1
+        else:
+            self.compiled_calls += 1
+        with warnings.catch_warnings(), _kept_buffers(), paused():
+            # Dynamo reads .grad of the non-leaf inputs (the state, the FSAL stage)
+            # while it builds its guards; the warning is about that read, not ours
+            warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)
+            # and the leak guard is paused (:func:`paused`): its Tensor.item() raised in
+            # Dynamo's guard evaluation, a failed guard, so a trace on every call
+            try:
+                return compiled(*args)
+            except torch.linalg.LinAlgError:
+                pass
+        # a singular matrix: compiled code raises where the part's own eager code
+        # handles it (a Rosenbrock step's NaN, then a shorter step: ode.rosenbrock._factor)
+        if not backward:
+            self.compiled_calls -= 1
+            self.eager_calls += 1
+        return pure(*args)
+
+
+class _RematPart:
+    """A compiled part differentiated by recomputation: two graphs, few buffers.
+
+    Called at the top level with inputs that require a gradient, the part is
+    one :class:`_Remat` node of the autograd tape.  Its forward runs the part
+    compiled without autograd (an inference graph: no intermediate is kept,
+    so Inductor's wrapper allocates the outputs and a few temporaries only),
+    and the node saves the part's inputs.  Its backward runs a second
+    compiled function: ``torch.func.vjp`` of the part at the saved inputs,
+    applied to the output cotangents -- the forward recomputed next to its
+    transpose, in one graph.  The arithmetic of both is the part's own, so
+    the derivative is the one plain autograd of the part gives, to rounding.
+
+    Cost: the forward once more per backward, against the saved
+    intermediates of an AOTAutograd graph (for a Rosenbrock step of HIRES,
+    about 120 buffers allocated and reinterpreted per step by Inductor's
+    Python wrapper, which dominated that step's time).
+
+    Where the inputs need no gradient, or grad mode is off, the forward graph
+    alone runs; inside a ``torch.func`` transform or Dynamo's tracing, the
+    plain function.  A backward asked for with ``create_graph`` (a derivative
+    of the derivative) runs the VJP eagerly, so it is differentiable.
+    """
+
+    def __init__(self, parts: _PartCompiler, pure: Callable[..., Any]) -> None:
+        self.parts = parts
+        self.pure = pure
+        self.forward = parts._compile(pure, fullgraph=True)
+        self._vjps: dict[Any, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self.out_def: Any = None
+
+    def __call__(self, *args: Any) -> Any:
+        if torch.compiler.is_compiling() or _in_transform():
+            self.parts.eager_calls += 1
+            return self.pure(*args)
+        leaves, treedef = tree_flatten(args)
+        grads = [
+            isinstance(x, torch.Tensor) and x.requires_grad and x.is_floating_point()
+            for x in leaves
+        ]
+        if not (torch.is_grad_enabled() and any(grads)):
+            with torch.no_grad():
+                return self.parts.run(self.forward, self.pure, args)
+        where = tuple(i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor))
+        static = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+        outs = _Remat.apply(self, (static, treedef, where), *(leaves[i] for i in where))
+        return tree_unflatten(self.out_def, list(outs))
+
+    def run_forward(self, leaves: list[Any], treedef: Any) -> tuple[Any, ...]:
+        out = self.parts.run(self.forward, self.pure, tree_unflatten(treedef, leaves))
+        flat, self.out_def = tree_flatten(out)
+        return tuple(flat)
+
+    def vjp(self, leaves: list[Any], treedef: Any, wrt: tuple[int, ...], cts: Any) -> Any:
+        """The cotangents of ``leaves[wrt]`` for the output cotangents ``cts`` (a tuple)."""
+        key = (_frozen(treedef), wrt)
+        fns = self._vjps.get(key)
+        if fns is None:
+            pure = self.pure
+
+            def pullback(*xs: Any) -> Any:
+                inputs, cotangents = list(xs[: len(leaves)]), xs[len(leaves) :]
+
+                def f(*diff: Any) -> Any:
+                    full = list(inputs)
+                    for i, d in zip(wrt, diff, strict=True):
+                        full[i] = d
+                    return tuple(tree_flatten(pure(*tree_unflatten(treedef, full)))[0])
+
+                return torch.func.vjp(f, *(inputs[i] for i in wrt))[1](cotangents)
+
+            fns = self._vjps[key] = (self.parts._compile(pullback, fullgraph=True), pullback)
+        compiled, eager = fns
+        if torch.is_grad_enabled():  # create_graph: a derivative of this backward
+            self.parts.backward_calls += 1
+            return eager(*leaves, *cts)
+        return self.parts.run(compiled, eager, (*leaves, *cts), backward=True)
+
+
+def _frozen(treedef: Any) -> Any:
+    """A structure from :func:`~simdiff._tree.tree_flatten` made hashable (lists to tuples)."""
+    if isinstance(treedef, (list, tuple)):
+        return tuple(_frozen(d) for d in treedef)
+    return treedef
+
+
+def _filled(spec: Any, tensors: Any) -> list[Any]:
+    """The leaves of a :class:`_Remat` call: its static leaves with ``tensors`` put back."""
+    static, _, where = spec
+    leaves = list(static)
+    for i, x in zip(where, tensors, strict=True):
+        leaves[i] = x
+    return leaves
+
+
+class _Remat(torch.autograd.Function):
+    """The autograd node of a :class:`_RematPart` call: saves its inputs, recomputes in backward."""
+
+    @staticmethod
+    def forward(ctx: Any, part: _RematPart, spec: Any, *tensors: Any) -> Any:
+        ctx.part, ctx.spec = part, spec
+        ctx.save_for_backward(*tensors)
+        return part.run_forward(_filled(spec, tensors), spec[1])
+
+    @staticmethod
+    def backward(ctx: Any, *cts: Any) -> Any:
+        _, treedef, where = ctx.spec
+        leaves = _filled(ctx.spec, ctx.saved_tensors)
+        need = ctx.needs_input_grad[2:]
+        wrt = tuple(i for i, n in zip(where, need, strict=True) if n)
+        grads = iter(ctx.part.vjp(leaves, treedef, wrt, cts))
+        return (None, None, *(next(grads) if n else None for n in need))
 
 
 def _forward_levels(kind: str, params: dict[str, Any], scalar: bool = True) -> int:
