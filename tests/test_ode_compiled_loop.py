@@ -55,7 +55,7 @@ class StandIn:
     def __init__(self) -> None:
         self.calls: list[bool] = []
 
-    def __call__(self, fn, fullgraph: bool = False):
+    def __call__(self, fn, fullgraph: bool = False, pointwise_cat: bool = False):
         self.calls.append(fullgraph)
         return fn
 
@@ -64,7 +64,7 @@ class StandIn:
 def stand_in(monkeypatch):
     fake = StandIn()
     monkeypatch.setattr(
-        TorchBackend, "compile", lambda self, fn, fullgraph=False: fake(fn, fullgraph)
+        TorchBackend, "compile", lambda self, fn, fullgraph=False, **kw: fake(fn, fullgraph)
     )
     return fake
 

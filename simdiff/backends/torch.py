@@ -10,6 +10,7 @@ is not bounded by rematerialisation.  This is stated in docs/backends.md.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 from collections.abc import Callable
@@ -922,17 +923,20 @@ class _PartCompiler:
 
     def run(
         self, compiled: Callable[..., Any], pure: Callable[..., Any], args: Any,
-        backward: bool = False,
+        backward: bool = False, training: bool = True,
     ) -> Any:  # fmt: skip
         """``compiled(*args)``, or ``pure(*args)`` where the compiled code raised a singular matrix.
 
         ``backward``: a rematerialised part's backward (counted in ``backward_calls``).
+        ``training=False``: the call builds no AOTAutograd backward (no grad mode, as a
+        rematerialised part's graphs), so its buffers need no keeping (:func:`_kept_buffers`).
         """
         if backward:
             self.backward_calls += 1
         else:
             self.compiled_calls += 1
-        with warnings.catch_warnings(), _kept_buffers(), paused():
+        keep = _kept_buffers() if training else contextlib.nullcontext()
+        with warnings.catch_warnings(), keep, paused():
             # Dynamo reads .grad of the non-leaf inputs (the state, the FSAL stage)
             # while it builds its guards; the warning is about that read, not ours
             warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)
@@ -977,8 +981,9 @@ class _RematPart:
     def __init__(self, parts: _PartCompiler, pure: Callable[..., Any]) -> None:
         self.parts = parts
         self.pure = pure
-        self.forward = parts._compile(pure, fullgraph=True)
-        self._vjps: dict[Any, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self.forward = parts._compile(pure, fullgraph=True, pointwise_cat=True)
+        # (structure, wrt, compiled VJP, eager VJP): compared by ==, one entry in practice
+        self._vjps: list[tuple[Any, tuple[int, ...], Callable[..., Any], Callable[..., Any]]] = []
         self.out_def: Any = None
 
     def __call__(self, *args: Any) -> Any:
@@ -986,27 +991,26 @@ class _RematPart:
             self.parts.eager_calls += 1
             return self.pure(*args)
         leaves, treedef = tree_flatten(args)
-        grads = [
-            isinstance(x, torch.Tensor) and x.requires_grad and x.is_floating_point()
-            for x in leaves
-        ]
-        if not (torch.is_grad_enabled() and any(grads)):
+        tracked = torch.is_grad_enabled() and any(
+            isinstance(x, torch.Tensor) and x.requires_grad for x in leaves
+        )
+        if not tracked:
             with torch.no_grad():
-                return self.parts.run(self.forward, self.pure, args)
+                return self.parts.run(self.forward, self.pure, args, training=False)
         where = tuple(i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor))
         static = [None if isinstance(x, torch.Tensor) else x for x in leaves]
         outs = _Remat.apply(self, (static, treedef, where), *(leaves[i] for i in where))
         return tree_unflatten(self.out_def, list(outs))
 
     def run_forward(self, leaves: list[Any], treedef: Any) -> tuple[Any, ...]:
-        out = self.parts.run(self.forward, self.pure, tree_unflatten(treedef, leaves))
+        args = tree_unflatten(treedef, leaves)
+        out = self.parts.run(self.forward, self.pure, args, training=False)
         flat, self.out_def = tree_flatten(out)
         return tuple(flat)
 
     def vjp(self, leaves: list[Any], treedef: Any, wrt: tuple[int, ...], cts: Any) -> Any:
         """The cotangents of ``leaves[wrt]`` for the output cotangents ``cts`` (a tuple)."""
-        key = (_frozen(treedef), wrt)
-        fns = self._vjps.get(key)
+        fns = next((f[2:] for f in self._vjps if f[1] == wrt and f[0] == treedef), None)
         if fns is None:
             pure = self.pure
 
@@ -1021,19 +1025,13 @@ class _RematPart:
 
                 return torch.func.vjp(f, *(inputs[i] for i in wrt))[1](cotangents)
 
-            fns = self._vjps[key] = (self.parts._compile(pullback, fullgraph=True), pullback)
+            fns = (self.parts._compile(pullback, fullgraph=True, pointwise_cat=True), pullback)
+            self._vjps.append((treedef, wrt, *fns))
         compiled, eager = fns
         if torch.is_grad_enabled():  # create_graph: a derivative of this backward
             self.parts.backward_calls += 1
             return eager(*leaves, *cts)
-        return self.parts.run(compiled, eager, (*leaves, *cts), backward=True)
-
-
-def _frozen(treedef: Any) -> Any:
-    """A structure from :func:`~simdiff._tree.tree_flatten` made hashable (lists to tuples)."""
-    if isinstance(treedef, (list, tuple)):
-        return tuple(_frozen(d) for d in treedef)
-    return treedef
+        return self.parts.run(compiled, eager, (*leaves, *cts), backward=True, training=False)
 
 
 def _filled(spec: Any, tensors: Any) -> list[Any]:
@@ -1121,11 +1119,23 @@ class TorchBackend(Backend):
     def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
         return torch.func.vmap(fn, in_dims=in_axes)
 
-    def compile(self, fn: Callable[..., Any], fullgraph: bool = False) -> Callable[..., Any]:
+    def compile(
+        self, fn: Callable[..., Any], fullgraph: bool = False, pointwise_cat: bool = False
+    ) -> Callable[..., Any]:
         """``torch.compile`` for static shapes (simdiff builds one callable per shape).
 
         ``fullgraph=True`` makes a graph break an error instead of a silent
         eager fallback; the compile policy's ``"auto"`` uses it.
+
+        ``pointwise_cat=True``: Inductor lowers every concatenation (an
+        ``ops.stack`` of a right-hand side's components) as pointwise code
+        fused into its consumers (``force_pointwise_cat``), where on CPU it
+        otherwise writes the inputs in place into a buffer, each through an
+        aliasing view that its Python wrapper builds on every call (about 4
+        us each: 75 a call in a Rosenbrock step of HIRES, whose eight
+        components are stacked for each of its 17 right-hand sides).  For
+        small parts (:class:`_RematPart`); torch keeps it off on CPU because
+        masked loads do not vectorise, which matters for long arrays.
 
         Dynamo keeps its graphs on the code object of the frame it compiles
         (here torch.func's wrapper, shared by every simdiff callable) and,
@@ -1157,6 +1167,7 @@ class TorchBackend(Backend):
             options={
                 "guard_filter_fn": _numpy_guards_dropped,
                 "cpp.min_chunk_size": INDUCTOR_MIN_CHUNK,
+                **({"force_pointwise_cat": True} if pointwise_cat else {}),
             },
         )
 
