@@ -828,6 +828,26 @@ def _numpy_guards_dropped(entries: Any) -> list[bool]:
     return [not (e.guard_type == "TENSOR_MATCH" and "___from_numpy(" in e.name) for e in entries]
 
 
+#: Dynamo guards that :func:`_tensor_guards_only` keeps: on tensors, and on global state.
+_STATE_GUARDS = frozenset((
+    "TENSOR_MATCH", "DUPLICATE_INPUT", "GLOBAL_STATE", "GRAD_MODE", "DEFAULT_DEVICE",
+    "TORCH_FUNCTION_STATE", "DETERMINISTIC_ALGORITHMS", "FUNCTORCH_STACK_MATCH", "DUAL_LEVEL",
+    "AUTOGRAD_SAVED_TENSORS_HOOKS", "SHAPE_ENV",
+))  # fmt: skip
+
+
+def _tensor_guards_only(entries: Any) -> list[bool]:
+    """Dynamo guard filter: the guards on tensors and on global state (:data:`_STATE_GUARDS`).
+
+    Drops the guards on the Python values the traced function read (constants,
+    closures, attributes, types, container lengths): the graph holds them as
+    traced (``TorchBackend.compile``, ``value_guards=False``).  Numpy arrays'
+    tensor guards are dropped as by :func:`_numpy_guards_dropped`.
+    """
+    keep = _numpy_guards_dropped(entries)
+    return [k and e.guard_type in _STATE_GUARDS for k, e in zip(keep, entries, strict=True)]
+
+
 #: Elements per thread below which Inductor's C++ kernels run serially: ATen's eager
 #: grain size (``at::internal::GRAIN_SIZE``) instead of Inductor's default 512.  With 512,
 #: the 703-pair loops of LJ-38 ran under ``#pragma omp parallel``, and each graph paid an
@@ -972,6 +992,11 @@ class _RematPart:
     about 120 buffers allocated and reinterpreted per step by Inductor's
     Python wrapper, which dominated that step's time).
 
+    Both graphs are compiled with pointwise concatenations and with guards on
+    tensors and global state only (``TorchBackend.compile``,
+    ``pointwise_cat``, ``value_guards=False``): a part is built once per key
+    with a fixed closure.
+
     Where the inputs need no gradient, or grad mode is off, the forward graph
     alone runs; inside a ``torch.func`` transform or Dynamo's tracing, the
     plain function.  A backward asked for with ``create_graph`` (a derivative
@@ -981,7 +1006,7 @@ class _RematPart:
     def __init__(self, parts: _PartCompiler, pure: Callable[..., Any]) -> None:
         self.parts = parts
         self.pure = pure
-        self.forward = parts._compile(pure, fullgraph=True, pointwise_cat=True)
+        self.forward = parts._compile(pure, fullgraph=True, pointwise_cat=True, value_guards=False)
         # (structure, wrt, compiled VJP, eager VJP): compared by ==, one entry in practice
         self._vjps: list[tuple[Any, tuple[int, ...], Callable[..., Any], Callable[..., Any]]] = []
         self.out_def: Any = None
@@ -1025,7 +1050,10 @@ class _RematPart:
 
                 return torch.func.vjp(f, *(inputs[i] for i in wrt))[1](cotangents)
 
-            fns = (self.parts._compile(pullback, fullgraph=True, pointwise_cat=True), pullback)
+            compiled = self.parts._compile(
+                pullback, fullgraph=True, pointwise_cat=True, value_guards=False
+            )
+            fns = (compiled, pullback)
             self._vjps.append((treedef, wrt, *fns))
         compiled, eager = fns
         if torch.is_grad_enabled():  # create_graph: a derivative of this backward
@@ -1120,7 +1148,11 @@ class TorchBackend(Backend):
         return torch.func.vmap(fn, in_dims=in_axes)
 
     def compile(
-        self, fn: Callable[..., Any], fullgraph: bool = False, pointwise_cat: bool = False
+        self,
+        fn: Callable[..., Any],
+        fullgraph: bool = False,
+        pointwise_cat: bool = False,
+        value_guards: bool = True,
     ) -> Callable[..., Any]:
         """``torch.compile`` for static shapes (simdiff builds one callable per shape).
 
@@ -1136,6 +1168,17 @@ class TorchBackend(Backend):
         components are stacked for each of its 17 right-hand sides).  For
         small parts (:class:`_RematPart`); torch keeps it off on CPU because
         masked loads do not vectorise, which matters for long arrays.
+
+        ``value_guards=False``: the compiled graph is checked, on each call,
+        only against its tensor inputs (shape, dtype, device, autograd flag),
+        the aliasing between them and the global state (grad mode, functorch
+        levels, default device): not against the Python values the function
+        read while it was traced, which are baked into the graph as in
+        ``jax.jit``.  For a part built once per key whose closure is fixed
+        (a solver's step: its tableau, the right-hand side and its
+        constants), where those checks are redundant: 387 guards against 13
+        for a Rodas5P step of HIRES, and about 30% of its call
+        (:func:`_tensor_guards_only`).
 
         Dynamo keeps its graphs on the code object of the frame it compiles
         (here torch.func's wrapper, shared by every simdiff callable) and,
@@ -1165,7 +1208,7 @@ class TorchBackend(Backend):
             isolate_recompiles=True,
             recompile_limit=1024,
             options={
-                "guard_filter_fn": _numpy_guards_dropped,
+                "guard_filter_fn": _numpy_guards_dropped if value_guards else _tensor_guards_only,
                 "cpp.min_chunk_size": INDUCTOR_MIN_CHUNK,
                 **({"force_pointwise_cat": True} if pointwise_cat else {}),
             },
