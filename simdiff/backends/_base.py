@@ -126,6 +126,10 @@ class Ops(Protocol):
     def lu_solve(self, lu: Any, b: Array, /) -> Array: ...
     def errstate(self) -> AbstractContextManager[Any]: ...
     def forward_only(self, x: Array, message: str, /) -> Array: ...
+    def checkpoint_saving(
+        self, fn: Callable[..., Any], names: tuple[str, ...], /
+    ) -> Callable[..., Any]: ...
+    def checkpoint_name(self, x: Array, name: str, /) -> Array: ...
 
     # --- unary
     def abs(self, x: Array, /) -> Array: ...
@@ -252,7 +256,12 @@ class Ops(Protocol):
 #: ``forward_only(x, message)`` is ``x``, forward-mode derivatives pass through it, and
 #: reverse mode through it raises ``UnsupportedError(message)`` (identity where a
 #: context has no reverse mode).
-CAPABILITIES = ("eager", "concrete", "jacfwd", "lu_factor", "lu_solve", "errstate", "forward_only")
+#: ``checkpoint_saving(fn, names)`` is ``checkpoint(fn)`` except that the values tagged
+#: inside ``fn`` by ``checkpoint_name(x, name)`` with a name in ``names`` are stored for
+#: the backward pass, not recomputed (JAX: a ``jax.checkpoint`` policy; elsewhere
+#: ``checkpoint(fn)`` and the identity).
+CAPABILITIES = ("eager", "concrete", "jacfwd", "lu_factor", "lu_solve", "errstate", "forward_only",
+                "checkpoint_saving", "checkpoint_name")  # fmt: skip
 
 
 class OpsBase:
@@ -293,6 +302,23 @@ class OpsBase:
     def errstate(self) -> AbstractContextManager[Any]:
         """Silence floating-point warnings for a block (numpy emits them; the others do not)."""
         return contextlib.nullcontext()
+
+    def checkpoint_saving(
+        self, fn: Callable[..., Any], names: tuple[str, ...]
+    ) -> Callable[..., Any]:
+        """``checkpoint(fn)``, storing (not recomputing) the values tagged with one of ``names``.
+
+        Where a context rematerialises (JAX), the backward pass recomputes
+        ``fn`` from its inputs and from the stored tagged values, so a
+        recomputation reuses those values exactly instead of re-deriving them
+        (a recomputation compiled apart from the forward may round
+        differently).  Default: ``checkpoint(fn)``, the tags being the identity.
+        """
+        return self.checkpoint(fn)  # type: ignore[attr-defined,no-any-return]
+
+    def checkpoint_name(self, x: Array, name: str) -> Array:
+        """``x``, tagged ``name`` for :meth:`checkpoint_saving` (the identity by default)."""
+        return x
 
     def jacfwd(self, fn: Callable[..., Array]) -> Callable[..., Array]:
         """Forward-mode Jacobian ``d fn(z, *consts) / dz`` inside a solver (the context's own

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.ad_checkpoint
 import jax.numpy as jnp
 import jax.scipy.linalg
 import numpy as np
@@ -137,6 +138,17 @@ class JaxOps(XPOps):
     def checkpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
         """``jax.checkpoint``: recompute ``fn``'s intermediates in the backward pass."""
         return jax.checkpoint(fn)
+
+    @staticmethod
+    def checkpoint_saving(fn: Callable[..., Any], names: tuple[str, ...]) -> Callable[..., Any]:
+        """``jax.checkpoint`` with the policy ``save_only_these_names(*names)``."""
+        policy = jax.checkpoint_policies.save_only_these_names(*names)
+        return jax.checkpoint(fn, policy=policy)
+
+    @staticmethod
+    def checkpoint_name(x: Any, name: str) -> Any:
+        """``jax.ad_checkpoint.checkpoint_name``: ``x`` tagged for :meth:`checkpoint_saving`."""
+        return jax.ad_checkpoint.checkpoint_name(x, name)
 
     @staticmethod
     def stop_gradient(x: Any) -> Any:

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import InputError
 from ._base import Rhs, SolveInfo, Solver
 from ._driver import drive
-from .adjoint import Adjoint, make_adjoint
+from .adjoint import DECISION, Adjoint, make_adjoint
 
 __all__ = [
     "AdaptiveController",
@@ -97,8 +97,14 @@ class AdaptiveController:
 
     @staticmethod
     def try_step(h: Any, remaining: Any, ops: Any) -> Any:
-        """The proposal, shortened to land on the next save time."""
-        return ops.minimum(h, remaining)
+        """The proposal, shortened to land on the next save time.
+
+        Tagged :data:`~simdiff.ode.adjoint.DECISION`, as is :meth:`decide`'s accept flag:
+        the proposal follows from error estimates, whose rounding a recomputation compiled
+        apart from the forward may change, so a checkpointed loop stores both per step
+        and its recomputation replays them (:func:`~simdiff.ode.adjoint.blocked_loop`).
+        """
+        return ops.checkpoint_name(ops.minimum(h, remaining), DECISION)
 
     def decide(
         self,
@@ -133,7 +139,7 @@ class AdaptiveController:
         hits = accept & (h >= remaining)
         h_next = ops.where(hits, ops.maximum(h_next, h), h_next)
         failed = ~finite & (h_try <= 1e-12 * self.span)
-        return accept, h_next, failed, memory
+        return ops.checkpoint_name(accept, DECISION), h_next, failed, memory
 
 
 def check_tolerances(rtol: float, atol: float, max_steps: int, h0: float | None) -> None:

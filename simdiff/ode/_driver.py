@@ -32,6 +32,7 @@ from .._tree import tree_flatten, tree_map
 from ..backends.numpy import NumpyOps
 from ..errors import InputError
 from ._base import SolveInfo
+from .adjoint import DECISION
 from .events import ZERO, EventRecord
 
 __all__ = ["drive"]
@@ -272,7 +273,9 @@ def _traced_loop(
         if ev is not None:
             g_prev = c[10][0]
             g_new = sg(evs.values(sg(t_new), sg(y_new), sg(p), ops))
-            trig = evs.triggered(g_prev, g_new, tol, ops) & accept
+            # tagged DECISION: stored per step by a checkpointed loop (blocked_loop), so that
+            # its recomputation locates the events the forward located
+            trig = ops.checkpoint_name(evs.triggered(g_prev, g_new, tol, ops) & accept, DECISION)
             any_trig = ops.sum(ops.where(trig, 1.0, 0.0)) > 0.5
         if deferred:
             # the step that fires is not taken: the loop stops at its start

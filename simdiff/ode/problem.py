@@ -165,7 +165,8 @@ class ODEProblem(Problem):
     adjoint : Adjoint or {"checkpoint", "direct", "forward"}, optional
         How derivatives go through the step loop (:mod:`simdiff.ode.adjoint`):
         :class:`CheckpointAdjoint` (default; every mode, reverse-mode memory
-        ``O(sqrt(max_steps))`` on JAX), :class:`DirectAdjoint` (every mode,
+        ``O(sqrt(max_steps))`` states on JAX, plus an adaptive solver's step
+        decisions, a float and a flag per step), :class:`DirectAdjoint` (every mode,
         no recomputation, memory ``O(max_steps)``) or :class:`ForwardAdjoint`
         (forward mode only: values, JVPs, forward Jacobians, Taylor).  The
         diffrax solvers choose their own adjoint (:func:`diffrax_problem`).
