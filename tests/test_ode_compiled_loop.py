@@ -27,7 +27,13 @@ from simdiff.backends import get_backend
 from simdiff.backends import torch as torch_backend
 from simdiff.backends.torch import TorchBackend
 from simdiff.errors import UnsupportedError
-from simdiff.ode import Dopri5, FixedStep, ODEProblem, Rodas3, Rodas5P
+from simdiff.ode import (
+    Dopri5,
+    FixedStep,
+    ODEProblem,
+    Rodas3,
+    Rodas5P,
+)
 
 
 def _lv(t, y, p, ops):
@@ -49,7 +55,7 @@ class StandIn:
     def __init__(self) -> None:
         self.calls: list[bool] = []
 
-    def __call__(self, fn, fullgraph: bool = False):
+    def __call__(self, fn, fullgraph: bool = False, pointwise_cat: bool = False):
         self.calls.append(fullgraph)
         return fn
 
@@ -58,7 +64,7 @@ class StandIn:
 def stand_in(monkeypatch):
     fake = StandIn()
     monkeypatch.setattr(
-        TorchBackend, "compile", lambda self, fn, fullgraph=False: fake(fn, fullgraph)
+        TorchBackend, "compile", lambda self, fn, fullgraph=False, **kw: fake(fn, fullgraph)
     )
     return fake
 
@@ -102,11 +108,11 @@ def test_second_order_derivatives_never_take_the_compiled_loop(stand_in) -> None
     np.testing.assert_allclose(H2.numpy(), want.hessian(), rtol=1e-12, atol=0)
 
 
-def _rodas_problem(solver=None):
+def _rodas_problem(solver=None, adjoint=None, observable=True):
     return ODEProblem(
         _lv, [1.0, 0.5], (0.0, 1.2), [1.1, 0.4, 0.9, 0.3], save_at=[0.3, 0.6, 1.2],
-        observable=lambda ys, ops: ops.sum(ys**2),
-        solver=solver or Rodas3(rtol=1e-6, atol=1e-8, h0=0.01),
+        observable=(lambda ys, ops: ops.sum(ys**2)) if observable else None,
+        solver=solver or Rodas3(rtol=1e-6, atol=1e-8, h0=0.01), adjoint=adjoint,
     )  # fmt: skip
 
 
@@ -114,12 +120,17 @@ def test_rosenbrock_compiles_its_step_with_the_loop_on_the_host(stand_in) -> Non
     """Rodas3's loop does not compile in torch 2.13: its step is the part, called per step."""
     p = _rodas_problem()
     assert p.compiles_parts == (
+        "the rodas3 step (Jacobian, factorisation, stages), one graph, and its VJP by "
+        "recomputation, another; the loop on the host"
+    )
+    assert _rodas_problem(adjoint="direct").compiles_parts == (
         "the rodas3 step (Jacobian, factorisation, stages), one graph; the loop on the host"
     )
     d = simdiff.Derivatives(p, backend="torch", compile=True)
     g = d.grad()
     assert d.cache_info()[0]["compiles"] == p.compiles_parts
-    assert stand_in.calls == [True]  # one part, compiled once, for every step
+    # the step and its VJP, each compiled once for every step
+    assert stand_in.calls == [True, True]
     info = p.solve_info(backend="jax")
     steps = int(info["n_accepted"] + info["n_rejected"])
     # the same arithmetic as the eager loop: the step's ~200 roundings, times the steps
@@ -139,6 +150,80 @@ def test_the_compiled_step_is_called_once_per_attempted_step(stand_in) -> None:
     assert ops.compile_part.eager_calls == 0
     torch.func.vmap(lambda y: p.fn(y, ops))(torch.stack([x, 1.01 * x]))  # under vmap: eager
     assert ops.compile_part.eager_calls > 0
+
+
+def _saved_tensors_of_a_gradient(fn, x) -> tuple[int, torch.Tensor]:
+    """``(tensors the forward saved for the backward, gradient)`` of a scalar ``fn`` at ``x``."""
+    count = 0
+
+    def pack(t):
+        nonlocal count
+        count += 1
+        return t
+
+    x = x.detach().requires_grad_(True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(x)
+    (g,) = torch.autograd.grad(out, x)
+    return count, g
+
+
+@pytest.mark.parametrize("adjoint", ["checkpoint", "direct"])
+def test_checkpoint_adjoint_recomputes_each_compiled_step_in_its_backward(
+    stand_in, adjoint
+) -> None:
+    """CheckpointAdjoint (the default): a step's tape node saves the step's inputs (t, y, h,
+    p) and its backward is one VJP call that recomputes the step; DirectAdjoint keeps the
+    step's intermediates.  Both give eager torch's gradient."""
+    p = _rodas_problem(Rodas5P(rtol=1e-6, atol=1e-8, h0=0.01), adjoint=adjoint)
+    T = get_backend("torch")
+    ops = T.ops_compiling_parts()
+    x = torch.tensor(p.x0, dtype=torch.float64)
+    saved, g = _saved_tensors_of_a_gradient(lambda y: p.fn(y, ops), x)
+    want = _saved_tensors_of_a_gradient(lambda y: p.fn(y, T.ops()), x)[1]
+    info = p.solve_info(backend="torch")
+    attempted, accepted = int(info["n_accepted"] + info["n_rejected"]), int(info["n_accepted"])
+    part = ops.compile_part
+    assert part.compiled_calls == attempted and part.eager_calls == 0
+    # a Rodas5P step is ~300 roundings; the same arithmetic on both paths here (no compiler)
+    torch.testing.assert_close(g, want, rtol=path_rtol(300 * attempted), atol=0)
+    if adjoint == "checkpoint":
+        assert part.backward_calls == accepted
+        # 4 inputs a step, plus what the saving and the observable keep (a few dozen)
+        assert saved <= 4 * accepted + 64
+    else:
+        assert part.backward_calls == 0
+        assert saved > 100 * accepted  # the Jacobian's, the inverse's, the eight stages'
+
+
+def test_a_rematerialised_step_can_be_pulled_back_twice_and_differentiated_again(
+    stand_in,
+) -> None:
+    """The trajectory VJP's pullback keeps the saved inputs (retain_graph); a backward with
+    create_graph (reverse over reverse) differentiates the recomputed step."""
+    p = _rodas_problem(Rodas5P(rtol=1e-6, atol=1e-8, h0=0.01), observable=False)
+    T = get_backend("torch")
+    ops, plain = T.ops_compiling_parts(), T.ops()
+    x = torch.tensor(p.x0, dtype=torch.float64)
+    u = torch.linspace(-1.0, 1.0, 6, dtype=torch.float64)
+    _, pullback = T.vjp(lambda q: p.fn(q, ops), x)
+    first, second = pullback(u), pullback(u)
+    want = T.vjp(lambda q: p.fn(q, plain), x)[1](u)
+    info = p.solve_info(backend="torch")
+    rtol = path_rtol(300 * int(info["n_accepted"] + info["n_rejected"]))
+    torch.testing.assert_close(first, want, rtol=rtol, atol=0)
+    torch.testing.assert_close(second, first, rtol=rtol, atol=0)
+    assert ops.compile_part.backward_calls == 2 * int(info["n_accepted"])
+    v = torch.tensor([1.0, -0.5, 0.25, 2.0], dtype=torch.float64)
+
+    def hvp(context):
+        xr = x.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(p.fn(xr, context).sum(), xr, create_graph=True)
+        return torch.autograd.grad(g @ v, xr)[0]
+
+    h, h_want = hvp(ops), hvp(plain)
+    assert float(h.abs().max()) > 1e-3  # not the silent zero of an undifferentiable backward
+    torch.testing.assert_close(h, h_want, rtol=rtol, atol=0)
 
 
 def test_auto_compiles_the_loop_once_the_announced_calls_pay(stand_in) -> None:
@@ -223,11 +308,13 @@ def test_dopri5_compiled_loop_gradient_matches_eager_and_jax() -> None:
 
 
 @pytest.mark.slow
-def test_rodas5p_compiled_step_gradient_matches_eager_and_jax() -> None:
-    """For real: Rodas5P's step (jacfwd, inverse, eight stages) one graph, forward and
-    backward; later calls at other points reuse it (one graph: the first step's state is
-    tied to the parameters like every later one's)."""
-    p = _rodas_problem(Rodas5P(rtol=1e-6, atol=1e-8, h0=0.01))
+@pytest.mark.parametrize("adjoint", ["checkpoint", "direct"])
+def test_rodas5p_compiled_step_gradient_matches_eager_and_jax(adjoint) -> None:
+    """For real: Rodas5P's step (jacfwd, inverse, eight stages) compiled; with
+    CheckpointAdjoint two graphs (the forward, and the VJP that recomputes it), with
+    DirectAdjoint one AOTAutograd graph, forward and backward.  Later calls at other points
+    reuse them (the first step's state is tied to the parameters like every later one's)."""
+    p = _rodas_problem(Rodas5P(rtol=1e-6, atol=1e-8, h0=0.01), adjoint=adjoint)
     before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     d = simdiff.Derivatives(p, backend="torch", compile=True)
     g = d.grad()
@@ -240,7 +327,8 @@ def test_rodas5p_compiled_step_gradient_matches_eager_and_jax() -> None:
     np.testing.assert_allclose(g, simdiff.Derivatives(p, "jax").grad(), rtol=rtol, atol=0)
     for q in ([1.0, 0.4, 0.9, 0.3], [1.2, 0.5, 0.8, 0.35]):
         d.grad(np.asarray(q, dtype=float))
-    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == before + 1
+    graphs = 2 if adjoint == "checkpoint" else 1
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == before + graphs
 
 
 @pytest.mark.slow

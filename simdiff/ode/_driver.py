@@ -122,7 +122,7 @@ def drive(
         )  # fmt: skip
         return adjoint.outputs(ys, ops), info
     if ops.compile_part is not None and step_key is not None and ev is None:
-        step = _compiled_step(stepper, p, ops, step_key)
+        step = _compiled_step(stepper, p, ops, step_key, remat=adjoint.remat_steps)
         # the first step's state depends on p like every later one's (0 * p adds no
         # derivative): one graph for every step, not a second for an untracked y0
         y0 = y0 + 0.0 * _sum_leaves(p, ops)
@@ -443,7 +443,9 @@ def _compiled_loop(
     return ys, SolveInfo(*fields)
 
 
-def _compiled_step(stepper: Callable[[Any], Step], p: Any, ops: Any, key: Any) -> Step:
+def _compiled_step(
+    stepper: Callable[[Any], Step], p: Any, ops: Any, key: Any, remat: bool = False
+) -> Step:
     """The method's step as one compiled part (``ops.compile_part``); the loop stays on the host.
 
     For solvers whose loop cannot be one graph (``solver.step_compiles``: the
@@ -465,7 +467,7 @@ def _compiled_step(stepper: Callable[[Any], Step], p: Any, ops: Any, key: Any) -
 
         return pure
 
-    part = ops.compile_part(("ode step", key), make)
+    part = ops.compile_part(("ode step", key), make, remat=remat)
 
     def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, Any, Any]:
         return part(ops.asarray(t), y, ops.asarray(h), state, p)  # type: ignore[no-any-return]

@@ -170,6 +170,9 @@ class Adjoint:
     """
 
     name: str = "adjoint"
+    #: Whether reverse mode recomputes a step from its inputs where the step is one
+    #: compiled part with the loop on the host (torch ``compile=True``, Rosenbrock).
+    remat_steps: bool = False
 
     def loop(
         self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any, *, events: bool = False
@@ -282,6 +285,7 @@ class CheckpointAdjoint(Adjoint):
     remat_rhs: bool = True
     remat_events: bool = True
     name = "checkpoint"
+    remat_steps = True
 
     def __post_init__(self) -> None:
         _positive_int(self.block, "block")

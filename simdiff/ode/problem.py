@@ -417,13 +417,17 @@ class ODEProblem(Problem):
         one graph (:func:`simdiff.ode._driver._compiled_loop`).  Rodas3 and
         Rodas5P (``solver.step_compiles``; their loop fails to compile in
         torch 2.13): each step, one graph, the loop on the host
-        (:func:`simdiff.ode._driver._compiled_step`).
+        (:func:`simdiff.ode._driver._compiled_step`); under an adjoint that
+        rematerialises steps (``adjoint.remat_steps``: the default
+        :class:`~simdiff.ode.CheckpointAdjoint`) the step's VJP, recomputing
+        it, is a second graph.
         """
         if self.solver.loop_compiles:
             return f"the {self.solver.name} step loop (method, controller, saving), one graph"
         if self.solver.step_compiles:
+            vjp = ", and its VJP by recomputation, another" if self.adjoint.remat_steps else ""
             return (
-                f"the {self.solver.name} step (Jacobian, factorisation, stages), one graph; "
+                f"the {self.solver.name} step (Jacobian, factorisation, stages), one graph{vjp}; "
                 "the loop on the host"
             )
         return None

@@ -42,7 +42,8 @@ time interpolated (log-log) to each diffrax point's accuracy.
 ``--problem hires``: HIRES (8 species, the stiff test-set problem) at
 rtol 1e-9, atol 1e-12, the gradient of y8(321.8122) with respect to the 12
 rate constants: simdiff-jax and simdiff-torch Rodas5P (eager, and with
-``compile=True``: each step one compiled graph, the loop on the host) against diffrax
+``compile=True``: each step one compiled graph and, under the default
+``CheckpointAdjoint``, its VJP by recomputation another, the loop on the host) against diffrax
 Kvaerno5 (through :func:`simdiff.ode.diffrax_problem`), and simdiff-jax at
 tolerances 10 and 100 times tighter (to compare at Kvaerno5's accuracy); gradient time
 (median, interleaved), first call, resident-set peak of the first and of a
@@ -532,7 +533,7 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
     for be in backends:
         configs[f"simdiff-{be} Rodas5P"] = simdiff.Derivatives(
             hires_problem(rtol, atol), backend=be)  # fmt: skip
-        if be == "torch":  # each step one compiled graph, the loop on the host
+        if be == "torch":  # each step (and its VJP) compiled, the loop on the host
             configs["simdiff-torch Rodas5P compile=True (step compiled)"] = simdiff.Derivatives(
                 hires_problem(rtol, atol), backend="torch", compile=True)  # fmt: skip
     if "jax" in backends:  # tighter: to compare at the accuracy of Kvaerno5, not the tolerance
