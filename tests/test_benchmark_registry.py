@@ -95,7 +95,6 @@ NOT_RERUN = {
     "probe_compile_crash.txt",
     "probe_ode_compiled_loop.txt",
     "probe_torch_chunks.txt",
-    "probe_torch_pde_hvp.txt",
 }
 
 
