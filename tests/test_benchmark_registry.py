@@ -81,7 +81,6 @@ NOT_RERUN = {
     "bench_heat_compiled.txt",
     "bench_ode_compile.txt",
     "bench_ode_tape.txt",
-    "bench_ode_groups.txt",
     "bench_pde_torch.txt",
     "bench_pes_scaling.md",
     "bench_pes_scaling_large.md",
