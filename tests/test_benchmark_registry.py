@@ -84,7 +84,6 @@ NOT_RERUN = {
     "bench_pde_torch.txt",
     "bench_pes_scaling.md",
     "bench_pes_scaling_large.md",
-    "bench_pes_saddles.md",
     "bench_pes_anharmonic.txt",
     "bench_pes_memory.txt",
     "bench_pes_ase.txt",
