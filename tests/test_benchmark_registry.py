@@ -85,7 +85,6 @@ NOT_RERUN = {
     "bench_pes_scaling.md",
     "bench_pes_scaling_large.md",
     "bench_pes_anharmonic.txt",
-    "bench_pes_memory.txt",
     "bench_pes_ase.txt",
     "bench_operators.txt",
     "bench_operators_sigma.txt",
