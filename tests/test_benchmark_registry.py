@@ -80,7 +80,6 @@ NOT_RERUN = {
     "bench_torch_hessian_compiled.txt",
     "bench_heat_compiled.txt",
     "bench_ode_compile.txt",
-    "bench_ode_tape.txt",
     "bench_pde_torch.txt",
     "bench_pes_scaling.md",
     "bench_pes_scaling_large.md",
