@@ -82,7 +82,6 @@ NOT_RERUN = {
     "bench_pde_torch.txt",
     "bench_pes_scaling.md",
     "bench_pes_scaling_large.md",
-    "bench_pes_ase.txt",
     "bench_operators.txt",
     "bench_operators_sigma.txt",
     "probe_compile_crash.txt",
