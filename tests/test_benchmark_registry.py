@@ -82,7 +82,6 @@ NOT_RERUN = {
     "bench_pes_scaling.md",
     "bench_pes_scaling_large.md",
     "bench_operators.txt",
-    "bench_operators_sigma.txt",
     "probe_compile_crash.txt",
     "probe_ode_compiled_loop.txt",
     "probe_torch_chunks.txt",
