@@ -77,7 +77,6 @@ NOT_RERUN = {
     "bench_torch_pde.txt",
     "bench_torch_pde_heat.txt",
     "bench_torch_hessian_compiled.txt",
-    "bench_pde_torch.txt",
     "bench_pes_scaling.md",
     "bench_pes_scaling_large.md",
     "bench_operators.txt",
