@@ -81,7 +81,6 @@ NOT_RERUN = {
     "bench_pes_scaling_large.md",
     "bench_operators.txt",
     "probe_compile_crash.txt",
-    "probe_ode_compiled_loop.txt",
     "probe_torch_chunks.txt",
 }
 
