@@ -77,8 +77,6 @@ NOT_RERUN = {
     "bench_torch_pde.txt",
     "bench_torch_pde_heat.txt",
     "bench_torch_hessian_compiled.txt",
-    "bench_pes_scaling.md",
-    "bench_pes_scaling_large.md",
     "bench_operators.txt",
     "probe_compile_crash.txt",
     "probe_torch_chunks.txt",
