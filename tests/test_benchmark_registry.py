@@ -77,7 +77,6 @@ NOT_RERUN = {
     "bench_torch_pde.txt",
     "bench_torch_pde_heat.txt",
     "bench_torch_hessian_compiled.txt",
-    "bench_operators.txt",
     "probe_compile_crash.txt",
     "probe_torch_chunks.txt",
 }
