@@ -129,3 +129,27 @@ def test_a_run_replaces_its_file_and_is_recorded_in_the_store(tmp_path, monkeypa
     assert runner.run(bad, store) != 0
     assert (runner.RESULTS / "catalogue_list.txt").read_text() == text
     assert len(Store(store).runs()) == 1
+
+
+def test_bench_torch_measures_anew_unless_resumed(tmp_path, monkeypatch) -> None:
+    """A registry run of bench_torch re-measures every problem: the stored ``--out`` is
+    replaced at the end, not read as already done; ``--resume`` continues a stopped run."""
+    import validation.benchmarks.bench_torch as bt
+
+    measured: list[str] = []
+
+    def child(name, args):
+        measured.append(name)
+        return {"problem": name, "failed": f"measured {len(measured)}"}
+
+    monkeypatch.setattr(bt, "_child", child)
+    out = tmp_path / "r.jsonl"
+    out.write_text(json.dumps({"problem": "a", "failed": "old"}) + "\n")
+    bt.main(["a", "b", "--out", str(out)])
+    assert measured == ["a", "b"]
+    assert "old" not in out.read_text() and not (tmp_path / ".r.jsonl.partial").exists()
+    partial = tmp_path / ".r.jsonl.partial"  # a stopped run's records
+    partial.write_text(json.dumps({"problem": "a", "failed": "stopped run"}) + "\n")
+    bt.main(["a", "b", "--out", str(out), "--resume"])
+    assert measured == ["a", "b", "b"]
+    assert "stopped run" in out.read_text()
