@@ -72,7 +72,6 @@ def test_the_runner_is_the_package_main() -> None:
 #: and the command to remake them is the registry's (`--list`).  Shrinks as they are re-run.
 NOT_RERUN = {
     "bench_torch_catalogue.txt",
-    "bench_torch_pes.txt",
     "bench_torch_ode.txt",
     "bench_torch_pde.txt",
     "bench_torch_pde_heat.txt",
