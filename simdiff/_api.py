@@ -148,9 +148,11 @@ def _hessian_by_hvps(f: Callable[[Any], Any], T: Any, ops: Ops, n: int) -> Calla
     """The ``(n, n)`` Hessian of a scalar ``f`` as ``n`` reverse-over-reverse HVPs.
 
     For one parameter ``jacrev(jacrev f)`` maps its pullbacks over a basis of
-    one vector; one HVP took 0.49x to 0.71x of its time on torch (seed,
-    heat_diffusivity, burgers_colehopf, ode_rk4_decay), the same numbers;
-    from n = 3 the HVPs lose (1.08x to 3.97x): ``python -m
+    one vector; one HVP takes 0.16x to 0.57x of its time on torch (seed,
+    heat_diffusivity, burgers_colehopf, ode_rk4_decay), the same numbers.
+    For n > 1 the ratio depends on the problem (0.74x to 1.02x on small
+    closed forms, 2.2x to 2.3x on the ODE fits, 0.12x on heat_modes), so
+    ``jacrev(jacrev f)`` stays: ``python -m
     validation.benchmarks.bench_torch_hessian_hvps``, docs/results/bench_torch_hessian_hvps.txt.
     """
     basis = [ops.eye(n)[i] for i in range(n)]

@@ -72,31 +72,11 @@ def test_the_runner_is_the_package_main() -> None:
 #: and the command to remake them is the registry's (`--list`).  Shrinks as they are re-run.
 NOT_RERUN = {
     "bench_torch_catalogue.txt",
-    "bench_torch_pes.txt",
     "bench_torch_ode.txt",
-    "bench_torch_pde.txt",
     "bench_torch_pde_heat.txt",
-    "bench_torch_e2e.txt",
     "bench_torch_hessian_compiled.txt",
-    "bench_torch_hessian_hvps.txt",
-    "bench_heat_compiled.txt",
-    "bench_ode_compile.txt",
-    "bench_ode_tape.txt",
-    "bench_ode_groups.txt",
-    "bench_pde_torch.txt",
-    "bench_pes_scaling.md",
-    "bench_pes_scaling_large.md",
-    "bench_pes_saddles.md",
-    "bench_pes_anharmonic.txt",
-    "bench_pes_memory.txt",
-    "bench_pes_ase.txt",
-    "bench_operators.txt",
-    "bench_operators_sigma.txt",
     "probe_compile_crash.txt",
-    "probe_ode_compiled_loop.txt",
     "probe_torch_chunks.txt",
-    "probe_torch_chunks_transforms.txt",
-    "probe_torch_pde_hvp.txt",
 }
 
 
@@ -147,3 +127,27 @@ def test_a_run_replaces_its_file_and_is_recorded_in_the_store(tmp_path, monkeypa
     assert runner.run(bad, store) != 0
     assert (runner.RESULTS / "catalogue_list.txt").read_text() == text
     assert len(Store(store).runs()) == 1
+
+
+def test_bench_torch_measures_anew_unless_resumed(tmp_path, monkeypatch) -> None:
+    """A registry run of bench_torch re-measures every problem: the stored ``--out`` is
+    replaced at the end, not read as already done; ``--resume`` continues a stopped run."""
+    import validation.benchmarks.bench_torch as bt
+
+    measured: list[str] = []
+
+    def child(name, args):
+        measured.append(name)
+        return {"problem": name, "failed": f"measured {len(measured)}"}
+
+    monkeypatch.setattr(bt, "_child", child)
+    out = tmp_path / "r.jsonl"
+    out.write_text(json.dumps({"problem": "a", "failed": "old"}) + "\n")
+    bt.main(["a", "b", "--out", str(out)])
+    assert measured == ["a", "b"]
+    assert "old" not in out.read_text() and not (tmp_path / ".r.jsonl.partial").exists()
+    partial = tmp_path / ".r.jsonl.partial"  # a stopped run's records
+    partial.write_text(json.dumps({"problem": "a", "failed": "stopped run"}) + "\n")
+    bt.main(["a", "b", "--out", str(out), "--resume"])
+    assert measured == ["a", "b", "b"]
+    assert "stopped run" in out.read_text()

@@ -69,9 +69,11 @@ RUN_MIN = 16
 #: Floats of intermediates per term and tangent in the dense AD Hessian, per coordinate of a
 #: term.  Measured for Lennard-Jones pairs, all pairs and with a cutoff, N = 38..150
 #: (``python -m validation.benchmarks.bench_pes_memory``, docs/pes.md section 7): JAX's compiled
-#: executable holds 1.7-2.1 (its own memory analysis); torch.func's forward-over-reverse
-#: Hessian adds 4.5-10.8 to the resident set at N >= 75 (allocator slack included).
-#: Rounded up over both, so the guard chunks or refuses before either runs out.
+#: executable holds 2.2-2.5 (its own memory analysis); torch.func's forward-over-reverse
+#: Hessian adds 4.0-9.5 to the resident set at N = 150 and 8.9-14.4 at N = 75, where its
+#: fixed cost of about 73 MB is a third of the peak (allocator slack included).  12 is above
+#: both at the largest size, where the guard matters, so it chunks or refuses before either
+#: runs out.
 _DENSE_FLOATS_PER_TERM_COORD = 12
 
 

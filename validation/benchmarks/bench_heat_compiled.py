@@ -1,13 +1,12 @@
 """Would torch.compile pay on the PDE entries?  heat_modes by hand, compiled whole.
 
-``simdiff.pde`` cannot be traced whole by Dynamo today (its setup runs numpy
-inside the problem function, docs/performance.md).  This is the upper bound
-of compiling it: the catalogue's ``heat_modes`` (64 points, 10 ETDRK4 steps,
-the same coefficients, nonlinearity zero as in the diffusion equation)
-written directly in torch and in JAX with the coefficients precomputed, so
-that ``torch.compile(fullgraph=True)`` takes the whole function.  Gradient
-and dense Hessian (torch rev-rev, JAX fwd-rev): the median of 3 x rounds calls,
-interleaved in a shuffled order (``simdiff.evidence._timing.interleaved``).
+The upper bound of compiling the PDE path: the catalogue's ``heat_modes``
+(64 points, 10 ETDRK4 steps, the same coefficients, nonlinearity zero as in
+the diffusion equation) written directly in torch and in JAX with the
+coefficients precomputed, so that ``torch.compile(fullgraph=True)`` takes the
+whole function.  Gradient and dense Hessian (torch rev-rev, JAX fwd-rev): the
+median of 3 x rounds calls, interleaved in a shuffled order
+(``simdiff.evidence._timing.interleaved``).
 
     python -m validation.benchmarks.bench_heat_compiled
 """

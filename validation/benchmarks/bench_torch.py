@@ -25,8 +25,10 @@ and path, and where it stayed eager its reason (``cache_info()``'s
 Each problem runs in its own process (``--timeout`` seconds at most), so a
 crash in generated code or a compile that does not end is a row of the table
 ("crashed", "timed out") instead of the end of the run.  Its record is
-appended as one JSON line to ``--out`` as soon as it is measured (a long run
-can be stopped and resumed; problems already in the file are skipped);
+appended as one JSON line to ``.<out>.partial`` beside ``--out`` as soon as it
+is measured, and the finished file replaces ``--out`` at the end, so every run
+measures anew and a stopped run leaves ``--out`` as it was (``--resume``
+continues a stopped run's partial file, skipping the problems already in it);
 ``--table FILE`` prints the markdown table of such a file.
 
     python -m validation.benchmarks.bench_torch --out docs/results/bench_torch_catalogue.jsonl
@@ -255,6 +257,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--auto", action="store_true", help='also time compile="auto" (the policy, measured)'
     )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue a stopped run's partial file"
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # in the child
     args = parser.parse_args(argv)
     if args.table:
@@ -265,10 +270,13 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(measure(args.problems[0], args.rounds, args.budget, args.auto)))
         return
     names = args.problems or default_order()
+    partial = args.out.parent / f".{args.out.name}.partial"
     done = set()
-    if args.out.exists():
-        done = {json.loads(x).get("problem") for x in args.out.read_text().splitlines()}
-    with args.out.open("a") as fh:
+    if args.resume and partial.exists():
+        done = {json.loads(x).get("problem") for x in partial.read_text().splitlines()}
+    else:
+        partial.unlink(missing_ok=True)
+    with partial.open("a") as fh:
         if not done:
             env = {"torch": torch.__version__, "threads": torch.get_num_threads()}
             cmd = "python -m validation.benchmarks.bench_torch"
@@ -280,6 +288,7 @@ def main(argv: list[str] | None = None) -> None:
             fh.write(json.dumps(rec) + "\n")
             fh.flush()
             print(name, rec.get("failed") or f"load {rec['load'][0]:.1f}", flush=True)
+    os.replace(partial, args.out)
     print(table(args.out))
 
 
