@@ -27,20 +27,6 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 BACKENDS = ["jax", "torch"]
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _one_xla_cache_for_the_run(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """JAX's persistent compilation cache in the run's temporary directory, shared by the
-    xdist workers: a program that several tests compile (a catalogue problem's Hessian,
-    a page's example) is compiled once per run.  This process only (subprocesses, which
-    some tests time, compile as a user's would)."""
-    if os.environ.get("SIMDIFF_TEST_NO_XLA_CACHE"):
-        return
-    base = tmp_path_factory.getbasetemp()
-    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    jax.config.update("jax_compilation_cache_dir", str(run / "xla-cache"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-
-
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """Each differentiating backend, as a parameter so failures name it."""
