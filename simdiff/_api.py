@@ -802,11 +802,7 @@ class Derivatives(OperatorMethods):
             fused = self._fused[key, split, checks] = self._fuse(
                 kind, self._fns[key], device, split, checks
             )
-        try:
-            with self._leak_guard() if self.probe else nullcontext():
-                out = fused(parts)
-        except Exception as exc:
-            raise self._leak(exc, kind) from exc
+        out = self._steady(fused, parts, kind)
         if checks and not self._checked(T.to_numpy(out[-1])):
             return None  # the point was refused (raised) or fn rebuilt: the general path
         flat = out[0]
@@ -835,18 +831,7 @@ class Derivatives(OperatorMethods):
             return None  # the general path names the non-finite entry
         if checks and not self._checked(point):
             return None
-        try:
-            with self._leak_guard() if self.probe else nullcontext():
-                out = self._fns[key](x)
-        except Exception as exc:
-            raise self._leak(exc, kind) from exc
-        results = out if kind == "value_and_grad" else (out,)
-        if self.check_finite and not all(np.isfinite(T.to_numpy(y)).all() for y in results):
-            return None  # the general path names the non-finite entry
-        info["calls"] += 1
-        if kind == "value_and_grad":
-            return out[0], spec.unflatten(out[1])
-        return spec.unflatten_tree(out, kind)
+        return self._finish(kind, info, self._steady(self._fns[key], x, kind), T.to_numpy)
 
     def _checked(self, x: np.ndarray) -> bool:
         """The problem's check of the point ``x`` (numpy ``(n,)``) on the fast path: raises
@@ -894,21 +879,34 @@ class Derivatives(OperatorMethods):
         ``x``: the flat derivative called as :meth:`_call` calls it, the point and the result
         checked on the host, the result split into the structure by views (numpy)."""
         T = self.backend
+        if self.check_finite and not np.isfinite(x).all():
+            return None  # the general path names the non-finite entry
         native = x if T.calls_take_numpy else T.from_numpy(x, self.dtype)
-        try:
-            with self._leak_guard() if self.probe else nullcontext():
-                out = self._fns[key](native)
-        except Exception as exc:
-            raise self._leak(exc, kind) from exc
+        out = self._steady(self._fns[key], native, kind)
         if kind == "value_and_grad":
             out = (T.to_numpy(out[0]), T.to_numpy(out[1]))
-            results: tuple[Any, ...] = out
         else:
             out = T.to_numpy(out)
-            results = (out,)
-        if self.check_finite and not (
-            np.isfinite(x).all() and all(np.isfinite(y).all() for y in results)
-        ):
+        return self._finish(kind, info, out, np.asarray)
+
+    def _steady(self, fn: Callable, x: Any, kind: str) -> Any:
+        """``fn(x)`` for a steady tree call: under the backend's leak guard where the leak
+        checks are on; the framework's leak errors become ``LeakError``."""
+        try:
+            with self._leak_guard() if self.probe else nullcontext():
+                return fn(x)
+        except Exception as exc:
+            raise self._leak(exc, kind) from exc
+
+    def _finish(
+        self, kind: str, info: dict[str, Any], out: Any, read: Callable[[Any], np.ndarray]
+    ) -> Any:
+        """The flat result ``out`` of a steady tree call (:meth:`_joined_call`,
+        :meth:`_host_call`) in the parameters' structure, checked on the host (``read``
+        gives its values there); None where it is not finite (the general path names the
+        entry)."""
+        results = out if kind == "value_and_grad" else (out,)
+        if self.check_finite and not all(np.isfinite(read(y)).all() for y in results):
             return None  # the general path names the non-finite entry
         info["calls"] += 1
         spec = self.problem.param_spec
