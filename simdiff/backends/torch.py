@@ -319,24 +319,18 @@ def _split_leaves(
     kind, a, b = _split_plan(tuple(bounds), tuple(shapes))
     if kind == "scalars":
         return list(torch.unbind(flat, -1))
-    if flat.dim() == 1:  # one point (inside the function): no leading axes
-        if kind == "rows":
-            whole = flat.reshape(-1, *a)
-            leaves = list(torch.split_with_sizes(whole, b))
-            if mark and not torch.compiler.is_compiling():  # Dynamo: no tensor attributes
-                k = len(leaves)
-                for i, leaf in enumerate(leaves):
-                    setattr(leaf, _ROWS, (whole, i, k))
-            return leaves
-        chunks = torch.split_with_sizes(flat, a)
-    else:
-        lead = tuple(flat.shape[:-1])
-        if kind == "rows":
-            return list(torch.split_with_sizes(flat.reshape(*lead, -1, *a), b, dim=len(lead)))
-        chunks = torch.split_with_sizes(flat, a, dim=-1)
-        return [c if len(s) == 1 else c.squeeze(-1) if s == () else c.reshape(*lead, *s)
-                for c, s in zip(chunks, shapes, strict=True)]  # fmt: skip
-    return [c if len(s) == 1 else c.squeeze(-1) if s == () else c.reshape(s)
+    lead = tuple(flat.shape[:-1])
+    if kind == "rows":
+        whole = flat.reshape(*lead, -1, *a)
+        leaves = list(torch.split_with_sizes(whole, b, dim=len(lead)))
+        # one point (no leading axes) outside Dynamo (no tensor attributes there): marked
+        if mark and not lead and not torch.compiler.is_compiling():
+            k = len(leaves)
+            for i, leaf in enumerate(leaves):
+                setattr(leaf, _ROWS, (whole, i, k))
+        return leaves
+    chunks = torch.split_with_sizes(flat, a, dim=-1)
+    return [c if len(s) == 1 else c.squeeze(-1) if s == () else c.reshape(*lead, *s)
             for c, s in zip(chunks, shapes, strict=True)]  # fmt: skip
 
 
