@@ -573,12 +573,12 @@ class ParamSpec:
         if self._whole is not None:  # one leaf of shape (n,): the vector itself, no slice
             keys = self._dict_keys
             return {keys[0]: flat} if keys is not None else self._assemble([flat])
-        if ops is None and type(flat) is not np.ndarray:
+        if ops is not None:  # inside the function: as the context splits best
+            return self._assemble(ops.split_leaves(flat, self._bounds, self.shapes))
+        if type(flat) is not np.ndarray:
             src = backend_of(flat)
             if src.differentiable and src.is_native(flat):  # one call, not one op per leaf
                 return self._assemble(src.split(flat, self._bounds, self.shapes))
-        if ops is not None:  # inside the function: as the context splits best
-            return self._assemble(ops.split_leaves(flat, self._bounds, self.shapes))
         keys = self._scalar_keys
         if keys is not None:  # a flat dict of scalars: one comprehension
             return {k: flat[i] for k, i in self._scalar_items}  # 0-d (with ...), or batched

@@ -301,6 +301,21 @@ def _split_plan(
     return "split", [b - a for a, b in bounds], None
 
 
+@functools.lru_cache(maxsize=256)
+def _join_plan(shapes: tuple[torch.Size, ...], k: int) -> str:
+    """How :meth:`TorchBackend.join` joins leaves of ``shapes`` with ``k`` leading axes (made
+    once per tuple of shapes): ``"stack"`` (every leaf a scalar of the leading axes),
+    ``"rows"`` (unbatched leaves of one trailing shape: one ``cat`` along the first axis and
+    a view) or ``"cat"`` (the leaves as vectors, concatenated)."""
+    if all(len(s) == k for s in shapes):
+        return "stack"
+    if not k:
+        trail = shapes[0][1:]
+        if trail and all(len(s) >= 2 and s[1:] == trail for s in shapes):
+            return "rows"
+    return "cat"
+
+
 def _split_leaves(
     flat: torch.Tensor, bounds: Any, shapes: Any, mark: bool = False
 ) -> list[torch.Tensor]:
@@ -319,7 +334,7 @@ def _split_leaves(
     kind, a, b = _split_plan(tuple(bounds), tuple(shapes))
     if kind == "scalars":
         return list(torch.unbind(flat, -1))
-    lead = tuple(flat.shape[:-1])
+    lead = flat.shape[:-1]  # a torch.Size: a tuple
     if kind == "rows":
         whole = flat.reshape(*lead, -1, *a)
         leaves = list(torch.split_with_sizes(whole, b, dim=len(lead)))
@@ -1362,15 +1377,15 @@ class TorchBackend(Backend):
     def join(self, parts: Any, lead: tuple[int, ...]) -> Any:
         """``torch.stack`` of scalar leaves; ``torch.cat`` of the leaves of one trailing shape
         along their first axis and a view (unbatched: two operations, whatever the number
-        of leaves); else ``torch.cat`` of the leaves as vectors."""
+        of leaves); else ``torch.cat`` of the leaves as vectors (:func:`_join_plan`, kept
+        per tuple of shapes)."""
         parts = list(parts)
         k = len(lead)
-        if all(p.dim() == k for p in parts):
+        how = _join_plan(tuple([p.shape for p in parts]), k)
+        if how == "stack":
             return torch.stack(parts, dim=-1)
-        if not k:
-            trail = parts[0].shape[1:]
-            if trail and all(p.dim() >= 2 and p.shape[1:] == trail for p in parts):
-                return torch.cat(parts).view(-1)
+        if how == "rows":
+            return torch.cat(parts).view(-1)
         return torch.cat([p if p.dim() == k + 1 else p.reshape(*lead, -1) for p in parts], dim=-1)
 
     def split(self, flat: Any, bounds: Any, shapes: Any) -> list[Any]:
