@@ -49,6 +49,13 @@ that requires grad; the function's ``ops.concat`` of them is a
 cost of writing the function on the tree in the framework alone, without
 simdiff.
 
+A second table measures what JAX itself takes to hand back ``k`` arrays from one
+compiled call, the cost a gradient split into ``k`` leaves pays at ``jax.Array``
+points: ``jax.jit`` of a function of one vector returning ``2 x`` (one array)
+against one returning ``k`` of its slices (``k`` 0-d arrays of a ``(10,)`` vector,
+as ``dict10``'s gradient; 8 and 10 slices ``(10,)`` of a ``(100,)`` vector, as
+``leaves100``'s), by the same timer.
+
 Every thread of the process counts in CPU time, so the run uses ``--threads N``
 (default 1) threads in torch and XLA, set by :func:`simdiff.backends.set_threads`
 before jax is imported: with more than one, a thread spinning or waiting for
@@ -299,9 +306,47 @@ def main(names: tuple[str, ...] = (), threads: int = 1) -> None:
                       f"{s / f:.3f} | {1e3 * (s - f):.0f} | {own} |", flush=True)  # fmt: skip
 
 
+def output_arrays() -> None:
+    """Print what one ``jax.jit`` call takes to return ``k`` arrays (slices of its input)
+    against one array (``2 x``) of the same input, the part of a gradient split into ``k``
+    leaves that JAX's dispatch and XLA's runtime take."""
+    import jax
+    import jax.numpy as jnp
+
+    def slices(width: int, k: int) -> Callable:
+        if width == 0:
+            return jax.jit(lambda x: tuple(x[i] for i in range(k)))
+        return jax.jit(lambda x: tuple(x[width * i : width * (i + 1)] for i in range(k)))
+
+    print()
+    print("JAX alone: one jax.jit call returning k arrays (slices of its input vector) against "
+          "one returning 2 x (one array)")  # fmt: skip
+    print()
+    print("| input | k arrays returned | one array (ms) | k arrays (ms) | k / one "
+          "| difference (us) |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    double = jax.jit(lambda x: 2.0 * x)
+    for n, width, k in ((10, 0, 10), (100, 10, 8), (100, 10, 10)):
+        x = jnp.asarray(np.linspace(1.0, 2.0, n))
+        many = slices(width, k)
+        calls = {
+            "one": lambda x=x: double(x).block_until_ready(),
+            "k": lambda f=many, x=x: jax.block_until_ready(f(x)),
+        }
+        for call in calls.values():
+            call()
+        runs = interleaved(calls, ROUNDS, inner=INNER, clock=CPU_CLOCK)
+        ms = {key: 1e3 * Summary.of(v).median for key, v in runs.items()}
+        what = "0-d" if width == 0 else f"({width},)"
+        one, many_ms = ms["one"], ms["k"]
+        print(f"| ({n},) {x.dtype} | {k} x {what} | {one:.3g} | {many_ms:.3g} | "
+              f"{many_ms / one:.3f} | {1e3 * (many_ms - one):.0f} |", flush=True)  # fmt: skip
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(prog="python -m validation.benchmarks.bench_structured_params")
     ap.add_argument("names", nargs="*", help="problems to run (default: all)")
     ap.add_argument("--threads", type=int, default=1, help="threads in torch and XLA")
     args = ap.parse_args()
     main(tuple(args.names), args.threads)
+    output_arrays()
