@@ -237,7 +237,9 @@ def test_hypothesis_seed_orders(cat, x, v):
 
 
 @pytest.mark.slow
-def test_torch_compile_matches_eager(cat):
+def test_torch_compile_matches_eager(cat, aot_eager):
+    # simdiff's compile=True path and its count; Inductor's code against eager to 1e-12 is
+    # test_compile_policy's test_compiled_derivatives_match_eager_to_1e12
     p = cat["rosenbrock4"]
     d = simdiff.Derivatives(p, backend="torch", compile=True)
     np.testing.assert_allclose(d.grad(), p.exact["grad"](p.x0), rtol=RTOL)
