@@ -54,6 +54,7 @@ CUTS = {
     "set_grad_enabled_left_off": (_left_off, r"returned with gradients switched off"),
 }
 
+
 @pytest.mark.filterwarnings("ignore:To copy construct from a tensor")
 @pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True")
 @pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
