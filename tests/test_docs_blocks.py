@@ -6,7 +6,8 @@ the tests is marked on the line before its fence with
 ``<!-- no-run: reason -->``; the reason is required and such blocks are kept
 few (:data:`MAX_NO_RUN`).  :data:`NUMBERS` lists numbers quoted in the pages'
 prose and tables with the expression (evaluated in the page's namespace after
-its code ran) that produces them: a number that no longer reproduces fails.
+its code ran) that produces them: a number that no longer reproduces fails;
+:data:`FACTS` lists further statements a page's results must satisfy.
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ NUMBERS: list[tuple[str, str, str, float]] = [
     ("pes.md", r"softest mode \| — \| ([−\-\d.]+) \(barrier", "s7.energy", 1e-6),
     ("pes.md", r"\(barrier ([\d.]+)\) \| 1 \|", "s7.energy - m7.energy", 1e-5),
     ("pes.md", r"\(barrier [\d.]+\) \| 1 \| (\d+) \|", "s7.nit", 0.0),
+    (
+        "pes.md",
+        r"\| `lj13` \| perturbed icosahedron start \| \$E_\\text\{min\} = ([−\-\d.]+)\$",
+        "m.energy",
+        1e-6,
+    ),
     ("ode.md", r"this converges in (\d+) iterations", "res.nit", 0.0),
     (
         "ode.md",
@@ -108,6 +115,15 @@ NUMBERS: list[tuple[str, str, str, float]] = [
 ]
 
 
+#: (page, expression that must hold in the page's namespace after its code ran)
+FACTS: list[tuple[str, str]] = [
+    ("pes.md", "m.index == 0"),  # LJ13's minimum
+    ("pes.md", "nm.n_rigid == 6 and nm.frequencies.shape == (33,)"),
+    ("pes.md", "phi.shape == (33, 33, 33)"),
+    ("pes.md", "bool(np.all(np.isfinite(hess)))"),
+]
+
+
 def test_no_run_markers_are_few_and_give_reasons() -> None:
     marked = [(p, why) for p in PAGES for _, why in blocks(DOCS / p) if why is not None]
     assert len(marked) <= MAX_NO_RUN, marked
@@ -129,6 +145,9 @@ def test_page_code_runs_and_its_numbers_reproduce(page: str, tmp_path: Path) -> 
         assert got == pytest.approx(quoted, rel=rtol, abs=0 if rtol else 0.5), (
             f"{page} quotes {m.group(1)} for {expr}; the code gives {got}"
         )
+    for where, fact in FACTS:
+        if where == page:
+            assert eval(fact, {"np": np, **scope}), f"{page}: {fact} does not hold"
 
 
 def test_every_page_with_code_is_run() -> None:

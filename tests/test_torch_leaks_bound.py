@@ -54,6 +54,7 @@ CUTS = {
     "set_grad_enabled_left_off": (_left_off, r"returned with gradients switched off"),
 }
 
+
 @pytest.mark.filterwarnings("ignore:To copy construct from a tensor")
 @pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True")
 @pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
@@ -131,9 +132,10 @@ def test_torch_and_simdiffs_own_detaches_and_reads_pass(name, kind):
 
 @pytest.mark.filterwarnings("ignore:`torch._prims_common.check` is deprecated:FutureWarning")
 @pytest.mark.parametrize("mode", [True, "auto"])
-def test_compiled_callables_pass(mode):
+def test_compiled_callables_pass(mode, aot_eager):
     """compile=True and "auto" (torch.compile, whose tracing runs with the dispatch-level
-    watch off) give the true gradient and Hessian of a clean problem on every call."""
+    watch off) give the true gradient and Hessian of a clean problem on every call.  The
+    watch is about Dynamo's and AOTAutograd's tracing, not Inductor's code: ``aot_eager``."""
 
     def fn(x, ops):
         return x[0] * x[1] + x[1] ** 2 + 0.0 * ops.stop_gradient(x[0])

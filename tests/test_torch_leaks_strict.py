@@ -32,6 +32,7 @@ CUTS = {
     "base_item": (lambda v: _BASE.item(v) + 0.0 * v, r"x\.item\(\)"),
 }
 
+
 @pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
 @pytest.mark.parametrize("leak", sorted(CUTS))
 def test_strict_catches_what_no_wrapper_sees(leak, kind):
@@ -97,7 +98,9 @@ def test_the_default_guard_sees_the_others_at_dispatch(leak, kind):
 @pytest.mark.parametrize("kind", ["grad", "hessian", "hvp"])
 def test_a_bound_tensor_of_a_list_is_seen_by_the_default_guard(kind):
     """torch reads the list's elements by ``float(x[i])``, which the guard watches."""
-    d = simdiff.Derivatives(leaking_problem(CUTS["bound_tensor_of_list"][0], "list"), backend="torch")
+    d = simdiff.Derivatives(
+        leaking_problem(CUTS["bound_tensor_of_list"][0], "list"), backend="torch"
+    )
     call(d, kind, X0)
     with pytest.raises(simdiff.LeakError, match=r"float\(x\[i\]\)"):
         call(d, kind, FAR)
