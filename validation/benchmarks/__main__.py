@@ -154,8 +154,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "--auto",
             "heat_modes",
             "heat_diffusivity",
-            "ks_field",
-            "burgers_colehopf",
             "--out",
             "docs/results/bench_torch_pde_heat.jsonl",
             *_TORCH_CATALOGUE,
