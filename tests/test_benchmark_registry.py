@@ -74,7 +74,6 @@ NOT_RERUN = {
     "bench_torch_catalogue.txt",
     "bench_torch_ode.txt",
     "bench_torch_pde_heat.txt",
-    "bench_torch_hessian_compiled.txt",
     "probe_compile_crash.txt",
     "probe_torch_chunks.txt",
 }
