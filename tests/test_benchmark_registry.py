@@ -73,7 +73,6 @@ def test_the_runner_is_the_package_main() -> None:
 NOT_RERUN = {
     "bench_torch_catalogue.txt",
     "bench_torch_ode.txt",
-    "bench_torch_pde_heat.txt",
     "probe_compile_crash.txt",
     "probe_torch_chunks.txt",
 }
