@@ -299,7 +299,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "probe_torch_chunks.txt",
         "probe_torch_chunks",
-        ("--K", "4", "8", "16", "--repeats", "15", "--rounds", "3"),
+        ("--K", "4", "8", "--repeats", "15", "--rounds", "3"),
     ),
     Benchmark("probe_torch_chunks_transforms.txt", "probe_torch_chunks", ("--transforms",)),
     Benchmark("probe_torch_forward_ad.txt", "probe_torch_forward_ad"),
