@@ -71,7 +71,6 @@ def test_the_runner_is_the_package_main() -> None:
 #: has since moved): their numbers are from the commit their header or docs section names,
 #: and the command to remake them is the registry's (`--list`).  Shrinks as they are re-run.
 NOT_RERUN = {
-    "probe_compile_crash.txt",
     "probe_torch_chunks.txt",
 }
 
