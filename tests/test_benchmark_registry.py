@@ -67,19 +67,6 @@ def test_the_runner_is_the_package_main() -> None:
     assert sum(" python -m " in f" {line}" for line in out.splitlines()) == len(BENCHMARKS)
 
 
-#: Result files stored before the runner wrote its header (or under a module path that
-#: has since moved): their numbers are from the commit their header or docs section names,
-#: and the command to remake them is the registry's (`--list`).  Shrinks as they are re-run.
-NOT_RERUN = {
-    "bench_torch_catalogue.txt",
-    "bench_torch_ode.txt",
-    "bench_torch_pde_heat.txt",
-    "bench_torch_hessian_compiled.txt",
-    "probe_compile_crash.txt",
-    "probe_torch_chunks.txt",
-}
-
-
 def _recorded_command(name: str) -> str | None:
     if name.endswith(".json"):  # a benchmark that writes its JSON itself records it there
         return json.loads((RESULTS / name).read_text()).get("command")
@@ -87,17 +74,14 @@ def _recorded_command(name: str) -> str | None:
     return next((line.split("command: ", 1)[1] for line in head if "command: " in line), None)
 
 
-def test_every_rerun_result_names_the_command_that_made_it() -> None:
+def test_every_result_names_the_command_that_made_it() -> None:
+    """Every result file was written by its registry entry: its header names the command."""
     wrong = {
         b.output: _recorded_command(b.output)
         for b in BENCHMARKS
-        if b.output not in NOT_RERUN and _recorded_command(b.output) != b.command()
+        if _recorded_command(b.output) != b.command()
     }
     assert not wrong, f"result headers that do not name their registry command: {wrong}"
-    rerun = sorted(b.output for b in BENCHMARKS if b.output in NOT_RERUN
-                   and _recorded_command(b.output) == b.command())  # fmt: skip
-    assert not rerun, f"re-run by the registry: remove from NOT_RERUN: {rerun}"
-    assert NOT_RERUN <= {b.output for b in BENCHMARKS}
 
 
 def test_a_run_replaces_its_file_and_is_recorded_in_the_store(tmp_path, monkeypatch) -> None:

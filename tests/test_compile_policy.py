@@ -201,6 +201,31 @@ def test_compiled_derivatives_match_eager_to_1e12():
     np.testing.assert_allclose(got, jax_h, rtol=1e-12, atol=1e-12 * np.abs(want).max())
 
 
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch._prims_common.check` is deprecated:FutureWarning")
+def test_a_compiled_hessian_keeps_its_guards_on_later_calls():
+    """A compiled Hessian traced first thing in a thread (the leak guard's thread-local
+    state still bare) gives the eager values on its second and third calls too, at the
+    point it compiled at and at another one, instead of failing its own guards."""
+    import concurrent.futures
+
+    p = problems.get("ishigami")
+    points = [np.array([0.3, -1.2, 2.0]), np.array([0.3, -1.2, 2.0]), np.array([2.0, 0.5, -1.0])]
+
+    def compiled_calls() -> list[np.ndarray]:
+        d = simdiff.Derivatives(p, backend="torch", check_finite=False, compile=True)
+        out = [np.asarray(d.hessian(x, method="rev-rev")) for x in points]
+        assert d.cache_info()[0]["path"] == "compiled"
+        return out
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a fresh thread
+        got = pool.submit(compiled_calls).result()
+    eager = simdiff.Derivatives(p, backend="torch")
+    for x, h in zip(points, got, strict=True):
+        want = eager.hessian(x)
+        np.testing.assert_allclose(h, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
 def _pair_energy_problem() -> simdiff.Problem:
     """Pairs of a 4-atom cluster picked by a numpy index array, weighted by a numpy constant."""
     i, j = np.triu_indices(4, k=1)

@@ -388,6 +388,9 @@ def watching_grad_mode(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
     two thread-local writes per call of ``fn``."""
 
     def call(x: Any, ops: Any) -> Any:
+        if torch.compiler.is_compiling():  # no guard under Dynamo (``_guarding``); and a
+            # thread-local write traced into a compiled frame fails its guards on the next call
+            return fn(x, ops)
         on = torch.is_grad_enabled()
         state = _active
         saved, state.grad_at_call = state.grad_at_call, on

@@ -1319,11 +1319,11 @@ class TorchBackend(Backend):
         vector-valued.  Compiled (``--compiled``, docs/performance.md): reverse
         over reverse is the only method that compiled on every entry: forward
         over reverse failed in Inductor on every energy that gathers atoms
-        (LJ-7/13/38: a scatter it cannot generate code for) and was within
-        0.9x-1.2x of reverse over reverse elsewhere; forward over forward
-        can crash at one point (:meth:`compile_refusal`) and was 1.2x
-        faster on the one vector-valued entry (spherical, 0.13 vs 0.16 ms),
-        not enough to give the compiled path a second method.
+        (LJ-7/13/38) and took 0.73x (sobol_g) to 1.06x of reverse over
+        reverse's time elsewhere, a gain that no property of the problem
+        predicts before compiling; forward over forward is refused at one
+        point (:meth:`compile_refusal`), so the compiled path has no second
+        method.
         """
         return "rev-rev"
 
