@@ -34,11 +34,11 @@ def bounce(t, y, p, ops):
     return ops.stack([y[0], -p[0] * y[1]])
 
 
-def ball(observable, c=0.0, t_end=T_END, **kw):
+def ball(observable, c=0.0, t_end=T_END, rtol=RTOL, **kw):
     """The ball from (H0, V0) with x0 = (e, c, h0, v0) (``wrt="both"``)."""
     return ODEProblem(ball_rhs, [H0, V0], (0.0, t_end), [E, c],
                       events=[Event(floor, terminal=False, direction=-1, update=bounce)],
-                      observable=observable, wrt="both", rtol=RTOL, atol=1e-12, **kw)  # fmt: skip
+                      observable=observable, wrt="both", rtol=rtol, atol=1e-12, **kw)  # fmt: skip
 
 
 # --------------------------------------------------------------- closed form
@@ -332,8 +332,9 @@ def _assert_modes_agree(g, H, hv, jv, c, d2, v, scale_g, scale_h):
 def test_every_mode_gives_the_same_derivatives_after_the_last_update_torch():
     """Four bounces (non-terminal events with an update) with drag, x = (e, c, h0, v0):
     the state after the last update, read at the save time, has one gradient, Hessian,
-    HVP, JVP, Taylor and nested derivative on torch."""
-    prob = ball(lambda ys, ops, ev: ys[-1, 0], c=0.3)
+    HVP, JVP, Taylor and nested derivative on torch.  (rtol 1e-8: 49 steps, not 99; the
+    modes agree to rounding whatever the tolerance.)"""
+    prob = ball(lambda ys, ops, ev: ys[-1, 0], c=C_DRAG, rtol=1e-8)
     v = np.array([0.3, -0.7, 0.5, 0.2])
     g, H, hv, jv, c, d2 = _modes(prob, "torch", v)
     _assert_modes_agree(g, H, hv, jv, c, d2, v, np.abs(g).max(), np.abs(H).max())
