@@ -131,10 +131,15 @@ def test_ode_settings_that_change_results_change_the_fingerprint() -> None:
 
 
 def test_an_ode_rerun_with_more_steps_does_not_get_the_old_failures(tmp_path: Path) -> None:
+    """Long solves, on torch (whose eager loop compiles nothing; the test below runs the
+    same on each backend)."""
     points = np.array([[20.0], [30.0]])  # x0 = 2 needs 55 steps; these need about 250
-    few = simdiff.sweep(_ode(rtol=1e-10, atol=1e-12, max_steps=100), points, store=tmp_path / "s")
+    store = tmp_path / "s"
+    few = simdiff.sweep(_ode(rtol=1e-10, atol=1e-12, max_steps=100), points, store=store,
+                        backend="torch")  # fmt: skip
     assert (few.status == 2).all() and "max_steps" in few.messages[0]
-    more = simdiff.sweep(_ode(rtol=1e-10, atol=1e-12, max_steps=5000), points, store=tmp_path / "s")
+    more = simdiff.sweep(_ode(rtol=1e-10, atol=1e-12, max_steps=5000), points, store=store,
+                         backend="torch")  # fmt: skip
     assert more.chunks_resumed == 0 and more.ok.all()
     # the local tolerances (rtol 1e-10, atol 1e-12) summed over ~250 steps
     np.testing.assert_allclose(more["value"], np.exp(-points[:, 0]), rtol=1e-7, atol=250 * 1e-12)

@@ -34,11 +34,11 @@ def bounce(t, y, p, ops):
     return ops.stack([y[0], -p[0] * y[1]])
 
 
-def ball(observable, c=0.0, t_end=T_END, **kw):
+def ball(observable, c=0.0, t_end=T_END, rtol=RTOL, **kw):
     """The ball from (H0, V0) with x0 = (e, c, h0, v0) (``wrt="both"``)."""
     return ODEProblem(ball_rhs, [H0, V0], (0.0, t_end), [E, c],
                       events=[Event(floor, terminal=False, direction=-1, update=bounce)],
-                      observable=observable, wrt="both", rtol=RTOL, atol=1e-12, **kw)  # fmt: skip
+                      observable=observable, wrt="both", rtol=rtol, atol=1e-12, **kw)  # fmt: skip
 
 
 # --------------------------------------------------------------- closed form
@@ -90,6 +90,53 @@ def ivp_ball(e, c, h0, v0, t_end=T_END):
         y = np.array([ye[0], -e * ye[1]])
 
 
+# ----------------------------------------------- problems and derivatives shared
+C_DRAG = 0.3
+V_MODES = np.array([0.3, -0.7, 0.5, 0.2])  # x = (e, c, h0, v0)
+X_NO_DRAG = np.array([E, 0.0, H0, V0])
+
+
+@pytest.fixture(scope="module")
+def t4() -> ODEProblem:
+    """The 4th bounce time with drag: one problem for the module, so its compiled
+    derivatives (in its cache) serve every test that differentiates it, at x0 or at
+    ``X_NO_DRAG`` (the drag-free ball of the closed form)."""
+    return ball(lambda ys, ops, ev: ev.times[3], c=C_DRAG)
+
+
+@pytest.fixture(scope="module")
+def t4_torch_modes(t4: ODEProblem) -> tuple:
+    """Every mode of ``t4`` on torch at x0 (see ``_modes``): checked against each other and
+    JAX by the every-mode test, the gradient and Hessian against solve_ivp differences."""
+    return _modes(t4, "torch", V_MODES)
+
+
+@pytest.fixture(scope="module")
+def catalogue_ball() -> ODEProblem:
+    return problems.get("bouncing_ball_drag")
+
+
+@pytest.fixture(scope="module")
+def catalogue_ball_torch_grad(catalogue_ball: ODEProblem) -> np.ndarray:
+    """Torch's gradient at x0: checked against the closed form, the reference of others."""
+    return np.asarray(simdiff.grad(catalogue_ball, backend="torch"))
+
+
+@pytest.fixture(scope="module")
+def catalogue_ball_fd(catalogue_ball: ODEProblem) -> np.ndarray:
+    """Central differences in (e, c) of the 4th bounce time by solve_ivp events."""
+    p = catalogue_ball
+    x = np.asarray(p.x0, dtype=float)
+    fd = []
+    for i in range(2):
+        d = np.zeros(2)
+        d[i] = 1e-4
+        tp = ivp_ball(*(x + d), H0, V0, t_end=p.t_span[1])[0][3]
+        tm = ivp_ball(*(x - d), H0, V0, t_end=p.t_span[1])[0][3]
+        fd.append((tp - tm) / 2e-4)
+    return np.array(fd)
+
+
 # --------------------------------------------------------------------- tests
 def test_bounce_times_and_state_closed_form():
     prob = ball(lambda ys, ops, ev: ops.concat([ev.times[:7], ops.stack([ev.count]), ys[-1]]))
@@ -113,16 +160,14 @@ def test_bounce_with_drag_against_solve_ivp():
 
 
 @pytest.mark.parametrize("backend", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
-def test_bounce_time_gradient_closed_form(backend):
-    prob = ball(lambda ys, ops, ev: ev.times[3])
-    g = simdiff.grad(prob, backend=backend)
+def test_bounce_time_gradient_closed_form(backend, t4):
+    g = simdiff.grad(t4, X_NO_DRAG, backend=backend)
     want = closed_time(4, order=1)  # (e, h0, v0); the drag c enters too, checked below
     np.testing.assert_allclose(g[[0, 2, 3]], want, rtol=0, atol=1e-8)
 
 
-def test_bounce_time_hessian_closed_form():
-    prob = ball(lambda ys, ops, ev: ev.times[3])
-    H = simdiff.hessian(prob, backend="torch")
+def test_bounce_time_hessian_closed_form(t4):
+    H = simdiff.hessian(t4, X_NO_DRAG, backend="torch")
     want = closed_time(4, order=2)
     idx = np.ix_([0, 2, 3], [0, 2, 3])
     np.testing.assert_allclose(H[idx], want, rtol=0, atol=1e-7)
@@ -145,12 +190,10 @@ def test_bounce_state_gradient_closed_form():
     np.testing.assert_allclose(g[[0, 2, 3]], want, rtol=0, atol=1e-7)
 
 
-def test_bounce_with_drag_gradient_against_solve_ivp_differences():
+def test_bounce_with_drag_gradient_against_solve_ivp_differences(t4_torch_modes):
     # the 4th bounce time's gradient in (e, c, h0) against central differences of solve_ivp
-    c = 0.3
-    prob = ball(lambda ys, ops, ev: ev.times[3], c=c)
-    g = simdiff.grad(prob, backend="torch")
-    x = np.array([E, c, H0, V0])
+    g = t4_torch_modes[0]
+    x = np.array([E, C_DRAG, H0, V0])
     fd = []
     for i in range(3):
         d = np.zeros(4)
@@ -220,13 +263,11 @@ def test_zeno_ball_chatters_near_the_accumulation_point(backend):
     assert abs(t - t_inf) < 1e-4
 
 
-def test_bounce_with_drag_hessian_against_solve_ivp_differences():
+def test_bounce_with_drag_hessian_against_solve_ivp_differences(t4_torch_modes):
     # second differences of solve_ivp in e and h0: truncation d^2 t''''/12 ~ 1e-7,
     # rounding 1e-13 / d^2 = 1e-7 at d = 1e-3
-    c = 0.3
-    prob = ball(lambda ys, ops, ev: ev.times[3], c=c)
-    H = simdiff.hessian(prob, backend="torch")
-    x, d = np.array([E, c, H0, V0]), 1e-3
+    H = t4_torch_modes[1]
+    x, d = np.array([E, C_DRAG, H0, V0]), 1e-3
     t4 = ivp_ball(*x)[0][3]
     for i in (0, 2):
         step = np.zeros(4)
@@ -236,8 +277,8 @@ def test_bounce_with_drag_hessian_against_solve_ivp_differences():
 
 
 # ------------------------------------------------------ the catalogue entry
-def test_catalogue_ball_matches_lambert_w_closed_form():
-    p = problems.get("bouncing_ball_drag")
+def test_catalogue_ball_matches_lambert_w_closed_form(catalogue_ball, catalogue_ball_torch_grad):
+    p = catalogue_ball
     x = p.x0
     # its bounce times against solve_ivp restarted at each bounce (the ODE's trajectory)
     times, _ = ivp_ball(x[0], x[1], H0, V0, t_end=p.t_span[1])
@@ -245,7 +286,7 @@ def test_catalogue_ball_matches_lambert_w_closed_form():
     # and the exact value and derivatives (Lambert W, mpmath) at the solver's accuracy:
     # measured errors 6e-12, 8e-11, 8e-10 at rtol 1e-10
     assert float(p.evaluate()) == pytest.approx(p.exact["value"](x), abs=1e-10)
-    np.testing.assert_allclose(simdiff.grad(p, backend="torch"), p.exact["grad"](x), atol=1e-9)
+    np.testing.assert_allclose(catalogue_ball_torch_grad, p.exact["grad"](x), atol=1e-9)
     H = simdiff.hessian(p, backend="torch")
     np.testing.assert_allclose(H, p.exact["hessian"](x), atol=1e-8)
 
@@ -291,23 +332,23 @@ def _assert_modes_agree(g, H, hv, jv, c, d2, v, scale_g, scale_h):
 def test_every_mode_gives_the_same_derivatives_after_the_last_update_torch():
     """Four bounces (non-terminal events with an update) with drag, x = (e, c, h0, v0):
     the state after the last update, read at the save time, has one gradient, Hessian,
-    HVP, JVP, Taylor and nested derivative on torch."""
-    prob = ball(lambda ys, ops, ev: ys[-1, 0], c=0.3)
+    HVP, JVP, Taylor and nested derivative on torch.  (rtol 1e-8: 49 steps, not 99; the
+    modes agree to rounding whatever the tolerance.)"""
+    prob = ball(lambda ys, ops, ev: ys[-1, 0], c=C_DRAG, rtol=1e-8)
     v = np.array([0.3, -0.7, 0.5, 0.2])
     g, H, hv, jv, c, d2 = _modes(prob, "torch", v)
     _assert_modes_agree(g, H, hv, jv, c, d2, v, np.abs(g).max(), np.abs(H).max())
 
 
 @pytest.mark.slow
-def test_every_mode_gives_the_same_derivatives_of_a_bounce_time_on_each_backend():
+def test_every_mode_gives_the_same_derivatives_of_a_bounce_time_on_each_backend(t4, t4_torch_modes):
     """The 4th bounce time: every mode agrees on torch and on JAX (reverse modes through
     the checkpointed loop with the event branch rematerialised, forward modes through
-    the same loop), and JAX equals torch.  (One test: the torch modes are computed once.)"""
-    prob = ball(lambda ys, ops, ev: ev.times[3], c=0.3)
-    v = np.array([0.3, -0.7, 0.5, 0.2])
-    want = _modes(prob, "torch", v)
+    the same loop), and JAX equals torch.  (The torch modes are computed once, a fixture.)"""
+    v = V_MODES
+    want = t4_torch_modes
     _assert_modes_agree(*want, v, np.abs(want[0]).max(), np.abs(want[1]).max())
-    got = _modes(prob, "jax", v)
+    got = _modes(t4, "jax", v)
     g, H = got[0], got[1]
     _assert_modes_agree(*got, v, np.abs(g).max(), np.abs(H).max())
     for a, b in zip(got, want, strict=True):
@@ -315,30 +356,30 @@ def test_every_mode_gives_the_same_derivatives_of_a_bounce_time_on_each_backend(
 
 
 @pytest.mark.parametrize("backend", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
-def test_catalogue_ball_gradient_against_solve_ivp_differences(backend):
-    """The target of the issue: the 4th bounce time's gradient in (e, c) against central
-    differences of solve_ivp events, to 1e-6, on each backend."""
-    p = problems.get("bouncing_ball_drag")
-    x = np.asarray(p.x0, dtype=float)
-    g = np.asarray(simdiff.grad(p, backend=backend))
-    fd = []
-    for i in range(2):
-        d = np.zeros(2)
-        d[i] = 1e-4
-        tp = ivp_ball(*(x + d), H0, V0, t_end=p.t_span[1])[0][3]
-        tm = ivp_ball(*(x - d), H0, V0, t_end=p.t_span[1])[0][3]
-        fd.append((tp - tm) / 2e-4)
+def test_catalogue_ball_gradient_against_solve_ivp_differences(
+    backend, catalogue_ball, catalogue_ball_torch_grad, catalogue_ball_fd
+):
+    """The 4th bounce time's gradient in (e, c) against central differences of solve_ivp
+    events, to 1e-6, on each backend."""
+    if backend == "torch":
+        g = catalogue_ball_torch_grad
+    else:
+        g = np.asarray(simdiff.grad(catalogue_ball, backend=backend))
+    fd = catalogue_ball_fd
     # differences: truncation d^2 t'''/6 ~ 1e-8, rounding 1e-13 / 1e-4 = 1e-9
     np.testing.assert_allclose(g, fd, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("backend", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
-def test_batched_gradient_through_bounces_equals_point_by_point(backend):
+def test_batched_gradient_through_bounces_equals_point_by_point(
+    backend, catalogue_ball, catalogue_ball_torch_grad
+):
     """A batch of points runs the traced loop under vmap (the event branch under the
     adjoint's event_branch on both backends); each row is the single point's gradient."""
-    p = problems.get("bouncing_ball_drag")
+    p = catalogue_ball
     X = np.stack([p.x0, p.x0 * np.array([0.98, 1.05])])
-    want = np.stack([np.asarray(simdiff.grad(p, x, backend="torch")) for x in X])
+    other = np.asarray(simdiff.grad(p, X[1], backend="torch"))
+    want = np.stack([catalogue_ball_torch_grad, other])
     got = np.asarray(simdiff.grad(p, X, backend=backend))
     # the same arithmetic, batched or not: rounding (the gradient is O(1))
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)

@@ -49,6 +49,21 @@ def _problem(observable=True):
     )  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def jax_lv() -> simdiff.Derivatives:
+    """JAX's derivatives of ``_problem()``, the reference of several tests: each compiled
+    once for the module (in the problem's cache)."""
+    return simdiff.Derivatives(_problem(), "jax")
+
+
+@pytest.fixture(scope="module")
+def jax_rodas5p_grad() -> np.ndarray:
+    """JAX's gradient of the Rodas5P problem with the default adjoint: the reference of both
+    adjoints (each differentiates the same discrete solution; JAX's adjoints agree to
+    rounding, tests/test_ode_loop.py)."""
+    return np.asarray(simdiff.Derivatives(_rodas_problem(_rodas5p()), "jax").grad())
+
+
 class StandIn:
     """torch.compile's stand-in: returns the function, counts compiles and their fullgraph."""
 
@@ -84,16 +99,16 @@ def test_the_loop_is_the_compiled_part_for_top_level_derivatives(stand_in) -> No
         assert info["compiles"] == "the rk4 step loop (method, controller, saving), one graph"
 
 
-def test_second_order_derivatives_never_take_the_compiled_loop(stand_in) -> None:
+def test_second_order_derivatives_never_take_the_compiled_loop(stand_in, jax_lv) -> None:
     """Hessians and HVPs compile the whole callable; under jacrev/vmap the part runs eagerly."""
     p = _problem()
     d = simdiff.Derivatives(p, backend="torch", compile=True)
     H, hv = d.hessian(), d.hvp(np.ones(p.n))
     for info in d.cache_info():
         assert info["compiles"] == "the whole callable"
-    want = simdiff.Derivatives(p, backend="jax")
-    np.testing.assert_allclose(H, want.hessian(), rtol=1e-12, atol=0)
-    np.testing.assert_allclose(hv, want.hvp(np.ones(p.n)), rtol=1e-12, atol=0)
+    want = jax_lv.hessian()  # JAX's HVP equals its Hessian's product (test_ode_derivatives.py)
+    np.testing.assert_allclose(H, want, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(hv, want @ np.ones(p.n), rtol=1e-12, atol=1e-12 * np.abs(want).max())
     assert np.abs(H).max() > 0.1  # not the silent zero of a double backward through the op
     T = get_backend("torch")
     ops = T.ops_compiling_parts()
@@ -105,7 +120,11 @@ def test_second_order_derivatives_never_take_the_compiled_loop(stand_in) -> None
     H2 = torch.func.jacrev(T.grad(lambda y: p.fn(y, ops)))(x)
     torch.func.vmap(lambda y: p.fn(y, ops))(torch.stack([x, 1.01 * x]))
     assert part.compiled_calls == n and part.eager_calls > 0
-    np.testing.assert_allclose(H2.numpy(), want.hessian(), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(H2.numpy(), want, rtol=1e-12, atol=0)
+
+
+def _rodas5p() -> Rodas5P:
+    return Rodas5P(rtol=1e-6, atol=1e-8, h0=0.01)
 
 
 def _rodas_problem(solver=None, adjoint=None, observable=True):
@@ -131,7 +150,7 @@ def test_rosenbrock_compiles_its_step_with_the_loop_on_the_host(stand_in) -> Non
     assert d.cache_info()[0]["compiles"] == p.compiles_parts
     # the step and its VJP, each compiled once for every step
     assert stand_in.calls == [True, True]
-    info = p.solve_info(backend="jax")
+    info = p.solve_info(backend="torch")  # the same steps as JAX (test_ode_loop.py), eagerly
     steps = int(info["n_accepted"] + info["n_rejected"])
     # the same arithmetic as the eager loop: the step's ~200 roundings, times the steps
     rtol = path_rtol(200 * steps)
@@ -259,29 +278,29 @@ def test_tableau_products_are_broadcast_sums_where_the_context_compiles_parts(
         weighted(w, ks, plain)  # eager torch keeps its one matmul
 
 
-def _compiled_vs_eager_and_jax():
+def _compiled_and_eager():
     p = _problem()
     d = simdiff.Derivatives(p, backend="torch", compile=True)
     g = d.grad()
     assert d.cache_info()[0]["path"] == "compiled"
-    return g, simdiff.Derivatives(p, backend="torch").grad(), simdiff.Derivatives(p, "jax").grad()
+    return g, simdiff.Derivatives(p, backend="torch").grad()
 
 
 @pytest.mark.slow
-def test_compiled_loop_gradient_matches_eager_and_jax(aot_eager) -> None:
+def test_compiled_loop_gradient_matches_eager_and_jax(aot_eager, jax_lv) -> None:
     """For real (torch.compile, the while_loop op; AOTAutograd without Inductor, where
     the anchor's bug is).  Fails if the anchor is removed: y0 is a constant, so the
     gradient flows only through tensors the loop body closes over."""
-    g, eager, jax = _compiled_vs_eager_and_jax()
+    g, eager = _compiled_and_eager()
     np.testing.assert_allclose(g, eager, rtol=1e-12, atol=0)
-    np.testing.assert_allclose(g, jax, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(g, jax_lv.grad(), rtol=1e-12, atol=0)
 
 
 @pytest.mark.slow
 def test_without_the_anchor_the_compiled_loop_gradient_is_wrong(monkeypatch, aot_eager) -> None:
     """The test above fails without the anchor (torch 2.13): an untracked zero in its place."""
     monkeypatch.setattr(torch_backend, "_ANCHOR", torch.zeros((), dtype=torch.float64))
-    g, eager, _ = _compiled_vs_eager_and_jax()
+    g, eager = _compiled_and_eager()
     assert not np.allclose(g, eager, rtol=1e-6, atol=0)
 
 
@@ -307,24 +326,36 @@ def test_dopri5_compiled_loop_gradient_matches_eager_and_jax() -> None:
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
 
 
+@pytest.fixture(params=["checkpoint", "direct"])
+def rodas5p_adjoint(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each adjoint; DirectAdjoint's with ``aot_eager`` (its one graph is Dynamo's and
+    AOTAutograd's; Inductor's code for the same step is CheckpointAdjoint's test)."""
+    if request.param == "direct":
+        request.getfixturevalue("aot_eager")
+    return request.param
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("adjoint", ["checkpoint", "direct"])
-def test_rodas5p_compiled_step_gradient_matches_eager_and_jax(adjoint) -> None:
+def test_rodas5p_compiled_step_gradient_matches_eager_and_jax(
+    rodas5p_adjoint, jax_rodas5p_grad
+) -> None:
     """For real: Rodas5P's step (jacfwd, inverse, eight stages) compiled; with
-    CheckpointAdjoint two graphs (the forward, and the VJP that recomputes it), with
-    DirectAdjoint one AOTAutograd graph, forward and backward.  Later calls at other points
-    reuse them (the first step's state is tied to the parameters like every later one's)."""
-    p = _rodas_problem(Rodas5P(rtol=1e-6, atol=1e-8, h0=0.01), adjoint=adjoint)
+    CheckpointAdjoint two graphs (the forward, and the VJP that recomputes it) by Inductor,
+    with DirectAdjoint one AOTAutograd graph, forward and backward.  Later calls at other
+    points reuse them (the first step's state is tied to the parameters like every later
+    one's)."""
+    adjoint = rodas5p_adjoint
+    p = _rodas_problem(_rodas5p(), adjoint=adjoint)
     before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     d = simdiff.Derivatives(p, backend="torch", compile=True)
     g = d.grad()
     assert d.cache_info()[0]["path"] == "compiled"
-    info = p.solve_info(backend="jax")
+    info = p.solve_info(backend="torch")  # the same steps as JAX (test_ode_loop.py), eagerly
     steps = int(info["n_accepted"] + info["n_rejected"])
     # Inductor reorders the step's sums: ~300 roundings a step on each path
     rtol = path_rtol(300 * steps)
     np.testing.assert_allclose(g, simdiff.Derivatives(p, "torch").grad(), rtol=rtol, atol=0)
-    np.testing.assert_allclose(g, simdiff.Derivatives(p, "jax").grad(), rtol=rtol, atol=0)
+    np.testing.assert_allclose(g, jax_rodas5p_grad, rtol=rtol, atol=0)
     for q in ([1.0, 0.4, 0.9, 0.3], [1.2, 0.5, 0.8, 0.35]):
         d.grad(np.asarray(q, dtype=float))
     graphs = 2 if adjoint == "checkpoint" else 1

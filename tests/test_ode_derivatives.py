@@ -14,6 +14,14 @@ import problems.ode as po
 import simdiff
 from simdiff.ode import Dopri5, FixedStep, ODEProblem
 
+
+@pytest.fixture(scope="module")
+def lv_fit() -> ODEProblem:
+    """The catalogue's LV fit, one problem for the module: its compiled gradient (in its
+    cache) serves each test that takes it, at any point."""
+    return problems.get("lotka_volterra_fit")
+
+
 # --------------------------------------------------------------------------- exact references
 
 
@@ -164,10 +172,10 @@ def test_fixed_step_gradient_matches_scipy_differentiate(backend: str) -> None:
 
 
 @pytest.mark.slow
-def test_adaptive_gradient_matches_central_differences(backend: str) -> None:
+def test_adaptive_gradient_matches_central_differences(backend: str, lv_fit) -> None:
     # Step-size decisions are stop-gradient: FD of the adaptive solver sees step-sequence jumps
     # of order rtol, so the comparison holds to about rtol / h = 1e-7 / 1e-4 relative.
-    p = problems.get("lotka_volterra_fit")
+    p = lv_fit
     g = simdiff.grad(p, backend=backend)
     h = 1e-4 * np.maximum(1.0, np.abs(p.x0))
     fd = [(p.evaluate(p.x0 + h[i] * e) - p.evaluate(p.x0 - h[i] * e)) / (2 * h[i])
@@ -176,8 +184,8 @@ def test_adaptive_gradient_matches_central_differences(backend: str) -> None:
 
 
 @pytest.mark.slow
-def test_lotka_volterra_fit_hessian_vs_fd_of_gradient_and_backends() -> None:
-    p = problems.get("lotka_volterra_fit")
+def test_lotka_volterra_fit_hessian_vs_fd_of_gradient_and_backends(lv_fit) -> None:
+    p = lv_fit
     H = {be: simdiff.hessian(p, backend=be) for be in ("jax", "torch")}
     np.testing.assert_allclose(H["jax"], H["torch"], rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(H["jax"], H["jax"].T, rtol=1e-10, atol=1e-10)
@@ -191,8 +199,10 @@ def test_lotka_volterra_fit_hessian_vs_fd_of_gradient_and_backends() -> None:
 
 
 @pytest.mark.slow
-def test_batched_gradients_of_64_parameter_sets(backend: str, rng: np.random.Generator) -> None:
-    p = problems.get("lotka_volterra_fit")
+def test_batched_gradients_of_64_parameter_sets(
+    backend: str, rng: np.random.Generator, lv_fit
+) -> None:
+    p = lv_fit
     xs = p.x0 * (1.0 + 0.1 * rng.standard_normal((64, 4)))
     G = simdiff.grad(p, xs, backend=backend)
     assert G.shape == (64, 4)

@@ -66,8 +66,9 @@ def test_diffrax_derivatives_match_exact_and_simdiff() -> None:
     p = problems.get("ode_linear_energy")
     opts = {"rtol": 1e-10, "atol": 1e-12, "max_steps": 256}
     g = simdiff.grad(diffrax_problem(p, "grad", **opts))
+    # simdiff's own gradient of p matches the same exact one to 1e-8 (test_ode_derivatives.py):
+    # diffrax's and simdiff's agree to 1.1e-7, without compiling simdiff's again here
     np.testing.assert_allclose(g, p.exact["grad"](p.x0), rtol=1e-7)
-    np.testing.assert_allclose(g, simdiff.grad(p), rtol=1e-7)
     H = simdiff.hessian(diffrax_problem(p, "hessian", **opts))
     np.testing.assert_allclose(H, p.exact["hessian"](p.x0), rtol=1e-6, atol=1e-8)
     v = np.array([1.0, -0.5, 0.25, 2.0])

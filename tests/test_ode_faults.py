@@ -131,9 +131,11 @@ def test_a_singular_step_is_retried_shorter_on_torch() -> None:
 
 
 @pytest.mark.slow
-def test_a_singular_step_is_retried_shorter_under_the_compiled_step() -> None:
+def test_a_singular_step_is_retried_shorter_under_the_compiled_step(aot_eager) -> None:
     """compile=True on torch: the compiled step raises on the singular W, the step runs
-    again eagerly (NaN, rejected), and the solve goes on compiled."""
+    again eagerly (NaN, rejected), and the solve goes on compiled.  (Compiled with
+    ``aot_eager``: the retry is simdiff's and the graph Dynamo's; Inductor's code for a
+    Rosenbrock step is tests/test_ode_compiled_loop.py's.)"""
     p = _singular_at_the_first_step()
     d = simdiff.Derivatives(p, backend="torch", compile=True)
     g = d.grad()

@@ -168,9 +168,16 @@ def _central_fd(p: ODEProblem, x: np.ndarray, h: float = 1e-5) -> np.ndarray:
     return g
 
 
+@pytest.fixture(scope="module")
+def robertson5p() -> ODEProblem:
+    """One problem for the module: its compiled JAX gradient (in its cache) serves both
+    tests that take it."""
+    return _robertson5p()
+
+
 @pytest.mark.slow
-def test_gradient_matches_central_differences_and_backends_agree() -> None:
-    p = _robertson5p()
+def test_gradient_matches_central_differences_and_backends_agree(robertson5p) -> None:
+    p = robertson5p
     x = p.x0
     g_jax = np.asarray(simdiff.grad(p, backend="jax"))
     g_torch = np.asarray(simdiff.grad(p, backend="torch"))
@@ -184,8 +191,8 @@ def test_gradient_matches_central_differences_and_backends_agree() -> None:
 
 
 @pytest.mark.slow
-def test_hvp_matches_central_differences_of_the_gradient() -> None:
-    p = _robertson5p()
+def test_hvp_matches_central_differences_of_the_gradient(robertson5p) -> None:
+    p = robertson5p
     v = np.array([1.0, -0.5, 0.25])
     hv = np.asarray(simdiff.hvp(p, v, backend="jax"))
     h = 1e-4

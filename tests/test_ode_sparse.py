@@ -211,8 +211,9 @@ def test_banded_linsolve_solution_matches_the_inverse_path() -> None:
 
 def test_banded_gradient_matches_the_lu_path(backend: str) -> None:
     """The blocks of W gathered from the compressed Jacobian (no dense J or W), scanned:
-    the gradient of the dense-LU path, to rounding amplified over the steps."""
-    n, kw = 8, {"rtol": 1e-8, "atol": 1e-10, "h0": 1e-3}
+    the gradient of the dense-LU path, to rounding amplified over the steps.  (rtol 1e-6:
+    23 steps, half of rtol 1e-8's, for torch's eager loop; the paths agree whatever it is.)"""
+    n, kw = 8, {"rtol": 1e-6, "atol": 1e-8, "h0": 1e-3}
     y0 = np.stack([y0_of(n)[:n], y0_of(n)[n:]], axis=-1).reshape(-1)
     sp = detect_sparsity(banded_rhs, y0, P)
 

@@ -397,8 +397,9 @@ def memory(ns: list[int], repeats: int) -> dict[str, dict[int, float]]:
                   f"| {1e3 * statistics.median(ts):.1f} | {_rel(g, ref):.1e} |")  # fmt: skip
     for name in adjoints:
         ks = sorted(temp[name])
-        e = fitted_exponent(ks, [temp[name][k] for k in ks])
-        print(f"- {name}: XLA temp memory ~ n^{e:.2f} (fit over n = {ks})")
+        if len(ks) > 1:  # a power needs two sizes at least
+            e = fitted_exponent(ks, [temp[name][k] for k in ks])
+            print(f"- {name}: XLA temp memory ~ n^{e:.2f} (fit over n = {ks})")
     return temp
 
 
