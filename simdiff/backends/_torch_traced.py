@@ -83,7 +83,8 @@ class TracedGraph:
     computed by the Inductor code of ``fn``'s graph for the signature of
     ``args``: their pytree structure, each tensor's shape, strides, dtype and
     device, and the value of each other leaf (hashable).  ``options`` are
-    Inductor's settings for its build.  ``graphs`` counts the graphs built.
+    Inductor's settings for its build.  ``graphs`` counts the graphs built,
+    ``TracedGraph.built`` those of every instance in the process.
 
     Cost per call: flattening the arguments, a dictionary look-up of their
     signature, and Inductor's runtime wrapper with its generated Python
@@ -98,6 +99,9 @@ class TracedGraph:
         # with None where a tensor goes)
         self._graphs: dict[Any, tuple[Callable[..., Any], Any, list[Any]]] = {}
         self.graphs = 0
+
+    #: graphs built by every instance in this process
+    built = 0
 
     def __call__(self, *args: Any) -> Any:
         tensors: list[Any] = []
@@ -139,4 +143,5 @@ class TracedGraph:
                     gm, inputs, dynamic_shapes="from_example_inputs"
                 )
         self.graphs += 1
+        TracedGraph.built += 1
         return art, out["def"], out["static"]
