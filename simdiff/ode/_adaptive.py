@@ -132,7 +132,7 @@ class AdaptiveController:
     def judge(
         self, h: Any, h_try: Any, remaining: Any, err: Any, memory: Any, ops: Any
     ) -> tuple[Any, Any, Any, Any]:
-        """``(accept, h_next, failed, memory)`` from the step's error norm ``err`` (:meth:`measure`)."""
+        """``(accept, h_next, failed, memory)`` from the error norm ``err`` (:meth:`measure`)."""
         finite = ops.isfinite(err)
         accept = err <= 1.0
         safe_err = ops.clip(ops.where(finite, err, 1.0), 1e-10)
