@@ -10,7 +10,6 @@ is not bounded by rematerialisation.  This is stated in docs/backends.md.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import warnings
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from ._torch_leaks import (
     paused,
     watching_grad_mode,
 )
+from ._torch_traced import TracedGraph
 
 __all__ = ["TorchBackend", "TorchOps"]
 
@@ -880,32 +880,20 @@ def _numpy_guards_dropped(entries: Any) -> list[bool]:
     return [not (e.guard_type == "TENSOR_MATCH" and "___from_numpy(" in e.name) for e in entries]
 
 
-#: Dynamo guards that :func:`_tensor_guards_only` keeps: on tensors, and on global state.
-_STATE_GUARDS = frozenset((
-    "TENSOR_MATCH", "DUPLICATE_INPUT", "GLOBAL_STATE", "GRAD_MODE", "DEFAULT_DEVICE",
-    "TORCH_FUNCTION_STATE", "DETERMINISTIC_ALGORITHMS", "FUNCTORCH_STACK_MATCH", "DUAL_LEVEL",
-    "AUTOGRAD_SAVED_TENSORS_HOOKS", "SHAPE_ENV",
-))  # fmt: skip
-
-
-def _tensor_guards_only(entries: Any) -> list[bool]:
-    """Dynamo guard filter: the guards on tensors and on global state (:data:`_STATE_GUARDS`).
-
-    Drops the guards on the Python values the traced function read (constants,
-    closures, attributes, types, container lengths): the graph holds them as
-    traced (``TorchBackend.compile``, ``value_guards=False``).  Numpy arrays'
-    tensor guards are dropped as by :func:`_numpy_guards_dropped`.
-    """
-    keep = _numpy_guards_dropped(entries)
-    return [k and e.guard_type in _STATE_GUARDS for k, e in zip(keep, entries, strict=True)]
-
-
 #: Elements per thread below which Inductor's C++ kernels run serially: ATen's eager
 #: grain size (``at::internal::GRAIN_SIZE``) instead of Inductor's default 512.  With 512,
 #: the 703-pair loops of LJ-38 ran under ``#pragma omp parallel``, and each graph paid an
 #: OpenMP fork/join per kernel: compiled LJ-38 gradient 6 to 37 ms against 1.3 ms eager on
 #: the 2-core machine under load; with this grain 0.4x JAX (docs/performance.md).
 INDUCTOR_MIN_CHUNK = 32768
+
+
+def _inductor_options(pointwise_cat: bool) -> dict[str, Any]:
+    """Inductor's settings for simdiff's graphs (``TorchBackend.compile``)."""
+    return {
+        "cpp.min_chunk_size": INDUCTOR_MIN_CHUNK,
+        **({"force_pointwise_cat": True} if pointwise_cat else {}),
+    }
 
 
 # torch's messages when a problem leaves the traced computation, and what it did
@@ -995,29 +983,31 @@ class _PartCompiler:
 
     def run(
         self, compiled: Callable[..., Any], pure: Callable[..., Any], args: Any,
-        backward: bool = False, training: bool = True,
+        backward: bool = False, dynamo: bool = True,
     ) -> Any:  # fmt: skip
         """``compiled(*args)``, or ``pure(*args)`` where the compiled code raised a singular matrix.
 
         ``backward``: a rematerialised part's backward (counted in ``backward_calls``).
-        ``training=False``: the call builds no AOTAutograd backward (no grad mode, as a
-        rematerialised part's graphs), so its buffers need no keeping (:func:`_kept_buffers`).
+        ``dynamo=False``: ``compiled`` is a :class:`TracedGraph` (a rematerialised
+        part's graphs), called as it is: no Dynamo guards to run, and no AOTAutograd
+        backward whose buffers need keeping (:func:`_kept_buffers`).
         """
         if backward:
             self.backward_calls += 1
         else:
             self.compiled_calls += 1
-        keep = _kept_buffers() if training else contextlib.nullcontext()
-        with warnings.catch_warnings(), keep, paused():
-            # Dynamo reads .grad of the non-leaf inputs (the state, the FSAL stage)
-            # while it builds its guards; the warning is about that read, not ours
-            warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)
-            # and the leak guard is paused (:func:`paused`): its Tensor.item() raised in
-            # Dynamo's guard evaluation, a failed guard, so a trace on every call
-            try:
+        try:
+            if not dynamo:
                 return compiled(*args)
-            except torch.linalg.LinAlgError:
-                pass
+            with warnings.catch_warnings(), _kept_buffers(), paused():
+                # Dynamo reads .grad of the non-leaf inputs (the state, the FSAL stage)
+                # while it builds its guards; the warning is about that read, not ours
+                warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)
+                # and the leak guard is paused (:func:`paused`): its Tensor.item() raised in
+                # Dynamo's guard evaluation, a failed guard, so a trace on every call
+                return compiled(*args)
+        except torch.linalg.LinAlgError:
+            pass
         # a singular matrix: compiled code raises where the part's own eager code
         # handles it (a Rosenbrock step's NaN, then a shorter step: ode.rosenbrock._factor)
         if not backward:
@@ -1044,10 +1034,10 @@ class _RematPart:
     about 120 buffers allocated and reinterpreted per step by Inductor's
     Python wrapper, which dominated that step's time).
 
-    Both graphs are compiled with pointwise concatenations and with guards on
-    tensors and global state only (``TorchBackend.compile``,
-    ``pointwise_cat``, ``value_guards=False``): a part is built once per key
-    with a fixed closure.
+    Both graphs are compiled with pointwise concatenations and without
+    Dynamo (``TorchBackend.compile``, ``pointwise_cat``, ``dynamo=False``:
+    traced once per input signature and called directly): a part is built
+    once per key with a fixed closure.
 
     Where the inputs need no gradient, or grad mode is off, the forward graph
     alone runs; inside a ``torch.func`` transform or Dynamo's tracing, the
@@ -1058,7 +1048,7 @@ class _RematPart:
     def __init__(self, parts: _PartCompiler, pure: Callable[..., Any]) -> None:
         self.parts = parts
         self.pure = pure
-        self.forward = parts._compile(pure, fullgraph=True, pointwise_cat=True, value_guards=False)
+        self.forward = parts._compile(pure, fullgraph=True, pointwise_cat=True, dynamo=False)
         # (structure, wrt, compiled VJP, eager VJP): compared by ==, one entry in practice
         self._vjps: list[tuple[Any, tuple[int, ...], Callable[..., Any], Callable[..., Any]]] = []
         self.out_def: Any = None
@@ -1073,7 +1063,7 @@ class _RematPart:
         )
         if not tracked:
             with torch.no_grad():
-                return self.parts.run(self.forward, self.pure, args, training=False)
+                return self.parts.run(self.forward, self.pure, args, dynamo=False)
         where = tuple(i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor))
         static = [None if isinstance(x, torch.Tensor) else x for x in leaves]
         outs = _Remat.apply(self, (static, treedef, where), *(leaves[i] for i in where))
@@ -1081,7 +1071,7 @@ class _RematPart:
 
     def run_forward(self, leaves: list[Any], treedef: Any) -> tuple[Any, ...]:
         args = tree_unflatten(treedef, leaves)
-        out = self.parts.run(self.forward, self.pure, args, training=False)
+        out = self.parts.run(self.forward, self.pure, args, dynamo=False)
         flat, self.out_def = tree_flatten(out)
         return tuple(flat)
 
@@ -1103,7 +1093,7 @@ class _RematPart:
                 return torch.func.vjp(f, *(inputs[i] for i in wrt))[1](cotangents)
 
             compiled = self.parts._compile(
-                pullback, fullgraph=True, pointwise_cat=True, value_guards=False
+                pullback, fullgraph=True, pointwise_cat=True, dynamo=False
             )
             fns = (compiled, pullback)
             self._vjps.append((treedef, wrt, *fns))
@@ -1111,7 +1101,7 @@ class _RematPart:
         if torch.is_grad_enabled():  # create_graph: a derivative of this backward
             self.parts.backward_calls += 1
             return eager(*leaves, *cts)
-        return self.parts.run(compiled, eager, (*leaves, *cts), backward=True, training=False)
+        return self.parts.run(compiled, eager, (*leaves, *cts), backward=True, dynamo=False)
 
 
 def _filled(spec: Any, tensors: Any) -> list[Any]:
@@ -1204,7 +1194,7 @@ class TorchBackend(Backend):
         fn: Callable[..., Any],
         fullgraph: bool = False,
         pointwise_cat: bool = False,
-        value_guards: bool = True,
+        dynamo: bool = True,
     ) -> Callable[..., Any]:
         """``torch.compile`` for static shapes (simdiff builds one callable per shape).
 
@@ -1221,16 +1211,20 @@ class TorchBackend(Backend):
         small parts (:class:`_RematPart`); torch keeps it off on CPU because
         masked loads do not vectorise, which matters for long arrays.
 
-        ``value_guards=False``: the compiled graph is checked, on each call,
-        only against its tensor inputs (shape, dtype, device, autograd flag),
-        the aliasing between them and the global state (grad mode, functorch
-        levels, default device): not against the Python values the function
-        read while it was traced, which are baked into the graph as in
-        ``jax.jit``.  For a part built once per key whose closure is fixed
-        (a solver's step: its tableau, the right-hand side and its
-        constants), where those checks are redundant: 387 guards against 13
-        for a Rodas5P step of HIRES, and about 30% of its call
-        (:func:`_tensor_guards_only`).
+        ``dynamo=False``: no Dynamo on any call (``_torch_traced.TracedGraph``):
+        ``fn`` is traced by ``make_fx`` on fake tensors and compiled by Inductor
+        once per input signature (the tensors' shapes, strides, dtypes and
+        devices, the other arguments' values), runs with gradients off (an
+        inference graph), and each call checks the signature by a dictionary
+        look-up and calls Inductor's code directly: no frame hook, no guards,
+        no Dynamo wrapper.  What ``fn`` reads besides its tensor arguments is
+        baked into the graph, as in ``jax.jit``.  For a part built once per key
+        whose closure is fixed and which is called thousands of times (a
+        solver's step and its VJP, :class:`_RematPart`): a Rodas5P step of
+        HIRES took 0.36x of its time through Dynamo (275 against 764 us, its
+        VJP 380 against 656 us, at load 9), and compiled in 22 s against 53 s.
+        ``fullgraph`` is implied (a function that is not one graph fails in
+        its trace).
 
         Dynamo keeps its graphs on the code object of the frame it compiles
         (here torch.func's wrapper, shared by every simdiff callable) and,
@@ -1253,17 +1247,15 @@ class TorchBackend(Backend):
         off (:func:`~simdiff.backends._torch_leaks.dispatch_paused`: Dynamo's
         fake tensors cannot pass a Python kernel); its wrappers stay.
         """
+        if not dynamo:
+            return TracedGraph(fn, _inductor_options(pointwise_cat))
         compiled = torch.compile(  # type: ignore[call-overload]  # torch 2.13 keywords, not in stubs
             fn,
             fullgraph=fullgraph,
             dynamic=False,
             isolate_recompiles=True,
             recompile_limit=1024,
-            options={
-                "guard_filter_fn": _numpy_guards_dropped if value_guards else _tensor_guards_only,
-                "cpp.min_chunk_size": INDUCTOR_MIN_CHUNK,
-                **({"force_pointwise_cat": True} if pointwise_cat else {}),
-            },
+            options={"guard_filter_fn": _numpy_guards_dropped, **_inductor_options(pointwise_cat)},
         )
 
         @functools.wraps(fn)

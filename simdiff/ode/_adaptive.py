@@ -117,11 +117,22 @@ class AdaptiveController:
         memory: Any,
         ops: Any,
     ) -> tuple[Any, Any, Any, Any]:
-        """``(accept, h_next, failed, memory)`` for a step ``h_try`` from ``y`` to ``y_new``."""
-        err = rms_norm(
-            ops.stop_gradient(err_vec), ops.stop_gradient(y), ops.stop_gradient(y_new),
-            self.rtol, self.atol, ops,
-        )  # fmt: skip
+        """``(accept, h_next, failed, memory)`` for a step ``h_try`` from ``y`` to ``y_new``.
+
+        :meth:`judge` of :meth:`measure`.
+        """
+        return self.judge(h, h_try, remaining, self.measure(y, y_new, err_vec, ops), memory, ops)
+
+    def measure(self, y: Any, y_new: Any, err_vec: Any, ops: Any) -> Any:
+        """What :meth:`judge` reads of a step's arrays: the :func:`rms_norm` of its error
+        estimate, a scalar (on ``stop_gradient`` values)."""
+        sg = ops.stop_gradient
+        return rms_norm(sg(err_vec), sg(y), sg(y_new), self.rtol, self.atol, ops)
+
+    def judge(
+        self, h: Any, h_try: Any, remaining: Any, err: Any, memory: Any, ops: Any
+    ) -> tuple[Any, Any, Any, Any]:
+        """``(accept, h_next, failed, memory)`` from the error norm ``err`` (:meth:`measure`)."""
         finite = ops.isfinite(err)
         accept = err <= 1.0
         safe_err = ops.clip(ops.where(finite, err, 1.0), 1e-10)

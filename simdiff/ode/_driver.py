@@ -79,9 +79,12 @@ def drive(
     controller : AdaptiveController or FixedController
         ``controller.memory0(ops)`` (what the controller remembers between
         steps, e.g. the PI controller's previous error; ``()`` if nothing),
-        ``controller.try_step(h, remaining, ops)`` and
+        ``controller.try_step(h, remaining, ops)``,
         ``controller.decide(h, h_try, remaining, y, y_new, err, memory, ops) ->
-        (accept, h_next, failed, memory)``.
+        (accept, h_next, failed, memory)``, and the two halves of ``decide``:
+        ``controller.measure(y, y_new, err, ops)``, the scalar it reads of the
+        step's arrays (an error norm), and ``controller.judge(h, h_try,
+        remaining, measure, memory, ops)``, the decision from it.
     max_steps : int
         Attempted steps (accepted and rejected) before giving up.
     adjoint : Adjoint
@@ -121,8 +124,11 @@ def drive(
             max_steps=max_steps, key=key,
         )  # fmt: skip
         return adjoint.outputs(ys, ops), info
+    measured = None
     if ops.compile_part is not None and step_key is not None and ev is None:
-        step = _compiled_step(stepper, p, ops, step_key, remat=adjoint.remat_steps)
+        step, measured = _compiled_step(
+            stepper, p, ops, step_key, controller, remat=adjoint.remat_steps
+        )
         # the first step's state depends on p like every later one's (0 * p adds no
         # derivative): one graph for every step, not a second for an untracked y0
         y0 = y0 + 0.0 * _sum_leaves(p, ops)
@@ -131,7 +137,7 @@ def drive(
     if ops.eager:
         done = _drive_eager(
             step, state0, y0, t0, save_at, ops, h0=h0, controller=controller,
-            max_steps=max_steps, ev=ev, p=p,
+            max_steps=max_steps, ev=ev, p=p, measured=measured,
         )  # fmt: skip
         if done is not None:
             ys, info = done
@@ -444,35 +450,45 @@ def _compiled_loop(
 
 
 def _compiled_step(
-    stepper: Callable[[Any], Step], p: Any, ops: Any, key: Any, remat: bool = False
-) -> Step:
+    stepper: Callable[[Any], Step], p: Any, ops: Any, key: Any, controller: Any,
+    remat: bool = False,
+) -> tuple[Step, Callable[..., tuple[Any, Any, Any, Any]]]:  # fmt: skip
     """The method's step as one compiled part (``ops.compile_part``); the loop stays on the host.
 
     For solvers whose loop cannot be one graph (``solver.step_compiles``: the
     Rosenbrock methods, whose ``jacfwd`` and linear solves fail in the
     backward of torch 2.13's ``while_loop`` op), under ``Derivatives(...,
     compile=True | "auto")`` on torch, for value, gradient and VJP: the
-    step's Jacobian, factorisation, stages and error estimate are one graph,
-    forward and backward, built once per ``key`` (solver and right-hand
-    side); :func:`_drive_eager` runs the controller on the host between
-    calls, so an autograd tape holds one node per accepted step.  ``t``,
+    step's Jacobian, factorisation, stages and error estimate, and the
+    controller's measure of it (``controller.measure``: the error norm), are
+    one graph, forward and backward, built once per ``key`` (solver and
+    right-hand side) and controller; :func:`_drive_eager` runs the rest of
+    the controller on the host between calls, on the one number it reads per
+    step, so an autograd tape holds one node per accepted step.  ``t``,
     ``h`` (as 0-d arrays, so a new step size is not a new graph), ``y``, the
     method's state and ``p`` are the part's inputs.  Where the part runs
     eagerly (inside a transform, under vmap) this is the plain step.
+
+    Returns ``(step, measured)``: the step, and the step that also returns
+    the measure, ``(y_new, err, state_new, measure)``.
     """
 
     def make() -> Callable[..., Any]:
-        def pure(t: Any, y: Any, h: Any, state: Any, q: Any) -> tuple[Any, Any, Any]:
-            return stepper(q)(t, y, h, state)
+        def pure(t: Any, y: Any, h: Any, state: Any, q: Any) -> tuple[Any, Any, Any, Any]:
+            y_new, err, state_new = stepper(q)(t, y, h, state)
+            return y_new, err, state_new, controller.measure(y, y_new, err, ops)
 
         return pure
 
-    part = ops.compile_part(("ode step", key), make, remat=remat)
+    part = ops.compile_part(("ode step", key, controller), make, remat=remat)
 
-    def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, Any, Any]:
+    def measured(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, Any, Any, Any]:
         return part(ops.asarray(t), y, ops.asarray(h), state, p)  # type: ignore[no-any-return]
 
-    return step
+    def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, Any, Any]:
+        return measured(t, y, h, state)[:3]
+
+    return step, measured
 
 
 def _sum_leaves(p: Any, ops: Any) -> Any:
@@ -507,6 +523,7 @@ def _drive_eager(
     max_steps: int,
     ev: Any = None,
     p: Any = None,
+    measured: Callable[..., tuple[Any, Any, Any, Any]] | None = None,
 ) -> tuple[Any, SolveInfo] | None:
     """:func:`drive` where the context is eager and its values concrete (not under vmap).
 
@@ -514,10 +531,14 @@ def _drive_eager(
     has no concrete value (``ops.concrete`` gives ``None``: a batched tensor
     under ``torch.func.vmap``); :func:`drive` then runs its traced loop.
 
-    The same method, controller and saving, but only the step itself runs in
-    ``ops``: the controller (error norm, accept/reject, next step, save-time
-    logic) runs on the concrete values in numpy, since it is taken on
-    ``stop_gradient`` values anyway, and the loop branches in Python.  So an
+    The same method, controller and saving, but only the step and the
+    controller's measure of it (``controller.measure``: the error norm, one
+    scalar) run in ``ops``: the rest of the controller (accept/reject, next
+    step, save-time logic) runs on that number in numpy, since it is taken
+    on ``stop_gradient`` values anyway, and the loop branches in Python.
+    ``measured(t, y, h, state)``, where given, is the step that returns the
+    measure too, ``(y_new, err, state_new, measure)`` (a compiled step: one
+    graph, :func:`_compiled_step`).  So an
     eager autodiff tape (torch) holds the accepted steps' stage arithmetic and
     nothing else: no ``where`` over the state, the method's state or a save
     buffer per step, no scalar tensors for the controller, and a rejected step
@@ -535,8 +556,7 @@ def _drive_eager(
     m = int(save_at.shape[0])
     t = float(t0)
     h_c = ops.concrete(ops.stop_gradient(h0))
-    y_c = ops.concrete(ops.stop_gradient(y0))  # the current state's value, carried with it
-    if h_c is None or y_c is None:
+    if h_c is None or ops.concrete(ops.stop_gradient(y0)) is None:
         return None
     h = float(h_c)
     idx = int(np.count_nonzero(save_at == t0))
@@ -575,13 +595,16 @@ def _drive_eager(
             else:
                 t_arg = t_d
                 h_arg = controller.try_step(ops.asarray(h), t_next - t_d, ops)
-            y_new, err, state_new = step(t_arg, y, h_arg, state)
-            y_new_c = ops.concrete(ops.stop_gradient(y_new))
-            err_c = None if err is None else ops.concrete(ops.stop_gradient(err))
-            if y_new_c is None or (err is not None and err_c is None):
+            if measured is None:
+                y_new, err, state_new = step(t_arg, y, h_arg, state)
+                measure = controller.measure(y, y_new, err, ops)
+            else:
+                y_new, err, state_new, measure = measured(t_arg, y, h_arg, state)
+            measure_c = ops.concrete(ops.stop_gradient(measure))
+            if measure_c is None:
                 return None  # batched from here on (vmap): the traced loop takes over
-            accept, h_next, failed, memory = controller.decide(
-                h, h_try, remaining, y_c, y_new_c, err_c, memory, host
+            accept, h_next, failed, memory = controller.judge(
+                h, h_try, remaining, measure_c, memory, host
             )
             h = float(h_next)
             if bool(accept):
@@ -615,7 +638,6 @@ def _drive_eager(
                             term, index, t_ev, y_ev, y = True, kc, te, ye, ye
                             break
                         y, state = yp, restart(te, yp)
-                        y_c = ops.concrete(sg(yp))
                         g_after = evs.restarted(te, h_arg, yp, state, p,
                                                 ops.asarray(tol.tolist()), step, ops)  # fmt: skip
                         g_prev = np.asarray(ops.concrete(g_after), dtype=np.float64)
@@ -624,7 +646,7 @@ def _drive_eager(
                 if t_d is not None:
                     t_d = ops.asarray(t_next) if hits else t_d + h_arg
                 t = t_end
-                y, y_c, state = y_new, y_new_c, state_new
+                y, state = y_new, state_new
                 if hits:
                     rows.append(y_new)
                     idx += 1

@@ -193,10 +193,22 @@ class FixedController:
         """No memory: ``()``."""
         return ()
 
-    @staticmethod
     def decide(
-        h: Any, h_try: Any, remaining: Any, y: Any, y_new: Any, err: Any, memory: Any, ops: Any
-    ) -> tuple[Any, Any, Any, Any]:
+        self, h: Any, h_try: Any, remaining: Any, y: Any, y_new: Any, err: Any, memory: Any,
+        ops: Any,
+    ) -> tuple[Any, Any, Any, Any]:  # fmt: skip
         """``(accept, h, failed, ())``: accept a finite step, fail on a non-finite one."""
-        finite = ops.sum(ops.where(ops.isfinite(ops.stop_gradient(y_new)), 0.0, 1.0)) == 0.0
+        return self.judge(h, h_try, remaining, self.measure(y, y_new, err, ops), memory, ops)
+
+    @staticmethod
+    def measure(y: Any, y_new: Any, err: Any, ops: Any) -> Any:
+        """What :meth:`judge` reads of a step's arrays: its number of non-finite entries."""
+        return ops.sum(ops.where(ops.isfinite(ops.stop_gradient(y_new)), 0.0, 1.0))
+
+    @staticmethod
+    def judge(
+        h: Any, h_try: Any, remaining: Any, nonfinite: Any, memory: Any, ops: Any
+    ) -> tuple[Any, Any, Any, Any]:
+        """``(accept, h, failed, ())`` from the step's count of non-finite entries."""
+        finite = nonfinite == 0.0
         return finite, h, ~finite, memory
