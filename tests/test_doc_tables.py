@@ -179,3 +179,16 @@ def test_ode_hires_table_is_the_stored_run():
     assert len(rows) == 6
     for line in rows:
         assert line in stored, line
+
+
+def test_ode_robertson_tables_are_the_stored_run():
+    """Each row of docs/ode.md's Robertson tables is a line of the stored run's output."""
+    stored = set((DOCS / "results" / "bench_ode_robertson.txt").read_text().splitlines())
+    text = (DOCS / "ode.md").read_text()
+    section = text[text.index("### Stiff: Robertson to t = 1e5") :].split("\n### ", 1)[0]
+    rows = [line for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith(("| solver", "| diffrax Kvaerno5 rtol"))]  # fmt: skip
+    assert len(rows) == 15  # 12 configurations, 3 interpolated comparisons
+    assert any("compile=True" in line for line in rows)
+    for line in rows:
+        assert line in stored, line

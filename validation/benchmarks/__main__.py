@@ -216,6 +216,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         fresh_inductor_cache=True,
     ),
     Benchmark(
+        "bench_ode_robertson.txt",
+        "bench_ode",
+        ("--problem", "robertson", "--robertson-torch", "--repeats", "5"),
+        fresh_inductor_cache=True,
+    ),
+    Benchmark(
         "bench_ode_brusselator2d.txt",
         "bench_ode",
         ("--problem", "brusselator2d", "--bruss-t1", "0.1", "--repeats", "2", "--bruss-torch"),

@@ -37,7 +37,10 @@ exponent of ``n`` fitted to each.
 ``--problem robertson``: Robertson's stiff kinetics to t = 1e5, simdiff
 Rodas3 against diffrax Kvaerno5 at several tolerances: gradient time and
 gradient error against Radau-integrated sensitivity equations, and simdiff's
-time interpolated (log-log) to each diffrax point's accuracy.
+time interpolated (log-log) to each diffrax point's accuracy.  ``--robertson-torch
+[RTOL ...]`` adds simdiff-torch Rodas3 (``compile=True``: each step and its VJP
+one compiled graph, the loop on the host; and eager) at those tolerances
+(default 1e-6 and 1e-8), timed in the same interleaved run.
 
 ``--problem hires``: HIRES (8 species, the stiff test-set problem) at
 rtol 1e-9, atol 1e-12, the gradient of y8(321.8122) with respect to the 12
@@ -446,12 +449,17 @@ def robertson_reference(rtol: float = 1e-11, x: Any = None) -> tuple[float, np.n
     return float(np.sum(ys @ w)), np.einsum("i,tij->j", w, S)
 
 
-def robertson(rtols: list[float], rtols_diffrax: list[float], repeats: int) -> dict[str, Any]:
+def robertson(rtols: list[float], rtols_diffrax: list[float], repeats: int,
+              rtols_torch: list[float] | None = None) -> dict[str, Any]:  # fmt: skip
     """Gradient time and error, simdiff Rodas3 (at ``rtols``) vs diffrax Kvaerno5.
 
     Rodas3 is of order 3 and Kvaerno5 of order 5, so equal tolerances do not
     give equal accuracy: simdiff runs at more (tighter) tolerances, and its
-    time is interpolated to each diffrax point's gradient error.
+    time is interpolated to each diffrax point's gradient error (JAX rows
+    only).  With ``rtols_torch``, simdiff-torch Rodas3 at those tolerances,
+    ``compile=True`` (each step and its VJP one compiled graph, the loop on
+    the host; the first call includes the compiles) and eager, timed in the
+    same interleaved run.
     """
     value_ref, grad_ref = robertson_reference()
     _, grad_ref2 = robertson_reference(1e-10)
@@ -462,10 +470,18 @@ def robertson(rtols: list[float], rtols_diffrax: list[float], repeats: int) -> d
     configs: dict[tuple[str, float], Callable[[], object]] = {}
     errs: dict[tuple[str, float], tuple[float, float]] = {}
     first: dict[tuple[str, float], float] = {}
+    grads: dict[tuple[str, float], np.ndarray] = {}
     runs = [("rodas3", r) for r in rtols] + [("kvaerno5", r) for r in rtols_diffrax]
+    for r in rtols_torch or []:
+        runs += [("rodas3-torch-compiled", r), ("rodas3-torch", r)]
     for solver, rtol in runs:
-        d = simdiff.Derivatives(robertson_long(rtol, solver), backend="jax")
+        if solver.startswith("rodas3-torch"):
+            d = simdiff.Derivatives(robertson_long(rtol), backend="torch",
+                                    compile=solver.endswith("compiled"))  # fmt: skip
+        else:
+            d = simdiff.Derivatives(robertson_long(rtol, solver), backend="jax")
         first[solver, rtol], g = timed(d.grad)
+        grads[solver, rtol] = _np(g)
         val = float(d.value())
         errs[solver, rtol] = (abs(val - value_ref) / abs(value_ref), _rel(g, grad_ref))
         configs[solver, rtol] = d.grad
@@ -476,11 +492,19 @@ def robertson(rtols: list[float], rtols_diffrax: list[float], repeats: int) -> d
     med = {key: statistics.median(t) for key, t in ts.items()}
     print("| solver | rtol | grad (ms) | first call (s) | value rel. error | grad rel. error |")
     print("|---|---|---|---|---|---|")
-    names = {"rodas3": "simdiff Rodas3", "kvaerno5": "diffrax Kvaerno5"}
+    names = {"rodas3": "simdiff Rodas3", "kvaerno5": "diffrax Kvaerno5",
+             "rodas3-torch-compiled": "simdiff-torch Rodas3 compile=True (step compiled)",
+             "rodas3-torch": "simdiff-torch Rodas3 (eager)"}  # fmt: skip
     for (solver, rtol), m in med.items():
         ev, eg = errs[solver, rtol]
         print(f"| {names[solver]} | {rtol:.0e} | {1e3 * m:.1f} | {first[solver, rtol]:.2f} "
               f"| {ev:.1e} | {eg:.1e} |")  # fmt: skip
+    for solver, rtol in med:
+        if solver.startswith("rodas3-torch") and ("rodas3", rtol) in med:
+            ratio = med[solver, rtol] / med["rodas3", rtol]
+            print(f"- {names[solver]}, rtol {rtol:.0e}: {ratio:.0f}x simdiff Rodas3 (JAX)'s "
+                  f"gradient; gradient rel. diff. vs JAX "
+                  f"{_rel(grads[solver, rtol], grads['rodas3', rtol]):.1e}")  # fmt: skip
     # simdiff's time at diffrax's accuracy: log-log interpolation along simdiff's points
     pts = sorted((errs["rodas3", r][1], med["rodas3", r]) for r in rtols)
     le, lt = np.log([e for e, _ in pts]), np.log([t for _, t in pts])
@@ -496,7 +520,8 @@ def robertson(rtols: list[float], rtols_diffrax: list[float], repeats: int) -> d
         ts_at = math.exp(float(np.interp(math.log(e), le, lt)))
         ratios[r] = ts_at / t
         print(f"| {r:.0e} | {e:.1e} | {1e3 * t:.1f} | {1e3 * ts_at:.1f} | {ts_at / t:.2f} |")
-    return {"errors": {f"{s} {r:g}": v for (s, r), v in errs.items()}, "ratios": ratios}
+    return {"errors": {f"{s} {r:g}": v for (s, r), v in errs.items()}, "ratios": ratios,
+            "median_s": {f"{s} {r:g}": m for (s, r), m in med.items()}}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- HIRES
@@ -811,6 +836,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="robertson: simdiff Rodas3's tolerances")  # fmt: skip
     parser.add_argument("--rtols-diffrax", type=float, nargs="*", default=[1e-5, 1e-6, 1e-7],
                         help="robertson: diffrax Kvaerno5's tolerances")  # fmt: skip
+    parser.add_argument("--robertson-torch", type=float, nargs="*", default=None,
+                        metavar="RTOL",
+                        help="robertson: simdiff-torch Rodas3 (compile=True and eager) too, at "
+                        "these tolerances (default 1e-6 1e-8)")  # fmt: skip
     parser.add_argument("--hires-rtol", type=float, default=1e-9, help="hires: the tolerance")
     parser.add_argument("--bruss-t1", type=float, default=1.0,
                         help="brusselator2d: the end time")  # fmt: skip
@@ -838,7 +867,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         elif what == "catalogue":
             out[what] = compare(problems.get("lotka_volterra_fit"), args.repeats)
         elif what == "robertson":
-            out[what] = robertson(args.rtols, args.rtols_diffrax, args.repeats)
+            rt = args.robertson_torch
+            rt = [1e-6, 1e-8] if rt is not None and not rt else rt
+            out[what] = robertson(args.rtols, args.rtols_diffrax, args.repeats, rt)
         elif what == "hires":
             out[what] = hires(args.hires_rtol, args.repeats, tuple(args.hires_backends))
         elif what == "brusselator2d":
