@@ -6,6 +6,8 @@ restarted at each bounce (with linear drag, where there is no closed form),
 differentiated by central differences.
 """
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -117,9 +119,17 @@ def catalogue_ball() -> ODEProblem:
 
 
 @pytest.fixture(scope="module")
-def catalogue_ball_torch_grad(catalogue_ball: ODEProblem) -> np.ndarray:
-    """Torch's gradient at x0: checked against the closed form, the reference of others."""
-    return np.asarray(simdiff.grad(catalogue_ball, backend="torch"))
+def catalogue_ball_grad(catalogue_ball: ODEProblem) -> Callable[[str], np.ndarray]:
+    """The gradient at x0 on a backend, computed once per backend in this module (torch's:
+    checked against the closed form, the reference of others)."""
+    grads: dict[str, np.ndarray] = {}
+
+    def grad(backend: str) -> np.ndarray:
+        if backend not in grads:
+            grads[backend] = np.asarray(simdiff.grad(catalogue_ball, backend=backend))
+        return grads[backend]
+
+    return grad
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +287,7 @@ def test_bounce_with_drag_hessian_against_solve_ivp_differences(t4_torch_modes):
 
 
 # ------------------------------------------------------ the catalogue entry
-def test_catalogue_ball_matches_lambert_w_closed_form(catalogue_ball, catalogue_ball_torch_grad):
+def test_catalogue_ball_matches_lambert_w_closed_form(catalogue_ball, catalogue_ball_grad):
     p = catalogue_ball
     x = p.x0
     # its bounce times against solve_ivp restarted at each bounce (the ODE's trajectory)
@@ -286,7 +296,7 @@ def test_catalogue_ball_matches_lambert_w_closed_form(catalogue_ball, catalogue_
     # and the exact value and derivatives (Lambert W, mpmath) at the solver's accuracy:
     # measured errors 6e-12, 8e-11, 8e-10 at rtol 1e-10
     assert float(p.evaluate()) == pytest.approx(p.exact["value"](x), abs=1e-10)
-    np.testing.assert_allclose(catalogue_ball_torch_grad, p.exact["grad"](x), atol=1e-9)
+    np.testing.assert_allclose(catalogue_ball_grad("torch"), p.exact["grad"](x), atol=1e-9)
     H = simdiff.hessian(p, backend="torch")
     np.testing.assert_allclose(H, p.exact["hessian"](x), atol=1e-8)
 
@@ -357,14 +367,11 @@ def test_every_mode_gives_the_same_derivatives_of_a_bounce_time_on_each_backend(
 
 @pytest.mark.parametrize("backend", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
 def test_catalogue_ball_gradient_against_solve_ivp_differences(
-    backend, catalogue_ball, catalogue_ball_torch_grad, catalogue_ball_fd
+    backend, catalogue_ball, catalogue_ball_grad, catalogue_ball_fd
 ):
     """The 4th bounce time's gradient in (e, c) against central differences of solve_ivp
     events, to 1e-6, on each backend."""
-    if backend == "torch":
-        g = catalogue_ball_torch_grad
-    else:
-        g = np.asarray(simdiff.grad(catalogue_ball, backend=backend))
+    g = catalogue_ball_grad(backend)
     fd = catalogue_ball_fd
     # differences: truncation d^2 t'''/6 ~ 1e-8, rounding 1e-13 / 1e-4 = 1e-9
     np.testing.assert_allclose(g, fd, rtol=0, atol=1e-6)
@@ -372,14 +379,14 @@ def test_catalogue_ball_gradient_against_solve_ivp_differences(
 
 @pytest.mark.parametrize("backend", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
 def test_batched_gradient_through_bounces_equals_point_by_point(
-    backend, catalogue_ball, catalogue_ball_torch_grad
+    backend, catalogue_ball, catalogue_ball_grad
 ):
     """A batch of points runs the traced loop under vmap (the event branch under the
     adjoint's event_branch on both backends); each row is the single point's gradient."""
     p = catalogue_ball
     X = np.stack([p.x0, p.x0 * np.array([0.98, 1.05])])
     other = np.asarray(simdiff.grad(p, X[1], backend="torch"))
-    want = np.stack([catalogue_ball_torch_grad, other])
+    want = np.stack([catalogue_ball_grad("torch"), other])
     got = np.asarray(simdiff.grad(p, X, backend=backend))
     # the same arithmetic, batched or not: rounding (the gradient is O(1))
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
