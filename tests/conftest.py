@@ -47,8 +47,15 @@ def aot_eager(monkeypatch: pytest.MonkeyPatch) -> None:
     ``while_loop`` op's gradient, retained graphs), not of Inductor's code:
     the same graphs without its C++ build (about 8x less time).  Tests of the
     Inductor path itself do not take this fixture.
+
+    The graphs that simdiff traces without Dynamo
+    (:class:`simdiff.backends._torch_traced.TracedGraph`: a Rosenbrock step and
+    its VJP under ``CheckpointAdjoint``) go to Inductor by
+    ``torch._inductor.standalone_compile``; here they run as ``make_fx`` traced
+    them, the same graph op by op without Inductor.
     """
     import torch
+    import torch._inductor
 
     real = torch.compile
 
@@ -57,7 +64,11 @@ def aot_eager(monkeypatch: pytest.MonkeyPatch) -> None:
         kwargs["backend"] = "aot_eager"
         return real(fn, **kwargs) if fn is not None else real(**kwargs)
 
+    def traced_graph_as_is(gm, example_inputs, **kwargs):  # type: ignore[no-untyped-def]
+        return gm
+
     monkeypatch.setattr(torch, "compile", compile_aot_eager)
+    monkeypatch.setattr(torch._inductor, "standalone_compile", traced_graph_as_is)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)

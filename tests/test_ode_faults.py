@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from _numerics import path_rtol
 
 import simdiff
+from simdiff.backends import get_backend
 from simdiff.errors import SolverError
 from simdiff.ode import Dopri5, ODEProblem, Rodas3, Rodas5P
 
@@ -134,8 +136,8 @@ def test_a_singular_step_is_retried_shorter_on_torch() -> None:
 def test_a_singular_step_is_retried_shorter_under_the_compiled_step(aot_eager) -> None:
     """compile=True on torch: the compiled step raises on the singular W, the step runs
     again eagerly (NaN, rejected), and the solve goes on compiled.  (Compiled with
-    ``aot_eager``: the retry is simdiff's and the graph Dynamo's; Inductor's code for a
-    Rosenbrock step is tests/test_ode_compiled_loop.py's.)"""
+    ``aot_eager``: the retry is simdiff's and the step's graph make_fx's, run as traced;
+    Inductor's code for a Rosenbrock step is tests/test_ode_compiled_loop.py's.)"""
     p = _singular_at_the_first_step()
     d = simdiff.Derivatives(p, backend="torch", compile=True)
     g = d.grad()
@@ -144,6 +146,13 @@ def test_a_singular_step_is_retried_shorter_under_the_compiled_step(aot_eager) -
     info = p.solve_info(backend="torch")
     steps = int(info["n_accepted"] + info["n_rejected"])
     np.testing.assert_allclose(g, eager, rtol=path_rtol(100 * steps), atol=0)
+    # the same gradient in a context whose parts count their calls: one step (the first,
+    # singular) ran eagerly, every other attempted step compiled
+    T = get_backend("torch")
+    ops = T.ops_compiling_parts()
+    T.grad(lambda y: p.fn(y, ops))(torch.tensor(p.x0, dtype=torch.float64))
+    assert ops.compile_part.eager_calls == 1
+    assert ops.compile_part.compiled_calls == steps - 1
 
 
 @pytest.mark.slow
