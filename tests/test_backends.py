@@ -238,6 +238,43 @@ def test_linalg_solve_second_order_forward_mode(backend: str) -> None:
     np.testing.assert_allclose(d2, (d1[0] - d1[1]) / (2 * h), rtol=1e-8)
 
 
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_a_singular_linear_system_gives_non_finite_solutions_without_raising(backend) -> None:
+    """``ops.linalg.solve`` and ``ops.lu_solve(ops.lu_factor(...))`` of a singular matrix:
+    non-finite on both frameworks (a Rosenbrock step then rejects the step); a regular one
+    solved to rounding of a cond ~ 2 system."""
+    ops = get_backend(backend).ops("float64")
+    singular = ops.asarray(np.array([[1.0, 2.0], [2.0, 4.0]]))
+    regular = ops.asarray(np.array([[2.0, 1.0], [0.5, 3.0]]))
+    b = ops.asarray(np.array([1.0, -1.0]))
+    for solve in (ops.linalg.solve, lambda a, b: ops.lu_solve(ops.lu_factor(a), b)):
+        assert not np.isfinite(np.asarray(solve(singular, b))).all()
+        np.testing.assert_allclose(
+            np.asarray(solve(regular, b)),
+            np.linalg.solve(np.asarray(regular), [1.0, -1.0]),
+            rtol=1e-14,
+        )
+
+
+def test_torch_solves_trace_without_an_error_check() -> None:
+    """The graph of torch's solves holds no ``_linalg_check_errors``: an effect to Inductor,
+    which then never takes the graph from its FX graph cache (a compiled Rosenbrock step was
+    rebuilt in every process) and whose C++ wrapper loses the error's type."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    ops = get_backend("torch").ops("float64")
+    a = torch.tensor([[2.0, 1.0], [0.5, 3.0]], dtype=torch.float64)
+    b = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    for solve in (ops.linalg.solve, lambda a, b: ops.lu_solve(ops.lu_factor(a), b)):
+        graph = make_fx(solve, tracing_mode="fake")(a, b).graph
+        targets = {str(n.target) for n in graph.nodes if n.op == "call_function"}
+        assert not any("check_errors" in t for t in targets), targets
+        # the plain torch.linalg.inv does put one there: the check above can fail
+    plain = make_fx(lambda a, b: torch.linalg.inv(a) @ b, tracing_mode="fake")(a, b).graph
+    assert any("check_errors" in str(n.target) for n in plain.nodes)
+
+
 def test_a_vmapped_torch_while_loop_stops_when_no_lane_runs() -> None:
     """Under ``torch.func.vmap`` the eager loop runs while some lane's predicate holds
     (as ``jax.vmap`` of ``lax.while_loop``), not to ``max_steps``; each lane as alone."""

@@ -333,8 +333,8 @@ class OpsBase:
 
         Differentiable to every order where the context has AD (a stiff
         solver factorises ``W = I - h gamma J`` once a step and solves each
-        stage with it).  A singular ``a`` gives non-finite solutions (JAX) or
-        raises (numpy: ``LinAlgError``-type ``ValueError``; torch: ``RuntimeError``).
+        stage with it).  A singular ``a`` gives non-finite solutions (JAX,
+        torch) or raises (numpy: ``LinAlgError``-type ``ValueError``).
         """
         raise UnsupportedError(f"ops.lu_factor is not available in the {self.name!r} context")
 

@@ -11,6 +11,7 @@ is not bounded by rematerialisation.  This is stated in docs/backends.md.
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -91,11 +92,21 @@ def solve(a: Any, b: Any) -> Any:
     against 1 us on one thread, ``docs/results/probe_torch_rosenbrock.txt``;
     it was the main cost of a torch Rodas5P gradient.)  The forward error is
     of the order of ``cond(a) * eps``, as for an LU solve.  ``b`` of shape
-    ``a.shape[:-1]`` is a vector, as in ``torch.linalg.solve``.  A singular
-    ``a`` raises torch's ``_LinAlgError`` (a ``RuntimeError``), as ``solve`` does.
+    ``a.shape[:-1]`` is a vector, as in ``torch.linalg.solve``.
+
+    A singular ``a`` gives NaN, as JAX's solve gives a non-finite result, and
+    does not raise: the inverse is ``torch.linalg.inv_ex``'s, whose ``info``
+    selects NaN in place of the inverse of a matrix it could not invert.  A
+    graph of it then holds no error check, which is an effect to
+    Inductor: such a graph is never taken from Inductor's FX graph cache, and
+    its C++ wrapper reports the error as a bare ``RuntimeError``.  simdiff's
+    finite check names the entry a NaN reaches; a Rosenbrock step rejects the
+    step (:func:`simdiff.ode.rosenbrock._factor`).
     """
     vec = b.ndim == a.ndim - 1
-    x = torch.matmul(torch.linalg.inv(a), b.unsqueeze(-1) if vec else b)
+    inv, info = torch.linalg.inv_ex(a)
+    inv = torch.where((info == 0)[..., None, None], inv, math.nan)
+    x = torch.matmul(inv, b.unsqueeze(-1) if vec else b)
     return x.squeeze(-1) if vec else x
 
 
@@ -717,7 +728,9 @@ class TorchOps(LoopOps):
 
     @staticmethod
     def lu_factor(a: Any) -> Any:
-        """``torch.linalg.lu_factor`` (a singular ``a`` raises a ``RuntimeError``).
+        """``torch.linalg.lu_factor_ex``'s factors: a singular ``a`` (a zero pivot) gives
+        non-finite solutions, as on JAX, and does not raise (a graph of it holds no error
+        check; see :func:`solve`).
 
         Its derivatives nest correctly to second order (unlike
         ``torch.linalg.solve``'s, see :func:`solve`); the reverse pass unpacks
@@ -725,7 +738,8 @@ class TorchOps(LoopOps):
         costs tens of milliseconds a call on a loaded machine, so it pays
         only for large matrices (``docs/ode.md``).
         """
-        return torch.linalg.lu_factor(a)
+        lu, pivots, _ = torch.linalg.lu_factor_ex(a)
+        return lu, pivots
 
     @staticmethod
     def lu_solve(lu: Any, b: Any) -> Any:

@@ -138,9 +138,9 @@ def _factor(
     ``lu_factor`` (the Taylor context).  ``lu="banded"``: the block Thomas
     algorithm, ``banded()`` building it (``W`` is then ``None``: its blocks
     come from the compressed Jacobian, :func:`~simdiff.ode._banded.banded_w_solver`).
-    A singular ``W`` gives a non-finite operator in every context: compiled
-    contexts (JAX) return one, eager ones (numpy, torch), whose solvers raise
-    instead, return NaN.  The step's error estimate is then not finite and
+    A singular ``W`` gives a non-finite operator in every context: JAX's and
+    torch's solvers return one (torch's without raising, so a compiled step's
+    graph holds no error check), numpy's raises and the operator is then NaN.  The step's error estimate is then not finite and
     the controller rejects it and retries with a shorter step (``W -> I`` as
     ``h -> 0``), as Hairer's RODAS does on a singular matrix, so every
     backend takes the same steps.  A ``W`` that stays singular or non-finite
