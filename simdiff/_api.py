@@ -951,7 +951,9 @@ class Derivatives(OperatorMethods):
                 result += (leaves(out[1] if kind == "value_and_grad" else out),)
             return (*result, x) if point else result
 
-        return self.backend.jit(fused, on_compile=self._count_compilation)
+        return self.backend.jit(
+            fused, on_compile=self._count_compilation, step_loop=self.problem.step_loop
+        )
 
     def _prepare(self, a: Any, what: str, point_shape: tuple[int, ...], check: bool):
         spec = self.problem.param_spec
@@ -1258,7 +1260,7 @@ class Derivatives(OperatorMethods):
             core = _build(kind, params, self.problem, T.ops(self.dtype, device), T)
         if any(a is not None for a in axes):
             core = T.vmap(core, in_axes=axes)
-        core = T.jit(core, on_compile=self._count_compilation)
+        core = T.jit(core, on_compile=self._count_compilation, step_loop=self.problem.step_loop)
         if self.compile is False or not T.optional_compiler:
             return core
         # "auto" insists on one whole graph: a graph break would otherwise run

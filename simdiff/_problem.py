@@ -343,6 +343,11 @@ class Problem(Versioned):
     #: the whole derivative is compiled instead.
     compiles_parts: str | None = None
 
+    #: Whether the problem's programs are dominated by a solver's step loop (an ODE's
+    #: adaptive or fixed-step loop: small kernels in nested loops and branches), which a
+    #: backend may compile with settings of its own (:meth:`Backend.jit`, ``step_loop``).
+    step_loop: bool = False
+
     def check_point(self, x: np.ndarray) -> None:
         """Raise a :class:`~simdiff.SimdiffError` if ``x`` (numpy, shape ``(n,)``) is outside
         the problem's domain; nothing by default.

@@ -192,6 +192,51 @@ def test_jit_reports_each_compilation(name) -> None:
     assert len(count) == (2 if name == "jax" else 1)
 
 
+@pytest.mark.parametrize("step_loop", [False, True])
+def test_jax_jit_compiles_a_step_loop_with_its_options(monkeypatch, step_loop) -> None:
+    import jax
+
+    import simdiff.backends.jax as bj
+
+    asked = []
+    real = jax.jit
+
+    def spy(fn, **kwargs):
+        asked.append(kwargs.get("compiler_options"))
+        return real(fn, **kwargs)
+
+    monkeypatch.setattr(bj.jax, "jit", spy)
+    be = get_backend("jax")
+    for on_compile in (None, lambda: None):
+        fn = be.jit(lambda y: y + 1, on_compile=on_compile, step_loop=step_loop)
+        assert float(fn(be.from_numpy(np.ones(1), np.float64))[0]) == 2.0
+    assert asked == [bj.STEP_LOOP_OPTIONS if step_loop else None] * 2
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_derivatives_ask_for_step_loop_options_only_for_an_ode(monkeypatch, backend) -> None:
+    from simdiff.ode import ODEProblem
+
+    be = get_backend(backend)
+    asked = []
+    real = type(be).jit
+
+    def spy(self, fn, on_compile=None, *, step_loop=False):
+        asked.append(step_loop)
+        return real(self, fn, on_compile, step_loop=step_loop)
+
+    monkeypatch.setattr(type(be), "jit", spy)
+    ode = ODEProblem(lambda t, y, p, ops: -p[0] * y, [1.0], (0.0, 1.0), [2.0],
+                     observable=lambda ys, ops: ys[-1, 0], rtol=1e-8, atol=1e-10)  # fmt: skip
+    plain = simdiff.Problem(lambda x, ops: ops.sum(x**2), np.ones(2))
+    for problem, expected in ((ode, True), (plain, False)):
+        asked.clear()
+        g = simdiff.Derivatives(problem, backend=backend).grad(problem.x0)
+        assert np.all(np.isfinite(g))
+        assert asked and set(asked) == {expected}
+    assert ode.step_loop and not plain.step_loop
+
+
 def test_compile_capability() -> None:
     assert get_backend("torch").optional_compiler
     for name in ("jax", "numpy"):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import simdiff
+from simdiff.backends.jax import STEP_LOOP_OPTIONS
 from simdiff.errors import (
     InputError,
     SimdiffError,
@@ -247,7 +248,8 @@ def test_reverse_memory_grows_like_sqrt_max_steps() -> None:
     def peak(max_steps: int, adjoint) -> int:
         p = _problem(adjoint, solver=Dopri5(rtol=1e-8, atol=1e-10, max_steps=max_steps))
         ops = simdiff.get_ops("jax")
-        grad = jax.jit(jax.grad(lambda x: p.fn(x, ops)))
+        # compiled as simdiff compiles an ODE's derivatives (Problem.step_loop)
+        grad = jax.jit(jax.grad(lambda x: p.fn(x, ops)), compiler_options=STEP_LOOP_OPTIONS)
         return grad.lower(jnp.asarray(p.x0)).compile().memory_analysis().temp_size_in_bytes
 
     small, large = peak(400, None), peak(40_000, None)

@@ -652,9 +652,18 @@ class Backend:
         return type(ops) is self.ops_class
 
     # --- compilation
-    def jit(self, fn: Callable[..., Any], on_compile: Callable[[], None] | None = None):
+    def jit(
+        self,
+        fn: Callable[..., Any],
+        on_compile: Callable[[], None] | None = None,
+        *,
+        step_loop: bool = False,
+    ):
         """``fn`` compiled where the framework compiles; ``on_compile()`` runs once per compilation.
 
+        ``step_loop``: ``fn`` is dominated by a solver's step loop
+        (:attr:`Problem.step_loop`); a backend may compile such programs with
+        settings of its own (JAX: :data:`simdiff.backends.jax.STEP_LOOP_OPTIONS`).
         The default (eager frameworks) compiles nothing: ``fn`` is returned
         and ``on_compile`` runs once, now (building the callable is its
         "compilation"), so counters mean the same on every backend.

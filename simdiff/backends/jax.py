@@ -26,10 +26,20 @@ from ._xp import XPOps
 
 jax.config.update("jax_enable_x64", True)
 
+#: XLA options of the programs of a solver's step loop (``jit(..., step_loop=True)``: the
+#: derivatives of an :class:`~simdiff.ode.ODEProblem`).  XLA:CPU's MLIR fusion emitters
+#: spend most of such a program's compile time on its many small fusions, nested in
+#: loops and branches; the elemental emitters compile it in about half the time (the
+#: Hessian of the catalogue's bouncing ball: 23 to 9 s of CPU), and its steady state was
+#: as fast or faster in an interleaved run (Lotka-Volterra and Lorenz-96 gradients,
+#: 0.75-0.92x; HVPs 1.01-1.06x, within the noise at load 5-8).  Not for every program:
+#: the LJ-38 Hessian ran 2x slower with them.
+STEP_LOOP_OPTIONS: dict[str, Any] = {"xla_cpu_use_fusion_emitters": False}
+
 #: ``dtype -> its numpy name``, read once per dtype.
 _DTYPE_NAMES: dict[Any, str] = {}
 
-__all__ = ["JaxBackend", "JaxOps"]
+__all__ = ["STEP_LOOP_OPTIONS", "JaxBackend", "JaxOps"]
 
 
 def _concrete(x: Any) -> Any:
@@ -242,17 +252,27 @@ class JaxBackend(Backend):
                 return cause
         return None
 
-    def jit(self, fn: Callable[..., Any], on_compile: Callable[[], None] | None = None):
-        """``jax.jit``; ``on_compile()`` runs each time JAX traces ``fn`` (once per compilation)."""
+    def jit(
+        self,
+        fn: Callable[..., Any],
+        on_compile: Callable[[], None] | None = None,
+        *,
+        step_loop: bool = False,
+    ):
+        """``jax.jit``; ``on_compile()`` runs each time JAX traces ``fn`` (once per compilation).
+
+        ``step_loop=True`` compiles with :data:`STEP_LOOP_OPTIONS`.
+        """
+        options = STEP_LOOP_OPTIONS if step_loop else None
         if on_compile is None:
-            return jax.jit(fn)
+            return jax.jit(fn, compiler_options=options)
         notify = on_compile
 
         def counted(*args: Any) -> Any:
             notify()  # runs only while JAX traces, i.e. once per compilation
             return fn(*args)
 
-        return jax.jit(counted)
+        return jax.jit(counted, compiler_options=options)
 
     def warm_up(self) -> None:
         jax.block_until_ready(jax.jit(jax.grad(lambda y: jnp.sin(y).sum()))(jnp.ones(1)))

@@ -409,6 +409,9 @@ class ODEProblem(Problem):
         own = callable(getattr(self.fn, "check_points", None))
         return own or self._solver_checks
 
+    #: Its derivatives are programs of the solver's step loop (:attr:`Problem.step_loop`).
+    step_loop = True
+
     @property
     def compiles_parts(self) -> str | None:  # type: ignore[override]
         """What the solver compiles by itself under ``compile=True | "auto"``, or None.
