@@ -41,7 +41,7 @@ time interpolated (log-log) to each diffrax point's accuracy.  ``--robertson-tor
 [RTOL ...]`` adds simdiff-torch Rodas3 (``compile=True``: each step and its VJP
 one compiled graph, the loop on the host; and eager) at those tolerances
 (default 1e-6 and 1e-8), and simdiff-torch Rodas5P the same two ways at
-``--rtols-rodas5p`` (default 1e-5, 1e-6 and 1e-7), timed in the same
+``--rtols-rodas5p`` (default 1e-5 to 1e-8), timed in the same
 interleaved run, with their step counts and compiled Rodas5P's time
 interpolated to each diffrax point's accuracy.
 
@@ -876,7 +876,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         metavar="RTOL",
                         help="robertson: simdiff-torch Rodas3 (compile=True and eager) too, at "
                         "these tolerances (default 1e-6 1e-8)")  # fmt: skip
-    parser.add_argument("--rtols-rodas5p", type=float, nargs="*", default=[1e-5, 1e-6, 1e-7],
+    parser.add_argument("--rtols-rodas5p", type=float, nargs="*",
+                        default=[1e-5, 1e-6, 1e-7, 1e-8],
                         help="robertson, with --robertson-torch: simdiff-torch Rodas5P's "
                         "tolerances (compile=True and eager)")  # fmt: skip
     parser.add_argument("--hires-rtol", type=float, default=1e-9, help="hires: the tolerance")
