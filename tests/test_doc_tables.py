@@ -188,7 +188,7 @@ def test_ode_robertson_tables_are_the_stored_run():
     section = text[text.index("### Stiff: Robertson to t = 1e5") :].split("\n### ", 1)[0]
     rows = [line for line in section.splitlines()
             if line.startswith("| ") and not line.startswith(("| solver", "| diffrax Kvaerno5 rtol"))]  # fmt: skip
-    assert len(rows) == 15  # 12 configurations, 3 interpolated comparisons
-    assert any("compile=True" in line for line in rows)
+    assert len(rows) == 26  # 20 configurations, 3 + 3 interpolated comparisons
+    assert any("Rodas5P compile=True" in line for line in rows)
     for line in rows:
         assert line in stored, line

@@ -41,26 +41,37 @@ from ._torch_leaks import paused
 
 __all__ = ["TracedGraph"]
 
-#: The warning ``standalone_compile`` logs when it cannot bundle its cache artifacts for
-#: saving to disk, which simdiff never does (the graph is compiled and used in memory).
-_NO_ARTIFACT = "standalone_compile artifact generation failed"
+#: The warnings Inductor logs while it builds a graph that say nothing to simdiff's user:
+#: (logger, a fragment of the message).  ``standalone_compile`` cannot bundle its cache
+#: artifacts for saving to disk, which simdiff never does (the graph is compiled and used in
+#: memory); the C++ wrapper calls an ATen kernel that has no C shim (``linalg_inv_ex``)
+#: through its proxy executor.
+_QUIET = (
+    ("torch._inductor.standalone_compile", "standalone_compile artifact generation failed"),
+    ("torch._inductor.ir", "is missing a c-shim implementation, using proxy executor"),
+)
 _NON_LEAF_GRAD = "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed"
 
 
-class _NoArtifactWarning(logging.Filter):
+class _Unsaid(logging.Filter):
+    def __init__(self, fragment: str) -> None:
+        super().__init__()
+        self.fragment = fragment
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(_NO_ARTIFACT)
+        return self.fragment not in record.getMessage()
 
 
 @contextlib.contextmanager
-def _quiet_artifacts() -> Iterator[None]:
-    log = logging.getLogger("torch._inductor.standalone_compile")
-    quiet = _NoArtifactWarning()
-    log.addFilter(quiet)
+def _quiet_build() -> Iterator[None]:
+    filters = [(logging.getLogger(name), _Unsaid(fragment)) for name, fragment in _QUIET]
+    for log, quiet in filters:
+        log.addFilter(quiet)
     try:
         yield
     finally:
-        log.removeFilter(quiet)
+        for log, quiet in filters:
+            log.removeFilter(quiet)
 
 
 def _signature(x: Any, tensors: list[Any]) -> Any:
@@ -87,8 +98,9 @@ class TracedGraph:
     ``TracedGraph.built`` those of every instance in the process.
 
     Cost per call: flattening the arguments, a dictionary look-up of their
-    signature, and Inductor's runtime wrapper with its generated Python
-    (which allocates the graph's buffers).  The first call of a signature
+    signature, and Inductor's runtime wrapper with its generated wrapper code
+    (Python, or C++ with ``options={"cpp_wrapper": True}``), which allocates
+    the graph's buffers and calls its kernels.  The first call of a signature
     traces and compiles (the function's code runs once on fake tensors).
     """
 
@@ -138,7 +150,7 @@ class TracedGraph:
         with torch.no_grad(), paused(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", _NON_LEAF_GRAD, UserWarning)
             gm = make_fx(flat_fn, tracing_mode="fake")(*inputs)
-            with torch._inductor.config.patch(self.options), _quiet_artifacts():
+            with torch._inductor.config.patch(self.options), _quiet_build():
                 art = torch._inductor.standalone_compile(
                     gm, inputs, dynamic_shapes="from_example_inputs"
                 )

@@ -1004,7 +1004,11 @@ class _PartCompiler:
         ``backward``: a rematerialised part's backward (counted in ``backward_calls``).
         ``dynamo=False``: ``compiled`` is a :class:`TracedGraph` (a rematerialised
         part's graphs), called as it is: no Dynamo guards to run, and no AOTAutograd
-        backward whose buffers need keeping (:func:`_kept_buffers`).
+        backward whose buffers need keeping (:func:`_kept_buffers`).  Its C++
+        wrapper reports a singular matrix as a bare ``RuntimeError`` (the
+        ``LinAlgError`` of the kernel it calls is lost in the C++ call), so there
+        any ``RuntimeError`` runs the call again eagerly: the eager code raises
+        what is a real error, and handles a singular matrix as its own ``try`` does.
         """
         if backward:
             self.backward_calls += 1
@@ -1022,6 +1026,9 @@ class _PartCompiler:
                 return compiled(*args)
         except torch.linalg.LinAlgError:
             pass
+        except RuntimeError:
+            if dynamo:
+                raise
         # a singular matrix: compiled code raises where the part's own eager code
         # handles it (a Rosenbrock step's NaN, then a shorter step: ode.rosenbrock._factor)
         if not backward:
@@ -1238,7 +1245,13 @@ class TorchBackend(Backend):
         HIRES took 0.36x of its time through Dynamo (275 against 764 us, its
         VJP 380 against 656 us, at load 9), and compiled in 22 s against 53 s.
         ``fullgraph`` is implied (a function that is not one graph fails in
-        its trace).
+        its trace).  Its wrapper is C++ (Inductor's ``cpp_wrapper``): the
+        graph's buffers are allocated and its kernels called without Python,
+        which took a Rodas5P step's gradient on Robertson to 0.84x (90 against
+        107 ms, 125 steps, load 5; ``validation/benchmarks/bench_ode.py``) for
+        about a third more compile time.  Such a wrapper reports an error of
+        an ATen kernel it calls (a singular matrix among them) as a bare
+        ``RuntimeError``; :meth:`_PartCompiler.run` runs the call again eagerly.
 
         Dynamo keeps its graphs on the code object of the frame it compiles
         (here torch.func's wrapper, shared by every simdiff callable) and,
@@ -1262,7 +1275,7 @@ class TorchBackend(Backend):
         fake tensors cannot pass a Python kernel); its wrappers stay.
         """
         if not dynamo:
-            return TracedGraph(fn, _inductor_options(pointwise_cat))
+            return TracedGraph(fn, {**_inductor_options(pointwise_cat), "cpp_wrapper": True})
         compiled = torch.compile(  # type: ignore[call-overload]  # torch 2.13 keywords, not in stubs
             fn,
             fullgraph=fullgraph,

@@ -40,7 +40,10 @@ gradient error against Radau-integrated sensitivity equations, and simdiff's
 time interpolated (log-log) to each diffrax point's accuracy.  ``--robertson-torch
 [RTOL ...]`` adds simdiff-torch Rodas3 (``compile=True``: each step and its VJP
 one compiled graph, the loop on the host; and eager) at those tolerances
-(default 1e-6 and 1e-8), timed in the same interleaved run.
+(default 1e-6 and 1e-8), and simdiff-torch Rodas5P the same two ways at
+``--rtols-rodas5p`` (default 1e-5 to 1e-8), timed in the same
+interleaved run, with their step counts and compiled Rodas5P's time
+interpolated to each diffrax point's accuracy.
 
 ``--problem hires``: HIRES (8 species, the stiff test-set problem) at
 rtol 1e-9, atol 1e-12, the gradient of y8(321.8122) with respect to the 12
@@ -412,9 +415,13 @@ ROBERTSON_TIMES = np.logspace(-1, 5, 13)  # 0.1 ... 1e5
 
 
 def robertson_long(rtol: float, solver: str = "rodas3", max_steps: int = 20_000) -> ODEProblem:
-    """Robertson to t = 1e5, x = ln k; observable sum_i y1(t_i) + 1e4 sum_i y2(t_i)."""
+    """Robertson to t = 1e5, x = ln k; observable sum_i y1(t_i) + 1e4 sum_i y2(t_i).
+
+    ``solver``: ``"rodas3"``, ``"rodas5p"`` or ``"kvaerno5"`` (diffrax's, through
+    :func:`simdiff.ode.diffrax_problem`)."""
     atol = 1e-4 * rtol
-    sol = Rodas3(rtol=rtol, atol=atol, max_steps=max_steps)
+    method = Rodas5P if solver == "rodas5p" else Rodas3
+    sol = method(rtol=rtol, atol=atol, max_steps=max_steps)
     p = ODEProblem(
         po.robertson_rhs, np.array([1.0, 0.0, 0.0]), (0.0, 1e5), np.log(po.ROBERTSON_K),
         save_at=ROBERTSON_TIMES, observable=_robertson_observable, solver=sol,
@@ -450,16 +457,19 @@ def robertson_reference(rtol: float = 1e-11, x: Any = None) -> tuple[float, np.n
 
 
 def robertson(rtols: list[float], rtols_diffrax: list[float], repeats: int,
-              rtols_torch: list[float] | None = None) -> dict[str, Any]:  # fmt: skip
+              rtols_torch: list[float] | None = None,
+              rtols_rodas5p: list[float] | None = None) -> dict[str, Any]:  # fmt: skip
     """Gradient time and error, simdiff Rodas3 (at ``rtols``) vs diffrax Kvaerno5.
 
     Rodas3 is of order 3 and Kvaerno5 of order 5, so equal tolerances do not
     give equal accuracy: simdiff runs at more (tighter) tolerances, and its
-    time is interpolated to each diffrax point's gradient error (JAX rows
-    only).  With ``rtols_torch``, simdiff-torch Rodas3 at those tolerances,
-    ``compile=True`` (each step and its VJP one compiled graph, the loop on
-    the host; the first call includes the compiles) and eager, timed in the
-    same interleaved run.
+    time is interpolated to each diffrax point's gradient error.  With
+    ``rtols_torch``, simdiff-torch Rodas3 at those tolerances, and with
+    ``rtols_rodas5p`` simdiff-torch Rodas5P at those, each ``compile=True``
+    (each step and its VJP one compiled graph, the loop on the host; the
+    first call includes the compiles) and eager, timed in the same
+    interleaved run; compiled Rodas5P's time is interpolated to each diffrax
+    point's gradient error too.
     """
     value_ref, grad_ref = robertson_reference()
     _, grad_ref2 = robertson_reference(1e-10)
@@ -471,13 +481,18 @@ def robertson(rtols: list[float], rtols_diffrax: list[float], repeats: int,
     errs: dict[tuple[str, float], tuple[float, float]] = {}
     first: dict[tuple[str, float], float] = {}
     grads: dict[tuple[str, float], np.ndarray] = {}
+    steps: dict[tuple[str, float], tuple[int, int]] = {}
     runs = [("rodas3", r) for r in rtols] + [("kvaerno5", r) for r in rtols_diffrax]
-    for r in rtols_torch or []:
-        runs += [("rodas3-torch-compiled", r), ("rodas3-torch", r)]
+    for method, rts in (("rodas3", rtols_torch), ("rodas5p", rtols_rodas5p)):
+        for r in rts or []:
+            runs += [(f"{method}-torch-compiled", r), (f"{method}-torch", r)]
     for solver, rtol in runs:
-        if solver.startswith("rodas3-torch"):
-            d = simdiff.Derivatives(robertson_long(rtol), backend="torch",
-                                    compile=solver.endswith("compiled"))  # fmt: skip
+        method = solver.split("-")[0]
+        if "-torch" in solver:
+            p = robertson_long(rtol, method)
+            info = p.solve_info(backend="torch")
+            steps[solver, rtol] = (info["n_accepted"], info["n_rejected"])
+            d = simdiff.Derivatives(p, backend="torch", compile=solver.endswith("compiled"))
         else:
             d = simdiff.Derivatives(robertson_long(rtol, solver), backend="jax")
         first[solver, rtol], g = timed(d.grad)
@@ -492,9 +507,12 @@ def robertson(rtols: list[float], rtols_diffrax: list[float], repeats: int,
     med = {key: statistics.median(t) for key, t in ts.items()}
     print("| solver | rtol | grad (ms) | first call (s) | value rel. error | grad rel. error |")
     print("|---|---|---|---|---|---|")
-    names = {"rodas3": "simdiff Rodas3", "kvaerno5": "diffrax Kvaerno5",
-             "rodas3-torch-compiled": "simdiff-torch Rodas3 compile=True (step compiled)",
-             "rodas3-torch": "simdiff-torch Rodas3 (eager)"}  # fmt: skip
+    names = {"rodas3": "simdiff Rodas3", "kvaerno5": "diffrax Kvaerno5"}
+    for method in ("Rodas3", "Rodas5P"):
+        names[f"{method.lower()}-torch-compiled"] = (
+            f"simdiff-torch {method} compile=True (step compiled)"
+        )
+        names[f"{method.lower()}-torch"] = f"simdiff-torch {method} (eager)"
     for (solver, rtol), m in med.items():
         ev, eg = errs[solver, rtol]
         print(f"| {names[solver]} | {rtol:.0e} | {1e3 * m:.1f} | {first[solver, rtol]:.2f} "
@@ -505,23 +523,41 @@ def robertson(rtols: list[float], rtols_diffrax: list[float], repeats: int,
             print(f"- {names[solver]}, rtol {rtol:.0e}: {ratio:.0f}x simdiff Rodas3 (JAX)'s "
                   f"gradient; gradient rel. diff. vs JAX "
                   f"{_rel(grads[solver, rtol], grads['rodas3', rtol]):.1e}")  # fmt: skip
-    # simdiff's time at diffrax's accuracy: log-log interpolation along simdiff's points
-    pts = sorted((errs["rodas3", r][1], med["rodas3", r]) for r in rtols)
+    for (solver, rtol), (acc, rej) in steps.items():
+        per = 1e3 * med[solver, rtol] / (acc + rej)
+        print(f"- {names[solver]}, rtol {rtol:.0e}: {acc} accepted and {rej} rejected steps, "
+              f"{per:.2f} ms per step")  # fmt: skip
+    ratios = {}
+    for label, solver, kept in (("simdiff Rodas3", "rodas3", rtols),
+                                ("simdiff-torch Rodas5P compile=True", "rodas5p-torch-compiled",
+                                 rtols_rodas5p or [])):  # fmt: skip
+        ratios[solver] = _at_diffrax_error(label, solver, kept, rtols_diffrax, errs, med)
+    return {"errors": {f"{s} {r:g}": v for (s, r), v in errs.items()}, "ratios": ratios,
+            "median_s": {f"{s} {r:g}": m for (s, r), m in med.items()}}  # fmt: skip
+
+
+def _at_diffrax_error(label: str, solver: str, rtols: list[float], rtols_diffrax: list[float],
+                      errs: dict, med: dict) -> dict[float, float]:  # fmt: skip
+    """Print ``solver``'s time interpolated (log-log along its rows) to each diffrax row's
+    gradient error, against diffrax's; returns the ratios."""
+    if not rtols:
+        return {}
+    pts = sorted((errs[solver, r][1], med[solver, r]) for r in rtols)
     le, lt = np.log([e for e, _ in pts]), np.log([t for _, t in pts])
-    print("| diffrax Kvaerno5 rtol | its grad error | diffrax grad (ms) "
-          "| simdiff Rodas3 at that error (ms) | simdiff / diffrax |")  # fmt: skip
+    short = "simdiff" if solver == "rodas3" else "torch"
+    print(f"| diffrax Kvaerno5 rtol | its grad error | diffrax grad (ms) "
+          f"| {label} at that error (ms) | {short} / diffrax |")  # fmt: skip
     print("|---|---|---|---|---|")
     ratios = {}
     for r in rtols_diffrax:
         e, t = errs["kvaerno5", r][1], med["kvaerno5", r]
         if not (le[0] <= math.log(e) <= le[-1]) or len(pts) < 2:
-            print(f"| {r:.0e} | {e:.1e} | {1e3 * t:.1f} | outside simdiff's range | n/a |")
+            print(f"| {r:.0e} | {e:.1e} | {1e3 * t:.1f} | outside {short}'s range | n/a |")
             continue
         ts_at = math.exp(float(np.interp(math.log(e), le, lt)))
         ratios[r] = ts_at / t
         print(f"| {r:.0e} | {e:.1e} | {1e3 * t:.1f} | {1e3 * ts_at:.1f} | {ts_at / t:.2f} |")
-    return {"errors": {f"{s} {r:g}": v for (s, r), v in errs.items()}, "ratios": ratios,
-            "median_s": {f"{s} {r:g}": m for (s, r), m in med.items()}}  # fmt: skip
+    return ratios
 
 
 # --------------------------------------------------------------------------- HIRES
@@ -840,6 +876,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         metavar="RTOL",
                         help="robertson: simdiff-torch Rodas3 (compile=True and eager) too, at "
                         "these tolerances (default 1e-6 1e-8)")  # fmt: skip
+    parser.add_argument("--rtols-rodas5p", type=float, nargs="*",
+                        default=[1e-5, 1e-6, 1e-7, 1e-8],
+                        help="robertson, with --robertson-torch: simdiff-torch Rodas5P's "
+                        "tolerances (compile=True and eager)")  # fmt: skip
     parser.add_argument("--hires-rtol", type=float, default=1e-9, help="hires: the tolerance")
     parser.add_argument("--bruss-t1", type=float, default=1.0,
                         help="brusselator2d: the end time")  # fmt: skip
@@ -869,7 +909,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         elif what == "robertson":
             rt = args.robertson_torch
             rt = [1e-6, 1e-8] if rt is not None and not rt else rt
-            out[what] = robertson(args.rtols, args.rtols_diffrax, args.repeats, rt)
+            r5 = args.rtols_rodas5p if rt is not None else None
+            out[what] = robertson(args.rtols, args.rtols_diffrax, args.repeats, rt, r5)
         elif what == "hires":
             out[what] = hires(args.hires_rtol, args.repeats, tuple(args.hires_backends))
         elif what == "brusselator2d":
