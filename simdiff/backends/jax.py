@@ -73,6 +73,42 @@ mlir.register_lowering(
 )
 
 
+def _gated(fn: Callable[..., Any], keep: Callable[[Any], Any]) -> Callable[..., Any]:
+    """:meth:`JaxOps.gated`: ``fn`` with its closure made explicit arguments, under one rule."""
+
+    def gated(*args: Any) -> Any:
+        converted, consts = jax.closure_convert(fn, *args)
+        return _gate(converted, keep, *args, *consts)
+
+    return gated
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _gate(fn: Callable[..., Any], keep: Callable[[Any], Any], *args: Any) -> Any:
+    return fn(*args)
+
+
+@_gate.defjvp
+def _gate_jvp(
+    fn: Callable[..., Any], keep: Callable[[Any], Any], primals: tuple, tangents: tuple
+) -> tuple[Any, Any]:
+    # The tangents are selected on the way in: the transpose of ``lin(where(k, dx, 0))``
+    # is ``where(k, lin^T(ct), 0)``, a select after the transposed step, which drops the
+    # NaN that ``0 * inf`` makes inside a step whose intermediates overflowed (a multiply
+    # by a zero cotangent would not).  The select on the way out does the same for
+    # forward mode and for derivatives of this rule.
+    out, lin = jax.linearize(fn, *primals)
+    k = keep(out)
+    t_out = lin(*jax.tree_util.tree_map(lambda t: _select(k, t), tangents))
+    return out, jax.tree_util.tree_map(lambda t: _select(k, t), t_out)
+
+
+def _select(k: Any, t: Any) -> Any:
+    if getattr(t, "dtype", None) == jax.dtypes.float0:
+        return t
+    return jnp.where(k, t, jnp.zeros_like(t))
+
+
 class JaxOps(XPOps):
     """``ops`` over ``jax.numpy``; ``scan`` is ``lax.scan`` (one compile for any length)."""
 
@@ -133,6 +169,12 @@ class JaxOps(XPOps):
         if not (hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)):
             return x
         return _forward_only_p.bind(x, message=message)
+
+    @staticmethod
+    def gated(fn: Callable[..., Any], keep: Callable[[Any], Any]) -> Callable[..., Any]:
+        """``fn`` whose derivatives are exactly 0 wherever ``keep(fn(*args))`` is false
+        (a ``jax.custom_jvp`` rule selecting the tangents in, and so the cotangents out)."""
+        return _gated(fn, keep)
 
     @staticmethod
     def checkpoint(fn: Callable[..., Any]) -> Callable[..., Any]:
