@@ -261,7 +261,7 @@ def _traced_loop(
     def attempted(t: Any, y: Any, h_try: Any, state: Any, h: Any, remaining: Any,
                   memory: Any) -> tuple:  # fmt: skip
         y_new, err, state_new = step(t, y, h_try, state)
-        return (y_new, err, state_new), controller.decide(
+        return (y_new, state_new), controller.decide(
             h, h_try, remaining, y, y_new, err, memory, ops
         )
 
@@ -281,7 +281,7 @@ def _traced_loop(
         t_next = ops.sum(ops.where(slot, times, 0.0))
         remaining = t_next - t
         h_try = ops.where(done, 0.0, controller.try_step(h, remaining, ops))
-        (y_new, err, state_new), (accept, h_next, failed, memory_new) = attempt(
+        (y_new, state_new), (accept, h_next, failed, memory_new) = attempt(
             t, y, h_try, state, h, remaining, memory
         )
         accept = accept & ~done
