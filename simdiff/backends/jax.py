@@ -88,19 +88,35 @@ def _gate(fn: Callable[..., Any], keep: Callable[[Any], Any], *args: Any) -> Any
     return fn(*args)
 
 
-@_gate.defjvp
 def _gate_jvp(
     fn: Callable[..., Any], keep: Callable[[Any], Any], primals: tuple, tangents: tuple
 ) -> tuple[Any, Any]:
     # The tangents are selected on the way in: the transpose of ``lin(where(k, dx, 0))``
     # is ``where(k, lin^T(ct), 0)``, a select after the transposed step, which drops the
     # NaN that ``0 * inf`` makes inside a step whose intermediates overflowed (a multiply
-    # by a zero cotangent would not).  The select on the way out does the same for
-    # forward mode and for derivatives of this rule.
-    out, lin = jax.linearize(fn, *primals)
+    # by a zero cotangent would not).  Only the inputs with a tangent are linearised.  In
+    # forward mode a rejected step's output tangents may be NaN: the caller discards
+    # them with a select, as it discards the step's values.
+    flat, tree = jax.tree_util.tree_flatten(primals)
+    flat_t = jax.tree_util.tree_leaves(tangents, is_leaf=_is_zero)
+    live = [i for i, t in enumerate(flat_t) if not _is_zero(t)]  # JAX calls with one or more
+
+    def of_live(*xs: Any) -> Any:
+        leaves = list(flat)
+        for i, x in zip(live, xs, strict=True):
+            leaves[i] = x
+        return fn(*jax.tree_util.tree_unflatten(tree, leaves))
+
+    out, lin = jax.linearize(of_live, *(flat[i] for i in live))
     k = keep(out)
-    t_out = lin(*jax.tree_util.tree_map(lambda t: _select(k, t), tangents))
-    return out, jax.tree_util.tree_map(lambda t: _select(k, t), t_out)
+    return out, lin(*(_select(k, flat_t[i]) for i in live))
+
+
+_gate.defjvp(_gate_jvp, symbolic_zeros=True)
+
+
+def _is_zero(t: Any) -> bool:
+    return isinstance(t, jax.custom_derivatives.SymbolicZero)
 
 
 def _select(k: Any, t: Any) -> Any:
