@@ -16,7 +16,7 @@ from _numerics import path_rtol
 import problems.ode as po
 import simdiff
 from simdiff.errors import NonFiniteError
-from simdiff.ode import CheckpointAdjoint, DirectAdjoint, Dopri5, ODEProblem, Rodas5P
+from simdiff.ode import CheckpointAdjoint, DirectAdjoint, Dopri5, ODEProblem, Rodas3, Rodas5P
 
 T, Y0, P = 2.0, 1.0, 1.5
 RTOL = 1e-10
@@ -104,3 +104,18 @@ def test_rodas5p_robertson_gradient_with_a_first_step_that_overflows(adjoint: st
     info = p.solve_info()
     steps = info["n_accepted"]
     assert np.all(np.abs(g - fwd) <= path_rtol(steps * 200, condition=1e3) * np.abs(fwd))
+
+
+def test_a_step_rejected_for_a_singular_w_leaves_the_jax_gradient_finite() -> None:
+    """y' = 16 y with Rodas3 from h0 = 1/8: W = 1 - h gamma J = 0 exactly in the first step,
+    whose stages are then infinite; the gradient is torch's (whose tape never holds it)."""
+    p = ODEProblem(lambda t, y, p, ops: p[0] * y, [1.0], (0.0, 0.25), [16.0],
+                   observable=lambda ys, ops: ys[-1, 0],
+                   solver=Rodas3(h0=0.125, rtol=1e-5, atol=1e-8))  # fmt: skip
+    info = p.solve_info(backend="jax")
+    assert info["n_rejected"] >= 1
+    g = np.asarray(simdiff.grad(p, backend="jax"))
+    assert g[0] == pytest.approx(0.25 * np.exp(4.0), rel=1e-2)  # d e^(k/4) / dk at k = 16
+    steps = info["n_accepted"] + info["n_rejected"]
+    g_torch = np.asarray(simdiff.grad(p, backend="torch"))
+    np.testing.assert_allclose(g, g_torch, rtol=path_rtol(100 * steps), atol=0)
