@@ -374,8 +374,11 @@ def _traced_loop(
     ok = status == 0.0
     # NaN-poisoning: under jit a failure cannot raise, so the output (and, through
     # the factor, every derivative of it) says it; on success the factor is exactly 1.
-    # (``0 * sum(y)`` ties the poison to the inputs even when no row was saved.)
-    ys = (saved + 0.0 * ops.sum(y)) * ops.where(ok, 1.0, float("nan"))
+    # (``0 * sum(y)`` ties the poison to the inputs even when no row was saved, and
+    # ``0 * sum(p)`` to the parameters even when no step was accepted: the steps of a
+    # solve that failed are all rejected, and a rejected step passes no derivative on.)
+    tie = 0.0 * ops.sum(y) + (0.0 if p is None else 0.0 * _sum_leaves(p, ops))
+    ys = (saved + tie) * ops.where(ok, 1.0, float("nan"))
     return ys, SolveInfo(
         status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej, events=record
     )
