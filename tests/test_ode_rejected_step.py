@@ -119,3 +119,24 @@ def test_a_step_rejected_for_a_singular_w_leaves_the_jax_gradient_finite() -> No
     steps = info["n_accepted"] + info["n_rejected"]
     g_torch = np.asarray(simdiff.grad(p, backend="torch"))
     np.testing.assert_allclose(g, g_torch, rtol=path_rtol(100 * steps), atol=0)
+
+
+@pytest.mark.slow
+def test_rodas5p_robertson_gradient_from_the_automatic_first_step_matches_radau() -> None:
+    """The reported case: Robertson to t = 1e5 at 13 save times, rtol 1e-6, the automatic
+    first step; the reference is Radau-integrated sensitivity equations at rtol 1e-11."""
+    from validation.benchmarks.bench_ode import (
+        ROBERTSON_TIMES,
+        _robertson_observable,
+        robertson_reference,
+    )
+
+    p = ODEProblem(
+        po.robertson_rhs, [1.0, 0.0, 0.0], (0.0, 1e5), np.log(po.ROBERTSON_K),
+        save_at=ROBERTSON_TIMES, observable=_robertson_observable,
+        solver=Rodas5P(rtol=1e-6, atol=1e-10),
+    )  # fmt: skip
+    _, ref = robertson_reference()
+    g = np.asarray(simdiff.grad(p, backend="jax"))
+    # the discrete solution's error, about rtol relative (measured: 7e-8)
+    np.testing.assert_allclose(g, ref, rtol=10 * 1e-6, atol=0)
