@@ -149,6 +149,41 @@ def test_forward_only_passes_forward_mode_and_refuses_reverse(name) -> None:
     assert get_ops("numpy").forward_only(1.5, "unused") == 1.5
 
 
+def test_gated_derivative_is_exactly_zero_where_an_overflowed_evaluation_is_discarded() -> None:
+    """``sinh(x h)`` overflows at ``h = 1e4``; a ``where`` discards it.  Without the gate the
+    reverse pass multiplies the zero cotangent by ``cosh(x h) = inf``: NaN."""
+    T, ops = get_backend("jax"), get_ops("jax")
+
+    def f(x, h):
+        y = ops.sinh(x * h)
+        return y, ops.isfinite(y)
+
+    def kept(fn, h):
+        def g(x):
+            y, ok = fn(x, h)
+            return ops.where(ok, y, 0.0)
+
+        return g
+
+    gated = ops.gated(f, lambda out: out[1])
+    x = T.from_numpy(np.array(1.0), np.float64)
+    assert np.isnan(float(T.grad(kept(f, 1e4))(x)))
+    assert float(T.grad(kept(gated, 1e4))(x)) == 0.0
+    assert float(T.jvp(kept(gated, 1e4), (x,), (x,))[1]) == 0.0
+    # where the evaluation is kept, the derivatives are fn's: cosh(x h) h, sinh(x h) h^2
+    assert float(T.grad(kept(gated, 2.0))(x)) == pytest.approx(2.0 * np.cosh(2.0), rel=1e-15)
+    hess = T.jacfwd(T.grad(kept(gated, 2.0)))(x)
+    assert float(hess) == pytest.approx(4.0 * np.sinh(2.0), rel=1e-14)
+
+
+@pytest.mark.parametrize("name", ["numpy", "torch"])
+def test_gated_is_the_function_itself_elsewhere(name) -> None:
+    def f(x):
+        return x
+
+    assert get_ops(name).gated(f, lambda out: out) is f
+
+
 def test_backend_of_is_the_one_array_kind_detector() -> None:
     import jax.numpy as jnp
     import torch

@@ -238,12 +238,16 @@ def test_terminal_event_that_never_fires_is_reported(backend):
 
 @pytest.mark.parametrize("direction", [1, -1, None])
 def test_direction_filters_crossings(direction):
-    # thrown up from 0.1 at 5 m/s: x = 1 is crossed upwards at t_a and downwards at t_b
+    # thrown up from 0.1 at 5 m/s: x = 1 is crossed upwards at t_a and downwards at t_b.
+    # A condition is compared at the ends of each step, so a step holding both crossings
+    # would see neither; the save time 0.5, between them, ends a step there.
     x0, v0 = 0.1, 5.0
     root = np.sqrt(v0**2 - 2 * G * (1.0 - x0))
     t_a, t_b = (v0 - root) / G, (v0 + root) / G
+    assert t_a < 0.5 < t_b
     level = Event(lambda t, y, p, ops: y[0] - 1.0, terminal=False, direction=direction)
     prob = ODEProblem(ball_rhs, [x0, v0], (0.0, 1.0), [E, 0.0], events=[level],
+                      save_at=[0.5, 1.0],
                       observable=lambda ys, ops, ev: ops.concat([ev.times[:2],
                                                                  ops.stack([ev.count])]),
                       rtol=RTOL, atol=1e-12)  # fmt: skip

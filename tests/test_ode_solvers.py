@@ -266,3 +266,32 @@ def test_catalogue_entry_trajectory_matches_solve_ivp(name: str) -> None:
     err = np.max(np.abs(p.trajectory() - ref) / scale)
     # Adaptive: about the tolerance; fixed-step RK4 (20 steps of 0.05): C h^4 ~ 2e-6.
     assert err < (100 * p.solver.rtol if hasattr(p.solver, "rtol") else 1e-5), err
+
+
+@pytest.mark.parametrize(
+    ("rhs", "y0", "p", "span", "rtol", "atol", "order"),
+    [
+        (po.robertson_rhs, [1.0, 0.0, 0.0], np.log(po.ROBERTSON_K), 1e5, 1e-6, 1e-10, 3),
+        (po.lotka_volterra_rhs, po.LV_Y0, po.LV_PARAMS, 10.0, 1e-8, 1e-10, 4),
+        (lambda t, y, p, ops: ops.stack([y[1], -9.81 + 0.0 * y[0]]), [0.1, 5.0], [0.0], 1.0,
+         1e-10, 1e-12, 4),
+        (lambda t, y, p, ops: -p[0] * y, [0.0], [2.0], 1.0, 1e-6, 1e-9, 4),  # d0 = d1 = 0
+    ],
+)  # fmt: skip
+def test_initial_step_is_scipys(rhs, y0, p, span, rtol, atol, order) -> None:
+    """The automatic first step is SciPy's ``select_initial_step`` (Hairer II.4), an
+    independent implementation of the same estimate.  Robertson's, 1.0e-3 over a span
+    of 1e5, is ``h1``: no floor proportional to the span lengthens it."""
+    from scipy.integrate._ivp.common import select_initial_step
+
+    from simdiff.ode._adaptive import initial_step
+
+    ops = simdiff.get_ops("numpy")
+    y0, p = np.asarray(y0, dtype=float), np.asarray(p, dtype=float)
+    f0 = np.asarray(rhs(0.0, y0, p, ops))
+    ours = float(initial_step(rhs, 0.0, y0, f0, p, span, rtol, atol, order, ops))
+    theirs = select_initial_step(
+        lambda t, y: np.asarray(rhs(t, y, p, ops)), 0.0, y0, span, np.inf, f0, 1.0, order,
+        rtol, atol,
+    )  # fmt: skip
+    assert ours == pytest.approx(theirs, rel=1e-12)

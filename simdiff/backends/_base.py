@@ -126,6 +126,9 @@ class Ops(Protocol):
     def lu_solve(self, lu: Any, b: Array, /) -> Array: ...
     def errstate(self) -> AbstractContextManager[Any]: ...
     def forward_only(self, x: Array, message: str, /) -> Array: ...
+    def gated(
+        self, fn: Callable[..., Any], keep: Callable[[Any], Any], /
+    ) -> Callable[..., Any]: ...
     def checkpoint_saving(
         self, fn: Callable[..., Any], names: tuple[str, ...], /
     ) -> Callable[..., Any]: ...
@@ -261,7 +264,7 @@ class Ops(Protocol):
 #: the backward pass, not recomputed (JAX: a ``jax.checkpoint`` policy; elsewhere
 #: ``checkpoint(fn)`` and the identity).
 CAPABILITIES = ("eager", "concrete", "jacfwd", "lu_factor", "lu_solve", "errstate", "forward_only",
-                "checkpoint_saving", "checkpoint_name")  # fmt: skip
+                "gated", "checkpoint_saving", "checkpoint_name")  # fmt: skip
 
 
 class OpsBase:
@@ -341,6 +344,18 @@ class OpsBase:
     def lu_solve(self, lu: Any, b: Array) -> Array:
         """``a^-1 b`` from ``lu = lu_factor(a)``; ``b`` of shape ``(n,)`` or ``(n, k)``."""
         raise UnsupportedError(f"ops.lu_solve is not available in the {self.name!r} context")
+
+    def gated(self, fn: Callable[..., Any], keep: Callable[[Any], Any]) -> Callable[..., Any]:
+        """``fn``, whose derivatives are exactly 0 (not NaN) wherever ``keep(fn(*args))`` is false.
+
+        Reverse mode selects the cotangents of ``fn``'s inputs *after* ``fn``'s
+        own backward pass, so a discarded evaluation whose intermediates
+        overflowed (a rejected ODE step) contributes zeros instead of the NaN
+        of ``0 * inf``; forward mode selects the tangents likewise.  Values are
+        ``fn``'s.  Here (no reverse mode, or no evaluation on the tape that is
+        not used) ``fn`` itself.
+        """
+        return fn
 
     def forward_only(self, x: Array, message: str) -> Array:
         """``x``, marked so that reverse mode through it raises ``UnsupportedError(message)``.

@@ -83,6 +83,58 @@ mlir.register_lowering(
 )
 
 
+def _gated(fn: Callable[..., Any], keep: Callable[[Any], Any]) -> Callable[..., Any]:
+    """:meth:`JaxOps.gated`: ``fn`` with its closure made explicit arguments, under one rule."""
+
+    def gated(*args: Any) -> Any:
+        converted, consts = jax.closure_convert(fn, *args)
+        return _gate(converted, keep, *args, *consts)
+
+    return gated
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _gate(fn: Callable[..., Any], keep: Callable[[Any], Any], *args: Any) -> Any:
+    return fn(*args)
+
+
+def _gate_jvp(
+    fn: Callable[..., Any], keep: Callable[[Any], Any], primals: tuple, tangents: tuple
+) -> tuple[Any, Any]:
+    # The tangents are selected on the way in: the transpose of ``lin(where(k, dx, 0))``
+    # is ``where(k, lin^T(ct), 0)``, a select after the transposed step, which drops the
+    # NaN that ``0 * inf`` makes inside a step whose intermediates overflowed (a multiply
+    # by a zero cotangent would not).  Only the inputs with a tangent are linearised.  In
+    # forward mode a rejected step's output tangents may be NaN: the caller discards
+    # them with a select, as it discards the step's values.
+    flat, tree = jax.tree_util.tree_flatten(primals)
+    flat_t = jax.tree_util.tree_leaves(tangents, is_leaf=_is_zero)
+    live = [i for i, t in enumerate(flat_t) if not _is_zero(t)]  # JAX calls with one or more
+
+    def of_live(*xs: Any) -> Any:
+        leaves = list(flat)
+        for i, x in zip(live, xs, strict=True):
+            leaves[i] = x
+        return fn(*jax.tree_util.tree_unflatten(tree, leaves))
+
+    out, lin = jax.linearize(of_live, *(flat[i] for i in live))
+    k = keep(out)
+    return out, lin(*(_select(k, flat_t[i]) for i in live))
+
+
+_gate.defjvp(_gate_jvp, symbolic_zeros=True)
+
+
+def _is_zero(t: Any) -> bool:
+    return isinstance(t, jax.custom_derivatives.SymbolicZero)
+
+
+def _select(k: Any, t: Any) -> Any:
+    if getattr(t, "dtype", None) == jax.dtypes.float0:
+        return t
+    return jnp.where(k, t, jnp.zeros_like(t))
+
+
 class JaxOps(XPOps):
     """``ops`` over ``jax.numpy``; ``scan`` is ``lax.scan`` (one compile for any length)."""
 
@@ -143,6 +195,12 @@ class JaxOps(XPOps):
         if not (hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)):
             return x
         return _forward_only_p.bind(x, message=message)
+
+    @staticmethod
+    def gated(fn: Callable[..., Any], keep: Callable[[Any], Any]) -> Callable[..., Any]:
+        """``fn`` whose derivatives are exactly 0 wherever ``keep(fn(*args))`` is false
+        (a ``jax.custom_jvp`` rule selecting the tangents in, and so the cotangents out)."""
+        return _gated(fn, keep)
 
     @staticmethod
     def checkpoint(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._tree import tree_map
 from ..errors import InputError
 from ._base import Rhs, SolveInfo, Solver
 from ._driver import drive
@@ -38,18 +39,49 @@ def rms_norm(e: Any, y: Any, y_new: Any, rtol: float, atol: float, ops: Any) -> 
     return ops.sqrt(ops.mean((e / scale) ** 2))
 
 
-def initial_step(f0: Any, y0: Any, span: float, rtol: float, atol: float, ops: Any) -> Any:
-    """Starting step ``0.01 ||y0|| / ||f(t0, y0)||`` (Hairer, Nørsett & Wanner, II.4), capped.
+def initial_step(
+    rhs: Rhs, t0: Any, y0: Any, f0: Any, p: Any, span: float, rtol: float, atol: float,
+    error_order: int, ops: Any,
+) -> Any:  # fmt: skip
+    """The starting step of Hairer, Nørsett & Wanner (*Solving ODEs I*, II.4), as SciPy's.
 
-    Computed on stop-gradient values; at most ``span`` and at least
-    ``1e-6 * span``.
+    With ``||.||`` the :func:`rms_norm` scaled by ``atol + rtol |y0|``:
+
+    1. ``d0 = ||y0||``, ``d1 = ||f0||`` with ``f0 = rhs(t0, y0)``; a first guess
+       ``h0 = 0.01 d0 / d1`` (``1e-6`` where either is below ``1e-5``), at most ``span``;
+    2. one explicit Euler step, ``d2 = ||rhs(t0 + h0, y0 + h0 f0) - f0|| / h0``,
+       an estimate of the second derivative;
+    3. ``h1 = (0.01 / max(d1, d2))^(1/(q+1))`` with ``q = error_order``, the step
+       whose local error would be about ``0.01`` (``max(1e-6, 1e-3 h0)`` where
+       ``d1`` and ``d2`` are both below ``1e-15``);
+    4. ``h = min(100 h0, h1, span)``, at least ``10 eps span`` (only against a
+       zero step).
+
+    Step 2 is what sees a fast initial transient (Robertson's ``3e7 y2^2``,
+    zero in ``f0``), which ``0.01 d0 / d1`` alone misses.  One more evaluation
+    of ``rhs``; computed on stop-gradient values, as in SciPy's
+    ``select_initial_step`` and diffrax's ``PIDController``.
     """
-    y0, f0 = ops.stop_gradient(y0), ops.stop_gradient(f0)
+    sg = ops.stop_gradient
+    t0, y0, f0 = sg(t0), sg(y0), sg(f0)
     d0 = rms_norm(y0, y0, y0, rtol, atol, ops)
     d1 = rms_norm(f0, y0, y0, rtol, atol, ops)
     small = (d0 < 1e-5) | (d1 < 1e-5)
-    h = ops.where(small, 1e-6 * span, 0.01 * d0 / ops.where(small, 1.0, d1))
-    return ops.clip(h, 1e-6 * span, span)
+    h0 = ops.minimum(ops.where(small, 1e-6, 0.01 * d0 / ops.where(small, 1.0, d1)), span)
+    f1 = sg(rhs(t0 + h0, y0 + h0 * f0, tree_map(sg, p), ops))
+    d2 = rms_norm(f1 - f0, y0, y0, rtol, atol, ops) / h0
+    d = ops.maximum(d1, d2)
+    flat = d <= 1e-15
+    h1 = ops.where(
+        flat, ops.maximum(1e-6, 1e-3 * h0),
+        (0.01 / ops.where(flat, 1.0, d)) ** (1.0 / (error_order + 1)),
+    )  # fmt: skip
+    # a non-finite d2 (the Euler step overflowed) leaves the first guess
+    h1 = ops.where(ops.isfinite(h1), h1, h0)
+    return ops.clip(ops.minimum(100.0 * h0, h1), 10.0 * _EPS * span, span)
+
+
+_EPS = float(np.finfo(np.float64).eps)
 
 
 @dataclass(frozen=True)
@@ -227,7 +259,9 @@ class EmbeddedPair(Solver):
         state0 = self.init(rhs, t0_, y0, p, ops)
         if self.h0 is None:
             f0 = state0 if self.fsal else rhs(t0_, y0, p, ops)
-            h0 = initial_step(f0, y0, span, self.rtol, self.atol, ops)
+            h0 = initial_step(
+                rhs, t0_, y0, f0, p, span, self.rtol, self.atol, self.error_order, ops
+            )
         else:
             h0 = ops.asarray(float(self.h0))
         controller = self.make_controller(span)

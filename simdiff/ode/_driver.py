@@ -258,6 +258,20 @@ def _traced_loop(
 
     located = fire if event_branch is None else event_branch(fire, ops)
 
+    def attempted(t: Any, y: Any, h_try: Any, state: Any, h: Any, remaining: Any,
+                  memory: Any) -> tuple:  # fmt: skip
+        y_new, err, state_new = step(t, y, h_try, state)
+        return (y_new, state_new), controller.decide(
+            h, h_try, remaining, y, y_new, err, memory, ops
+        )
+
+    # A rejected step is discarded by the ``where``s below, and so are its derivatives in
+    # forward mode; in reverse mode its outputs' zero cotangents still run through the
+    # step's backward pass, where ``0 * inf`` is NaN if the step overflowed (a first step
+    # far too long for a stiff system).  ``ops.gated`` selects the step's input cotangents
+    # by the accept flag after that pass: a rejected step contributes exact zeros.
+    attempt = ops.gated(attempted, lambda out: out[1][0])
+
     def body(c: tuple) -> tuple:
         t, y, h, idx, saved, n_acc, n_rej, bad, state, memory = c[:10]
         # Inside the loop ``done`` is false; it is true only where a vmapped loop
@@ -267,9 +281,8 @@ def _traced_loop(
         t_next = ops.sum(ops.where(slot, times, 0.0))
         remaining = t_next - t
         h_try = ops.where(done, 0.0, controller.try_step(h, remaining, ops))
-        y_new, err, state_new = step(t, y, h_try, state)
-        accept, h_next, failed, memory_new = controller.decide(
-            h, h_try, remaining, y, y_new, err, memory, ops
+        (y_new, state_new), (accept, h_next, failed, memory_new) = attempt(
+            t, y, h_try, state, h, remaining, memory
         )
         accept = accept & ~done
         hits = accept & (h_try >= remaining)
@@ -361,8 +374,11 @@ def _traced_loop(
     ok = status == 0.0
     # NaN-poisoning: under jit a failure cannot raise, so the output (and, through
     # the factor, every derivative of it) says it; on success the factor is exactly 1.
-    # (``0 * sum(y)`` ties the poison to the inputs even when no row was saved.)
-    ys = (saved + 0.0 * ops.sum(y)) * ops.where(ok, 1.0, float("nan"))
+    # (``0 * sum(y)`` ties the poison to the inputs even when no row was saved, and
+    # ``0 * sum(p)`` to the parameters even when no step was accepted: the steps of a
+    # solve that failed are all rejected, and a rejected step passes no derivative on.)
+    tie = 0.0 * ops.sum(y) + (0.0 if p is None else 0.0 * _sum_leaves(p, ops))
+    ys = (saved + tie) * ops.where(ok, 1.0, float("nan"))
     return ys, SolveInfo(
         status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej, events=record
     )

@@ -143,7 +143,11 @@ def _pilot(
     t, y = float(t0), np.asarray(y0, dtype=np.float64)
     k1 = np.asarray(rhs(np.float64(t), y, p, ops), dtype=np.float64)
     h0 = explicit.h0
-    h = float(initial_step(k1, y, span, explicit.rtol, explicit.atol, ops) if h0 is None else h0)
+    h = float(
+        initial_step(rhs, np.float64(t), y, k1, p, span, explicit.rtol, explicit.atol,
+                     explicit.error_order, ops)
+        if h0 is None else h0
+    )  # fmt: skip
     memory = controller.memory0(ops)
     ratios: list[float] = []
     limited = stiff_count = unlimited_run = attempts = 0

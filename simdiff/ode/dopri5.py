@@ -64,7 +64,8 @@ class Dopri5(EmbeddedPair):
         bounds the loop; the cost follows the steps actually taken (see
         :mod:`simdiff.ode.adjoint` for how each derivative strategy loops).
     h0 : float, optional
-        First step; default from Hairer's heuristic ``0.01 ||y0|| / ||f0||``.
+        First step; default Hairer's estimate as SciPy's ``select_initial_step``
+        makes it: ``0.01 ||y0|| / ||f0||``, refined by one explicit Euler step.
 
     Notes
     -----
