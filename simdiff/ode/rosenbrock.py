@@ -140,9 +140,10 @@ def _factor(
     come from the compressed Jacobian, :func:`~simdiff.ode._banded.banded_w_solver`).
     A singular ``W`` gives a non-finite operator in every context: JAX's and
     torch's solvers return one (torch's without raising, so a compiled step's
-    graph holds no error check), numpy's raises and the operator is then NaN.  The step's error estimate is then not finite and
-    the controller rejects it and retries with a shorter step (``W -> I`` as
-    ``h -> 0``), as Hairer's RODAS does on a singular matrix, so every
+    graph holds no error check), numpy's raises and the operator is then NaN.
+    The step's error estimate is then not finite and the controller rejects
+    it and retries with a shorter step (``W -> I`` as ``h -> 0``), as
+    Hairer's RODAS does on a singular matrix, so every
     backend takes the same steps.  A ``W`` that stays singular or non-finite
     down to a step of ``1e-12`` of the interval (a non-finite ``df/dy``) fails
     the solve with status 2: :class:`SolverError` naming the time and the
