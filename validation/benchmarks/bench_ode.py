@@ -642,7 +642,7 @@ def hires(rtol: float, repeats: int, backends: tuple[str, ...] = ("jax", "torch"
     if "jax" in backends:
         for name in configs:
             if name.startswith("simdiff-torch"):
-                print(f"- {name}: {med[name] / med['simdiff-jax Rodas5P']:.0f}x simdiff-jax's "
+                print(f"- {name}: {med[name] / med['simdiff-jax Rodas5P']:.1f}x simdiff-jax's "
                       "gradient")  # fmt: skip
     print(f"- reference gradient (Radau sensitivities, rtol 1e-11): {np.array2string(grad_ref)}")
     return {"median_s": med, "first_s": first, "rss_first_mb": rss_first,
