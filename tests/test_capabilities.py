@@ -248,6 +248,27 @@ def test_jax_jit_compiles_a_step_loop_with_its_options(monkeypatch, step_loop) -
     assert asked == [bj.STEP_LOOP_OPTIONS if step_loop else None] * 2
 
 
+def test_a_step_loop_jit_nests_in_a_callers_jit() -> None:
+    """JAX takes compiler options on a top-level jit only: inside a caller's trace the step
+    loop's jit is a plain nested one (an ODE's derivative inside ``jax.jit``, and simdiff's
+    own jit of a tree call around it, once raised ValueError)."""
+    import jax
+
+    from simdiff.ode import ODEProblem
+
+    be = get_backend("jax")
+    fn = be.jit(lambda y: y * 2.0 + 1.0, step_loop=True)
+    x = be.from_numpy(np.array([1.0, 2.0]), np.float64)
+    np.testing.assert_array_equal(np.asarray(jax.jit(fn)(x)), np.asarray(fn(x)))
+    ode = ODEProblem(lambda t, y, p, ops: -p[0] * y, [1.0], (0.0, 1.0), [2.0],
+                     observable=lambda ys, ops: ys[-1, 0], rtol=1e-10, atol=1e-12)  # fmt: skip
+    p = be.from_numpy(np.array([2.0]), np.float64)
+    top = simdiff.grad(ode, p, backend="jax")
+    inside = jax.jit(lambda q: simdiff.grad(ode, q, backend="jax"))(p)
+    np.testing.assert_allclose(np.asarray(inside), -np.exp(-2.0), rtol=1e-8)  # d e^-p / dp
+    np.testing.assert_allclose(np.asarray(inside), np.asarray(top), rtol=1e-13)
+
+
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_derivatives_ask_for_step_loop_options_only_for_an_ode(monkeypatch, backend) -> None:
     from simdiff.ode import ODEProblem

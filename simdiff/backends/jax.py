@@ -319,18 +319,34 @@ class JaxBackend(Backend):
     ):
         """``jax.jit``; ``on_compile()`` runs each time JAX traces ``fn`` (once per compilation).
 
-        ``step_loop=True`` compiles with :data:`STEP_LOOP_OPTIONS`.
+        ``step_loop=True`` compiles with :data:`STEP_LOOP_OPTIONS` where the call is
+        a top-level one.  Called inside another trace (a caller's ``jax.jit``, or
+        simdiff's own jit of a tree call around it) it is an ordinary nested ``jax.jit``:
+        JAX takes compiler options on a top-level jit only, and the caller's
+        compilation decides them for the whole program.
         """
-        options = STEP_LOOP_OPTIONS if step_loop else None
-        if on_compile is None:
-            return jax.jit(fn, compiler_options=options)
-        notify = on_compile
+        target = fn
+        if on_compile is not None:
+            notify = on_compile
 
-        def counted(*args: Any) -> Any:
-            notify()  # runs only while JAX traces, i.e. once per compilation
-            return fn(*args)
+            def counted(*args: Any) -> Any:
+                notify()  # runs only while JAX traces, i.e. once per compilation
+                return fn(*args)
 
-        return jax.jit(counted, compiler_options=options)
+            target = counted
+        if not step_loop:
+            return jax.jit(target)
+        top = jax.jit(target, compiler_options=STEP_LOOP_OPTIONS)
+        nested: list[Any] = []  # the plain jit, made at the first traced call
+
+        def call(*args: Any) -> Any:
+            if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(args)):
+                return top(*args)
+            if not nested:
+                nested.append(jax.jit(target))
+            return nested[0](*args)
+
+        return call
 
     def warm_up(self) -> None:
         jax.block_until_ready(jax.jit(jax.grad(lambda y: jnp.sin(y).sum()))(jnp.ones(1)))
