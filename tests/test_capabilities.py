@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _numerics import path_rtol
 
 import simdiff
 from simdiff.backends import (
@@ -171,7 +172,9 @@ def test_gated_derivative_is_exactly_zero_where_an_overflowed_evaluation_is_disc
     assert float(T.grad(kept(gated, 1e4))(x)) == 0.0
     assert float(T.jvp(kept(gated, 1e4), (x,), (x,))[1]) == 0.0
     # where the evaluation is kept, the derivatives are fn's: cosh(x h) h, sinh(x h) h^2
-    assert float(T.grad(kept(gated, 2.0))(x)) == pytest.approx(2.0 * np.cosh(2.0), rel=1e-15)
+    # (XLA's cosh and numpy's, one rounding each, and the product by h)
+    assert float(T.grad(kept(gated, 2.0))(x)) == pytest.approx(2.0 * np.cosh(2.0),
+                                                               rel=path_rtol(2))  # fmt: skip
     hess = T.jacfwd(T.grad(kept(gated, 2.0)))(x)
     assert float(hess) == pytest.approx(4.0 * np.sinh(2.0), rel=1e-14)
 
@@ -259,7 +262,9 @@ def test_a_step_loop_jit_nests_in_a_callers_jit() -> None:
     be = get_backend("jax")
     fn = be.jit(lambda y: y * 2.0 + 1.0, step_loop=True)
     x = be.from_numpy(np.array([1.0, 2.0]), np.float64)
-    np.testing.assert_array_equal(np.asarray(jax.jit(fn)(x)), np.asarray(fn(x)))
+    # two compilations (other XLA options) of one multiply-add: a rounding each
+    np.testing.assert_allclose(np.asarray(jax.jit(fn)(x)), np.asarray(fn(x)), rtol=path_rtol(1),
+                               atol=0)  # fmt: skip
     ode = ODEProblem(lambda t, y, p, ops: -p[0] * y, [1.0], (0.0, 1.0), [2.0],
                      observable=lambda ys, ops: ys[-1, 0], rtol=1e-10, atol=1e-12)  # fmt: skip
     p = be.from_numpy(np.array([2.0]), np.float64)
