@@ -76,6 +76,14 @@ def table(cid: str) -> list[tuple[list[list[float]], str]]:
     return rows
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rng(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test draws from a generator of its own: what it draws does not depend on which
+    of this module's tests ran before it in the process (xdist's work stealing splits a
+    module between workers, so that order changes from run to run)."""
+    monkeypatch.setitem(globals(), "RNG", np.random.default_rng(1003))
+
+
 @pytest.mark.parametrize("cid", INTERVAL_CLAIMS)
 def test_every_interval_claim_reaches_its_verdicts(cid: str) -> None:
     r = RECORDS[cid]

@@ -35,6 +35,14 @@ def iv(lo: float, hi: float) -> Interval:
 # --------------------------------------------------------------------------- the interval
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rng(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test draws from a generator of its own: what it draws does not depend on which
+    of this module's tests ran before it in the process (xdist's work stealing splits a
+    module between workers, so that order changes from run to run)."""
+    monkeypatch.setitem(globals(), "RNG", np.random.default_rng(1007))
+
+
 def test_bootstrap_interval_covers_the_ratio_and_narrows_with_rounds() -> None:
     a, b = samples(3e-3, 0.05, 40), samples(1e-3, 0.05, 40)
     wide = bootstrap_ratio(a[:5], b[:5])

@@ -41,6 +41,14 @@ def _rel(a, b):
     return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rng(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test draws from a generator of its own: what it draws does not depend on which
+    of this module's tests ran before it in the process (xdist's work stealing splits a
+    module between workers, so that order changes from run to run)."""
+    monkeypatch.setitem(globals(), "RNG", np.random.default_rng(1003))
+
+
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 @pytest.mark.parametrize("method", ["collapsed", "taylor", "nested"])
 def test_laplacian_matches_trace_of_hessian(backend, method):

@@ -135,13 +135,17 @@ def test_saddle_search_reports_runaway(mb):
 
 
 def test_saddle_search_at_a_point_of_index_zero_is_not_converged():
-    """LJ7 climbed along its third mode reaches a flat stationary point (a fragment) with a
-    gradient below gtol and no negative curvature: it used to come back converged=True,
-    index 0.  Only a point of index 1 is a converged saddle search."""
+    """A search that ends at a stationary point of another index (here LJ7's minimum, index
+    0, with a gradient below gtol) is not a converged saddle search: only index 1 is.
+
+    The point is given, not reached: LJ7 climbed along its third mode reaches a flat
+    fragment or flies apart depending on the last bits of each step (XLA's optimisation
+    level alone decides which), so a test that climbs there holds on one machine only."""
     p = _shared("lj7")
     m = find_minimum(p)
-    s = find_saddle(p, m.x, mode=2, max_steps=200)
-    assert s.grad_norm < 1e-8 and s.index != 1
+    assert m.grad_norm < 1e-6
+    s = find_saddle(p, m.x, mode=2, max_steps=0, gtol=1e-6)
+    assert s.grad_norm < 1e-6 and s.index == 0 and s.nit == 0
     assert not s.converged and "not a first-order saddle" in s.message
 
 

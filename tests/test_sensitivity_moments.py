@@ -22,6 +22,14 @@ QUAD = simdiff.Problem(
 )  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rng(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test draws from a generator of its own: what it draws does not depend on which
+    of this module's tests ran before it in the process (xdist's work stealing splits a
+    module between workers, so that order changes from run to run)."""
+    monkeypatch.setitem(globals(), "RNG", np.random.default_rng(1011))
+
+
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_quadratic_is_exact(backend):
     mu = np.array([0.3, -1.0, 0.5])

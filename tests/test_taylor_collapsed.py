@@ -38,6 +38,14 @@ def _close(got, ref, name):
     np.testing.assert_allclose(got / scale, ref / scale, rtol=0, atol=1e-10, err_msg=name)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rng(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test draws from a generator of its own: what it draws does not depend on which
+    of this module's tests ran before it in the process (xdist's work stealing splits a
+    module between workers, so that order changes from run to run)."""
+    monkeypatch.setitem(globals(), "RNG", np.random.default_rng(1017))
+
+
 def test_every_op_has_a_collapsed_rule():
     assert not sorted(set(OP_NAMES) - set(CASES))
     ops = CollapsedOps(NumpyOps(), 2, 3)
