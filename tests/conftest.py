@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import jax
 import numpy as np
@@ -13,6 +14,15 @@ from xdist.scheduler import WorkStealingScheduling
 import simdiff.backends.jax  # noqa: F401  (switches on x64)
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+# XLA compiles the suite's programs with most optimisations off (LLVM at -O0, no expensive
+# passes): a third less CPU on the ODE test files, whose time is mostly XLA compiling one
+# program per derivative.  The tests check derivatives, not XLA's code generation; the
+# tests marked ``xla_optimised`` (timings, and tests/test_xla_optimisation.py, which holds
+# optimised programs to these) compile as a user's do.  JAX_DISABLE_MOST_OPTIMIZATIONS=0
+# in the environment runs the whole suite as users compile.  The variable is exported, so
+# that processes the tests start (dask's workers, the CLI) compile as the tests do.
+XLA_OPTIMISATIONS_OFF = os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1") != "0"
+jax.config.update("jax_disable_most_optimizations", XLA_OPTIMISATIONS_OFF)
 # No deadline and no "too slow" health check: both time the machine, not the code (a
 # loaded or sandboxed CPU stalled one draw of test_taylor_sympy's strategy for 100 s).
 settings.register_profile(
@@ -37,6 +47,24 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261129)
+
+
+@pytest.fixture(autouse=True)
+def _xla_optimised(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Programs compiled inside a test marked ``xla_optimised`` get XLA's full optimisation.
+
+    The option is read when XLA compiles, and is not part of jit's cache key: a program
+    compiled earlier in the process keeps the options it was compiled with.
+    """
+    if request.node.get_closest_marker("xla_optimised") is None:
+        yield
+        return
+    before = jax.config.values["jax_disable_most_optimizations"]
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
 
 
 @pytest.fixture

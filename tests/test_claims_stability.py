@@ -13,6 +13,9 @@ import pytest
 
 from validation.claims import ClaimsContext, decide, run_claim
 
+# timings of the programs users get (the suite compiles with most optimisations off)
+pytestmark = pytest.mark.xla_optimised
+
 DECISIVE = ("confirmed", "refuted", "never")
 
 
