@@ -377,13 +377,21 @@ def test_a_loop_that_is_not_one_graph_is_refused_with_torchs_reason() -> None:
 
 
 @pytest.mark.slow
-def test_compiled_loop_vjp_and_value_match_and_the_vjp_can_be_pulled_back_twice(aot_eager) -> None:
+def test_compiled_loop_vjp_and_value_match_and_the_vjp_can_be_pulled_back_twice(
+    aot_eager, monkeypatch
+) -> None:
     """Trajectory VJP and value against eager torch and JAX, on one compile of each.
 
     The pullback keeps its graph (retain_graph): the compiled loop keeps its saved buffers
     (AOTAutograd's donated buffers refused this: every trajectory VJP failed to compile)."""
     p = _problem(observable=False)
     u = np.linspace(-1.0, 1.0, 6)
+    T = get_backend("torch")
+    contexts = []  # the contexts Derivatives compiles its parts in: the VJP's, the value's
+    real = T.ops_compiling_parts
+    monkeypatch.setattr(
+        T, "ops_compiling_parts", lambda *a: contexts.append(real(*a)) or contexts[-1]
+    )
     d = simdiff.Derivatives(p, backend="torch", compile=True)
     eager, jax = simdiff.Derivatives(p, backend="torch"), simdiff.Derivatives(p, "jax")
     np.testing.assert_allclose(d.vjp(u), eager.vjp(u), rtol=1e-12, atol=0)
@@ -391,8 +399,13 @@ def test_compiled_loop_vjp_and_value_match_and_the_vjp_can_be_pulled_back_twice(
     np.testing.assert_allclose(d.vjp(2 * u), 2 * eager.vjp(u), rtol=1e-12, atol=0)
     np.testing.assert_allclose(d.value(), eager.value(), rtol=1e-12, atol=0)
     assert all(i["path"] == "compiled" for i in d.cache_info())
-    T = get_backend("torch")
-    ops = T.ops_compiling_parts()
+    # the VJP's own compiled loop (no second trace), its pullback called twice
+    ops = contexts[0]
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    calls = ops.compile_part.compiled_calls
     _, pullback = T.vjp(lambda q: p.fn(q, ops), torch.tensor(p.x0, dtype=torch.float64))
     first, second = pullback(torch.tensor(u)), pullback(torch.tensor(u))
+    assert ops.compile_part.compiled_calls == calls + 1 and ops.compile_part.eager_calls == 0
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
     torch.testing.assert_close(first, second, rtol=0, atol=0)
+    np.testing.assert_allclose(first[0].numpy(), eager.vjp(u), rtol=1e-12, atol=0)
