@@ -115,7 +115,10 @@ def test_lotka_volterra_jacobian_matches_sensitivity_equations(backend: str) -> 
     np.testing.assert_allclose(J, ref, rtol=2e-5, atol=2e-6)
 
 
-def test_robertson_rodas3_jacobian_matches_radau_sensitivities(backend: str) -> None:
+@pytest.fixture(scope="module")
+def robertson_radau_sensitivities() -> np.ndarray:
+    """The catalogue Robertson's d y(t_i) / d ln k by Radau (once for the module: both
+    backends' Jacobians are checked against it)."""
     p = problems.get("robertson")
     k = np.exp(p.x0)
 
@@ -128,7 +131,14 @@ def test_robertson_rodas3_jacobian_matches_radau_sensitivities(backend: str) -> 
         r1, r2, r3 = k[0] * y[0], k[1] * y[1] ** 2, k[2] * y[1] * y[2]
         return np.array([[-r1, 0.0, r3], [r1, -r2, -r3], [0.0, r2, 0.0]])
 
-    ref = forward_sensitivities(po.robertson_rhs, jy, jp, p.y0, p.x0, p.save_at, "Radau")
+    return forward_sensitivities(po.robertson_rhs, jy, jp, p.y0, p.x0, p.save_at, "Radau")
+
+
+def test_robertson_rodas3_jacobian_matches_radau_sensitivities(
+    backend: str, robertson_radau_sensitivities: np.ndarray
+) -> None:
+    p = problems.get("robertson")
+    ref = robertson_radau_sensitivities
     J = simdiff.jacobian(p, backend=backend)
     scale = np.max(np.abs(ref), axis=1, keepdims=True)  # per-output scale (they span 1e-6..1)
     assert np.max(np.abs(J - ref) / scale) < 2e-3  # the catalogue runs Rodas3 at rtol 1e-4

@@ -16,11 +16,11 @@ from simdiff.ode.rodas5p import rodas5p_dense
 NP = simdiff.get_ops("numpy")
 
 
-def radau(rhs, y0, span, p, times):
-    """SciPy's Radau IIA (order 5) at rtol 1e-12: the independent reference."""
+def radau(rhs, y0, span, p, times, rtol=1e-12):
+    """SciPy's Radau IIA (order 5) at ``rtol`` (default 1e-12): the independent reference."""
     sol = scipy.integrate.solve_ivp(
         lambda t, y: rhs(t, y, np.asarray(p), np), span, np.asarray(y0, dtype=float),
-        method="Radau", rtol=1e-12, atol=1e-16, t_eval=times,
+        method="Radau", rtol=rtol, atol=1e-16, t_eval=times,
     )  # fmt: skip
     assert sol.success, sol.message
     return sol.y.T
@@ -105,7 +105,9 @@ def test_van_der_pol_mu_1000_matches_radau() -> None:
     y0 = [2.0, 0.0]
     ys = solve(rhs, y0, (0.0, 2.0), mu, save_at=times,
                solver=Rodas5P(rtol=1e-8, atol=1e-10, max_steps=5000), backend="numpy")  # fmt: skip
-    ref = radau(rhs, y0, (0.0, 2.0), mu, times)
+    # Radau at rtol 1e-10 (42k right-hand sides; 126k at 1e-12): its error is 1e-4 of the
+    # bound below (measured: 2e-11 relative from the solve at rtol 1e-12)
+    ref = radau(rhs, y0, (0.0, 2.0), mu, times, rtol=1e-10)
     scale = np.max(np.abs(ref), axis=0)
     assert np.max(np.abs(np.asarray(ys) - ref) / scale) < 1e-6
 
