@@ -5,6 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+# One OpenBLAS thread per test process: `pytest -n 2` runs two processes on two cores, and
+# a pool of a thread per core in each (spinning while it waits for work) oversubscribes
+# them; small LAPACK calls (ASE's cell filter, SciPy's Radau) then ran 2-3x slower at
+# load 6-9 (tests/test_pes_ase_cells.py: 87-119 s, 38-57 s with one thread).  xdist's workers
+# start after this line and read it when they load numpy and SciPy; a run without xdist
+# has numpy loaded already (pytest's plugins), SciPy not.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import jax
 import numpy as np
 import pytest

@@ -24,38 +24,64 @@ from simdiff.store import FORMAT, SCHEMA_VERSION, Store, environment
 ROOT = Path(__file__).resolve().parent.parent
 
 # Writes entries p0, p1, ... and prints "done i" after each put returned.
-WRITER = textwrap.dedent(
+WRITE = textwrap.dedent(
     """
-    import sys, numpy as np
+    import os, sys, traceback, numpy as np
     from simdiff.store import Store
-    s = Store(sys.argv[1])
-    n, tag = int(sys.argv[2]), sys.argv[3]
-    run = s.start_run(sys.argv[4], {"n": n})
-    print("run", run, flush=True)
-    written = 0
-    for i in range(n):
-        if s.has(run, f"{tag}{i}", "grad", "jax-jit"):
-            continue
-        s.put(run, f"{tag}{i}", "grad", "jax-jit", {"i": i}, arrays={"value": np.full(5000, i)})
-        written += 1
-        print("done", i, flush=True)
-    s.finish_run(run)
-    print("written", written, flush=True)
+
+    def write(path, n, tag, name):
+        s = Store(path)
+        run = s.start_run(name, {"n": n})
+        print("run", run, flush=True)
+        written = 0
+        for i in range(n):
+            if s.has(run, f"{tag}{i}", "grad", "jax-jit"):
+                continue
+            s.put(run, f"{tag}{i}", "grad", "jax-jit", {"i": i}, arrays={"value": np.full(5000, i)})
+            written += 1
+            print("done", i, flush=True)
+        s.finish_run(run)
+        print("written", written, flush=True)
+    """
+)
+WRITER = WRITE + "write(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4])\n"
+# Imports the store once, then forks one writer per line read (the FIFO its output goes
+# to): prints the writer's pid, then how it ended (its wait status).  A fork is a whole
+# process of its own, killed as one; it saves each writer the interpreter's start and
+# simdiff's import (about 0.4 s).
+FORKER = WRITE + textwrap.dedent(
+    """
+    path, n, tag, name = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    for line in sys.stdin:
+        pid = os.fork()
+        if pid == 0:  # the writer, never back in this loop
+            try:
+                sys.stdout = open(line.strip(), "w")
+                write(path, n, tag, name)
+            except BaseException:
+                traceback.print_exc()
+                os._exit(1)
+            os._exit(0)
+        print(pid, flush=True)
+        print(os.waitpid(pid, 0)[1], flush=True)
     """
 )
 
 
-def _spawn(path: Path, n: int, tag: str = "p", name: str = "w") -> subprocess.Popen:
+def _env() -> dict[str, str]:
     # Extend the caller's PYTHONPATH (where its dependencies may live), not replace it.
-    env = dict(
+    return dict(
         os.environ,
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     )
+
+
+def _spawn(path: Path, n: int, tag: str = "p", name: str = "w") -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", WRITER, str(path), str(n), tag, name],
         stdout=subprocess.PIPE,
         text=True,
-        env=env,
+        env=_env(),
     )
 
 
@@ -224,27 +250,42 @@ def test_sigkill_at_20_random_instants_loses_no_returned_write(tmp_path: Path) -
     path = tmp_path / "r"
     rng = random.Random(13)
     returned: set[int] = set()
-    for _ in range(20):
-        proc = _spawn(path, 400, name="kill-test")
-        assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("run ")
-        first = proc.stdout.readline()  # the writer is in its loop of puts now
-        assert first.startswith("done"), first
-        time.sleep(rng.uniform(0.0, 0.02))  # somewhere inside a later put (or between two)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        lines = [first, *proc.stdout]
-        proc.stdout.close()
-        # A kill inside the print itself leaves a truncated last line ("done" or "done 1"
-        # of "done 12"): only a whole line names a write whose put returned.
-        returned |= {int(line.split()[1]) for line in lines
-                     if line.startswith("done ") and line.endswith("\n")}  # fmt: skip
-        s = Store(path)  # always opens
-        (run,) = s.runs()  # each rerun resumed the interrupted run
-        got = {e["problem"]: e for e in s.entries(run["id"])}
-        for i in returned:  # every entry whose put returned is there and whole
-            np.testing.assert_array_equal(got[f"p{i}"]["arrays"]["value"], np.full(5000, i))
-        assert all(e["arrays"]["value"].shape == (5000,) for e in got.values())
+    forker = subprocess.Popen(
+        [sys.executable, "-c", FORKER, str(path), "400", "p", "kill-test"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env(),
+    )  # fmt: skip
+    assert forker.stdin is not None and forker.stdout is not None
+    try:
+        for k in range(20):
+            fifo = tmp_path / f"out{k}"
+            os.mkfifo(fifo)
+            forker.stdin.write(f"{fifo}\n")
+            forker.stdin.flush()
+            pid = int(forker.stdout.readline())
+            with open(fifo) as out:  # the writer's stdout, at its end once the writer is gone
+                assert out.readline().startswith("run ")
+                first = out.readline()  # the writer is in its loop of puts now
+                assert first.startswith("done"), first
+                time.sleep(rng.uniform(0.0, 0.02))  # inside a later put (or between two)
+                os.kill(pid, signal.SIGKILL)
+                lines = [first, *out]
+            status = int(forker.stdout.readline())
+            assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+            # A kill inside the print itself leaves a truncated last line ("done" or "done 1"
+            # of "done 12"): only a whole line names a write whose put returned.
+            returned |= {int(line.split()[1]) for line in lines
+                         if line.startswith("done ") and line.endswith("\n")}  # fmt: skip
+            s = Store(path)  # always opens
+            (run,) = s.runs()  # each rerun resumed the interrupted run
+            got = {e["problem"]: e for e in s.entries(run["id"])}
+            for i in returned:  # every entry whose put returned is there and whole
+                np.testing.assert_array_equal(got[f"p{i}"]["arrays"]["value"], np.full(5000, i))
+            assert all(e["arrays"]["value"].shape == (5000,) for e in got.values())
+    finally:
+        forker.stdin.close()  # its loop ends
+        forker.wait(timeout=60)
+        forker.stdout.close()
+    assert forker.returncode == 0
     assert run["status"] == "running" and len(returned) >= 20
     # A rerun writes only what is missing and leaves no temporary files behind.
     proc = _spawn(path, 400, name="kill-test")
