@@ -954,8 +954,10 @@ class _PartCompiler:
     ``jvp``: the compiled graph would see the transform's wrapped tensors).
     A function that cannot be compiled as one graph raises torch's error on
     its first compiled call.  A call whose compiled code raises torch's
-    linear-algebra error (a singular matrix) runs again eagerly, where the
-    function's own ``try`` sees it.
+    linear-algebra error runs again eagerly, where the function's own ``try``
+    sees it: a part that calls ``torch.linalg`` itself on a singular matrix.
+    simdiff's own solves (``ops.linalg.solve``, ``ops.lu_factor``) do not
+    raise there; they give non-finite results, as on JAX.
 
     With ``remat=True`` the part is rematerialised in reverse mode
     (:class:`_RematPart`): its forward is an inference graph that saves
@@ -999,7 +1001,7 @@ class _PartCompiler:
         self, compiled: Callable[..., Any], pure: Callable[..., Any], args: Any,
         backward: bool = False, dynamo: bool = True,
     ) -> Any:  # fmt: skip
-        """``compiled(*args)``, or ``pure(*args)`` where the compiled code raised a singular matrix.
+        """``compiled(*args)``, or ``pure(*args)`` where compiled code raised a LinAlgError.
 
         ``backward``: a rematerialised part's backward (counted in ``backward_calls``).
         ``dynamo=False``: ``compiled`` is a :class:`TracedGraph` (a rematerialised
@@ -1029,8 +1031,8 @@ class _PartCompiler:
         except RuntimeError:
             if dynamo:
                 raise
-        # a singular matrix: compiled code raises where the part's own eager code
-        # handles it (a Rosenbrock step's NaN, then a shorter step: ode.rosenbrock._factor)
+        # torch's linear-algebra error (a part calling torch.linalg on a singular matrix;
+        # simdiff's own solves give NaN instead): the part's eager code handles or raises it
         if not backward:
             self.compiled_calls -= 1
             self.eager_calls += 1
