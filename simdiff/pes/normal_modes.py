@@ -285,6 +285,11 @@ def normal_modes(
     row sum of :math:`H_m` (a bound on its spectrum): the rigid-body modes move
     to the top of the spectrum and the ``k`` lowest eigenpairs are those of
     :math:`Q^T H_m Q`.  Each iteration is one sparse product, ``O(terms)``.
+    Lanczos can miss a copy of a degenerate eigenvalue (a symmetric cluster's
+    modes come in pairs and triples: LJ38's lowest after one are a triple),
+    so the search is repeated on the operator with the modes found shifted
+    up, for one eigenpair, until none lies below the ``k``-th found: a mode
+    below it replaces the highest, and the search repeats.
 
     Examples
     --------
@@ -368,7 +373,31 @@ def _lowest_modes(problem, x, backend, m, rigid, hessian, k) -> NormalModes:
 
     op = scipy.sparse.linalg.LinearOperator((problem.n, problem.n), matvec=matvec,
                                             dtype=np.float64)  # fmt: skip
-    v0 = np.random.default_rng(0).standard_normal(problem.n)  # reproducible start vector
-    lam, v = scipy.sparse.linalg.eigsh(op, k=int(k), which="SA", v0=v0, tol=1e-12)
+    rng = np.random.default_rng(0)  # reproducible start vectors
+    lam, v = scipy.sparse.linalg.eigsh(
+        op, k=int(k), which="SA", v0=rng.standard_normal(problem.n), tol=1e-12
+    )
+    # Lanczos may have missed a copy of a degenerate eigenvalue: the lowest eigenpair of
+    # the operator with the found modes moved up by more than the spectrum's width is
+    # then below the k-th found.  It replaces the highest, until none is (k rounds at most).
+    shift = 4.0 * alpha + 1.0
+    for _ in range(int(k)):
+        found = v
+
+        def deflated(u: np.ndarray, found: np.ndarray = found) -> np.ndarray:
+            u = np.ravel(u)
+            return matvec(u) + shift * (found @ (found.T @ u))
+
+        dop = scipy.sparse.linalg.LinearOperator(
+            (problem.n, problem.n), matvec=deflated, dtype=np.float64
+        )
+        mu, u = scipy.sparse.linalg.eigsh(
+            dop, k=1, which="SA", v0=rng.standard_normal(problem.n), tol=1e-12
+        )
+        if not mu[0] < lam.max() - 1e-10 * alpha:
+            break
+        u = u[:, 0] - v @ (v.T @ u[:, 0])  # orthogonal to the found modes, to rounding
+        top = int(np.argmax(lam))
+        lam[top], v[:, top] = mu[0], u / np.linalg.norm(u)
     order = np.argsort(lam)
     return _modes_result(lam[order], v[:, order], m, rigid.shape[1])
