@@ -16,6 +16,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import jax
 import numpy as np
 import pytest
+from _xla import most_optimisations_off
 from hypothesis import HealthCheck, settings
 from xdist.scheduler import WorkStealingScheduling
 
@@ -59,20 +60,12 @@ def rng() -> np.random.Generator:
 
 @pytest.fixture(autouse=True)
 def _xla_optimised(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Programs compiled inside a test marked ``xla_optimised`` get XLA's full optimisation.
-
-    The option is read when XLA compiles, and is not part of jit's cache key: a program
-    compiled earlier in the process keeps the options it was compiled with.
-    """
+    """Programs compiled inside a test marked ``xla_optimised`` get XLA's full optimisation."""
     if request.node.get_closest_marker("xla_optimised") is None:
         yield
         return
-    before = jax.config.values["jax_disable_most_optimizations"]
-    jax.config.update("jax_disable_most_optimizations", False)
-    try:
+    with most_optimisations_off(False):
         yield
-    finally:
-        jax.config.update("jax_disable_most_optimizations", before)
 
 
 @pytest.fixture

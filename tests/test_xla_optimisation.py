@@ -16,8 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -25,6 +24,7 @@ import jax.monitoring
 import numpy as np
 import pytest
 from _numerics import path_rtol
+from _xla import most_optimisations_off
 
 import problems
 import simdiff
@@ -40,21 +40,11 @@ def _on_event(event: str, duration: float, **kwargs: Any) -> None:
 jax.monitoring.register_event_duration_secs_listener(_on_event)
 
 
-@contextmanager
-def _optimisations(off: bool) -> Iterator[None]:
-    before = jax.config.values["jax_disable_most_optimizations"]
-    jax.config.update("jax_disable_most_optimizations", off)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_disable_most_optimizations", before)
-
-
 def _compiled(off: bool, compute: Callable[[], Any]) -> np.ndarray:
     """``compute()`` on fresh problems with the optimisations ``off`` or on; it must compile."""
     jax.clear_caches()  # the catalogue's potentials are jitted once per process
     n = len(_COMPILES)
-    with _optimisations(off):
+    with most_optimisations_off(off):
         out = np.asarray(compute(), dtype=float)
     assert len(_COMPILES) > n, "nothing compiled: the comparison would be vacuous"
     return out
