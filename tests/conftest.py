@@ -24,8 +24,8 @@ import simdiff.backends.jax  # noqa: F401  (switches on x64)
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 # XLA compiles the suite's programs with most optimisations off (LLVM at -O0, no expensive
-# passes): a third less CPU on the ODE test files, whose time is mostly XLA compiling one
-# program per derivative.  The tests check derivatives, not XLA's code generation; the
+# passes): 15-22% less CPU on the JAX ODE test files (bounce, derivatives, sparse; off and on
+# interleaved), whose time is mostly XLA compiling one program per derivative.  The tests check derivatives, not XLA's code generation; the
 # tests marked ``xla_optimised`` (timings, and tests/test_xla_optimisation.py, which holds
 # optimised programs to these) compile as a user's do.  JAX_DISABLE_MOST_OPTIMIZATIONS=0
 # in the environment runs the whole suite as users compile.  The variable is exported, so
