@@ -12,11 +12,16 @@ from collections.abc import Iterator
 # start after this line and read it when they load numpy and SciPy; a run without xdist
 # has numpy loaded already (pytest's plugins), SciPy not.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# No persistent JAX compilation cache: every run compiles what it runs, as on a fresh
+# machine.  ``import sella`` (tests/test_pes_ase.py, docs/pes.md) otherwise points JAX at
+# ~/.cache/sella/jax_cache for the rest of the process, and the suite's time then depends on
+# what earlier runs left there (375 s with it full, 545 s with it empty, on the same 2 cores).
+os.environ["JAX_COMPILATION_CACHE_DIR"] = ""
 
 import jax
 import numpy as np
 import pytest
-from _xla import most_optimisations_off
+from _xla import install_cheap_codegen, most_optimisations_off
 from hypothesis import HealthCheck, settings
 from xdist.scheduler import WorkStealingScheduling
 
@@ -24,14 +29,19 @@ import simdiff.backends.jax  # noqa: F401  (switches on x64)
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 # XLA compiles the suite's programs with most optimisations off (LLVM at -O0, no expensive
-# passes): 15-22% less CPU on the JAX ODE test files (bounce, derivatives, sparse; off and on
-# interleaved), whose time is mostly XLA compiling one program per derivative.  The tests check derivatives, not XLA's code generation; the
-# tests marked ``xla_optimised`` (timings, and tests/test_xla_optimisation.py, which holds
-# optimised programs to these) compile as a user's do.  JAX_DISABLE_MOST_OPTIMIZATIONS=0
-# in the environment runs the whole suite as users compile.  The variable is exported, so
-# that processes the tests start (dask's workers, the CLI) compile as the tests do.
+# passes) and generates their code the cheaper way (tests/_xla.py: older emitters, one LLVM
+# module): about 3,200 compiles are a third of the suite's CPU time.  Off and on interleaved,
+# the optimisation setting took 15-22% less CPU on the JAX ODE test files; the code
+# generation a third less XLA compile time (tests/test_ode_rejected_step.py and
+# test_taylor_ops.py: 13.6 s of compiling, 8.7 s).  The tests check derivatives, not XLA's
+# code generation; the tests marked ``xla_optimised`` (timings, and
+# tests/test_xla_optimisation.py, which holds optimised programs to these) compile as a
+# user's do.  JAX_DISABLE_MOST_OPTIMIZATIONS=0 in the environment runs the whole suite as
+# users compile.  The variable is exported, so that processes the tests start (dask's
+# workers, the CLI) compile with the same optimisation setting.
 XLA_OPTIMISATIONS_OFF = os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1") != "0"
 jax.config.update("jax_disable_most_optimizations", XLA_OPTIMISATIONS_OFF)
+install_cheap_codegen()
 # No deadline and no "too slow" health check: both time the machine, not the code (a
 # loaded or sandboxed CPU stalled one draw of test_taylor_sympy's strategy for 100 s).
 settings.register_profile(

@@ -10,6 +10,7 @@ import h5py
 import numpy as np
 import pytest
 from _numerics import path_rtol
+from _xla import CHEAP_CODEGEN_XLA_FLAGS
 
 import problems
 import simdiff
@@ -180,8 +181,12 @@ def client():
         pytest.skip(f"no TCP socket on this machine, which dask's LocalCluster needs: {e}")
     # ":0": a free port for the dashboard; the default 8787 collides with any other
     # cluster on the machine (a concurrent test run), and its warning is an error here.
+    # The workers compile as this process does (tests/_xla.py), or the sweeps below differ
+    # in the last bit.
+    off = os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] != "0"
+    env = {"XLA_FLAGS": CHEAP_CODEGEN_XLA_FLAGS} if off else {}
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=":0")  # fmt: skip
+                                       dashboard_address=":0", env=env)  # fmt: skip
     c = distributed.Client(cluster)
     yield c
     c.close()

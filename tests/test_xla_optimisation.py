@@ -1,9 +1,10 @@
 """The suite compiles with most of XLA's optimisations off; users' programs compile with them on.
 
 tests/conftest.py switches ``jax_disable_most_optimizations`` on for the test
-session (XLA's backend at optimisation level 0, LLVM's expensive passes off):
-the ODE test files spend most of their time in XLA compiling one program per
-derivative.  These tests hold the programs a user gets (full optimisation) to
+session (XLA's backend at optimisation level 0, LLVM's expensive passes off),
+and tests/_xla.py has XLA:CPU generate their code the cheaper way (older
+emitters, one LLVM module): the suite spends much of its time in XLA compiling
+one program per derivative.  These tests hold the programs a user gets (full optimisation) to
 the ones the rest of the suite checks, on one problem of each simulator kind
 and each derivative program shape (an ODE step loop with its compiler options,
 a Rosenbrock solve, a pair potential's Hessian, a PDE's HVP, a Taylor series),
@@ -24,7 +25,8 @@ import jax.monitoring
 import numpy as np
 import pytest
 from _numerics import path_rtol
-from _xla import most_optimisations_off
+from _xla import CHEAP_CODEGEN, most_optimisations_off
+from jax._src import compiler
 
 import problems
 import simdiff
@@ -60,11 +62,15 @@ def test_the_suite_compiles_with_most_optimisations_off() -> None:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert child.stdout.strip() == str(off)
+    overrides = compiler.get_compile_options(1, 1).env_option_overrides
+    assert all((item in overrides) is off for item in CHEAP_CODEGEN)
 
 
 @pytest.mark.xla_optimised
 def test_a_test_marked_xla_optimised_compiles_as_users_do() -> None:
     assert jax.config.values["jax_disable_most_optimizations"] is False
+    overrides = compiler.get_compile_options(1, 1).env_option_overrides
+    assert not any(item in overrides for item in CHEAP_CODEGEN)
 
 
 def _ode_adaptive() -> np.ndarray:
