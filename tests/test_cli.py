@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -169,10 +170,27 @@ def test_check_runs_are_matched_by_fingerprint(user_module: str, tmp_path: Path)
 @pytest.mark.slow
 def test_report_runs_end_to_end_on_a_small_selection(tmp_path: Path) -> None:
     out = tmp_path / "results"
+    inductor_before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     code = main(
         ["report", "--quick", "--problems", "seed,spherical", "--claims", "C6", "--out", str(out)]
     )
     assert code == 0
+    # compile times from cold caches: a fresh Inductor directory, removed after; no JAX cache
+    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") == inductor_before
+    caches = Store(out / "store").runs()[0]["env"]["compiler_caches"]
+    assert caches["jax_persistent_cache"] is None
+    assert "simdiff-inductor-cache-" in caches["torch_inductor_cache"]
+    assert not Path(caches["torch_inductor_cache"]).exists()
+    (run,) = Store(out / "store").runs()
+    parts = {
+        k: Store(out / "store").get(run["id"], "claims", "C6", f"process-{k}", arrays=False)
+        for k in (1, 2)
+    }
+    child = parts[2]["record"]["compiler_caches"]  # a fresh process, a cache of its own
+    assert parts[1]["record"]["compiler_caches"] == caches
+    assert "simdiff-inductor-cache-" in child["torch_inductor_cache"]
+    assert child["torch_inductor_cache"] != caches["torch_inductor_cache"]
+    assert child["jax_persistent_cache"] is None
     text = (out / "report.md").read_text()
     assert "| C6 |" in text and "spherical" in text and "seed" in text
     assert "<h2>Claims</h2>" in (out / "report.html").read_text()

@@ -380,17 +380,16 @@ def _lowest_modes(problem, x, backend, m, rigid, hessian, k) -> NormalModes:
     # Lanczos may have missed a copy of a degenerate eigenvalue: the lowest eigenpair of
     # the operator with the found modes moved up by more than the spectrum's width is
     # then below the k-th found.  It replaces the highest, until none is (k rounds at most).
+    # ``v`` is updated in place below, so the operator always shifts the current modes.
     shift = 4.0 * alpha + 1.0
+
+    def deflated(u: np.ndarray) -> np.ndarray:
+        u = np.ravel(u)
+        return matvec(u) + shift * (v @ (v.T @ u))
+
+    dop = scipy.sparse.linalg.LinearOperator((problem.n, problem.n), matvec=deflated,
+                                             dtype=np.float64)  # fmt: skip
     for _ in range(int(k)):
-        found = v
-
-        def deflated(u: np.ndarray, found: np.ndarray = found) -> np.ndarray:
-            u = np.ravel(u)
-            return matvec(u) + shift * (found @ (found.T @ u))
-
-        dop = scipy.sparse.linalg.LinearOperator(
-            (problem.n, problem.n), matvec=deflated, dtype=np.float64
-        )
         mu, u = scipy.sparse.linalg.eigsh(
             dop, k=1, which="SA", v0=rng.standard_normal(problem.n), tol=1e-12
         )

@@ -23,8 +23,10 @@ import json
 import math
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,6 +34,7 @@ from typing import Any
 
 import simdiff
 from simdiff._catalogue import catalogue
+from simdiff.evidence._environment import compiler_caches
 
 from ._common import ClaimsContext, failed
 from ._records import ARTICLE, RECORDS, Verdict, decide_claim, decide_fact, says
@@ -76,6 +79,7 @@ def run_claim(cid: str, ctx: ClaimsContext) -> dict[str, Any]:
         process=ctx.process,
         seconds=time.perf_counter() - start,
         maxrss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        compiler_caches=compiler_caches(),
     )
     return out
 
@@ -86,19 +90,28 @@ def measure_in_child(
     """Parts of ``cids`` measured in one fresh process (:mod:`._worker`), by claim id.
 
     The child imports the simdiff and the catalogue this process uses and
-    runs with the same thread settings.  A child that dies gives every claim
-    it did not finish a failed part with the child's last words.
+    runs with the same thread settings, from an empty Inductor cache of its own
+    (:func:`simdiff.evidence._environment.cold_compiler_caches`).  A child that
+    dies gives every claim it did not finish a failed part with the child's
+    last words.
     """
     where = [Path(simdiff.__file__).parent.parent, Path(catalogue().__path__[0]).parent]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*map(str, where), env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "validation.claims._worker", "--process", str(process)]
     cmd += ["--threads", str(threads), "--claims", ",".join(cids)] + (["--quick"] if quick else [])
+    # Its own empty Inductor cache: a process after the first would otherwise load what the
+    # first compiled, and time that as its compile (JAX's persistent cache: off, inherited).
+    inductor = tempfile.mkdtemp(prefix="simdiff-inductor-cache-")
+    env["TORCHINDUCTOR_CACHE_DIR"] = inductor
+    env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         stdout, why = out.stdout, f"exit status {out.returncode}: {out.stderr[-400:]}"
     except subprocess.TimeoutExpired as exc:
         stdout, why = (exc.stdout or b"").decode(), f"timed out after {timeout:g} s"
+    finally:
+        shutil.rmtree(inductor, ignore_errors=True)
     parts = {}
     for line in stdout.splitlines():
         if line.startswith("{"):
