@@ -505,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         set_threads(args.threads)
     try:
         if args.fn in (cmd_report, cmd_compare):  # their compile times are from cold caches
-            from .evidence._environment import cold_compiler_caches
+            from .backends import cold_compiler_caches
 
             with cold_compiler_caches():
                 return int(args.fn(args))

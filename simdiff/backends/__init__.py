@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import BackendUnavailable, InputError, UnsupportedError
 from ._base import CAPABILITIES, CONSTANTS, OP_NAMES, Array, Backend, Ops, OpsBase
+from ._caches import cold_compiler_caches, compiler_caches
 from ._threads import SINGLE_THREAD_XLA_FLAGS, thread_info
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
     "Ops",
     "OpsBase",
     "backend_of",
+    "cold_compiler_caches",
+    "compiler_caches",
     "get_backend",
     "get_ops",
     "set_threads",

@@ -34,7 +34,7 @@ from typing import Any
 
 import simdiff
 from simdiff._catalogue import catalogue
-from simdiff.evidence._environment import compiler_caches
+from simdiff.backends import compiler_caches
 
 from ._common import ClaimsContext, failed
 from ._records import ARTICLE, RECORDS, Verdict, decide_claim, decide_fact, says
@@ -91,7 +91,7 @@ def measure_in_child(
 
     The child imports the simdiff and the catalogue this process uses and
     runs with the same thread settings, from an empty Inductor cache of its own
-    (:func:`simdiff.evidence._environment.cold_compiler_caches`).  A child that
+    (:func:`simdiff.backends.cold_compiler_caches`).  A child that
     dies gives every claim it did not finish a failed part with the child's
     last words.
     """
