@@ -23,10 +23,8 @@ import json
 import math
 import os
 import resource
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +32,7 @@ from typing import Any
 
 import simdiff
 from simdiff._catalogue import catalogue
-from simdiff.backends import compiler_caches
+from simdiff.backends import cold_compiler_caches, compiler_caches
 
 from ._common import ClaimsContext, failed
 from ._records import ARTICLE, RECORDS, Verdict, decide_claim, decide_fact, says
@@ -96,22 +94,18 @@ def measure_in_child(
     last words.
     """
     where = [Path(simdiff.__file__).parent.parent, Path(catalogue().__path__[0]).parent]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([*map(str, where), env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "validation.claims._worker", "--process", str(process)]
     cmd += ["--threads", str(threads), "--claims", ",".join(cids)] + (["--quick"] if quick else [])
     # Its own empty Inductor cache: a process after the first would otherwise load what the
-    # first compiled, and time that as its compile (JAX's persistent cache: off, inherited).
-    inductor = tempfile.mkdtemp(prefix="simdiff-inductor-cache-")
-    env["TORCHINDUCTOR_CACHE_DIR"] = inductor
-    env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        stdout, why = out.stdout, f"exit status {out.returncode}: {out.stderr[-400:]}"
-    except subprocess.TimeoutExpired as exc:
-        stdout, why = (exc.stdout or b"").decode(), f"timed out after {timeout:g} s"
-    finally:
-        shutil.rmtree(inductor, ignore_errors=True)
+    # first compiled, and time that as its compile (and JAX's persistent cache off).
+    with cold_compiler_caches():
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([*map(str, where), env.get("PYTHONPATH", "")])
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+            stdout, why = out.stdout, f"exit status {out.returncode}: {out.stderr[-400:]}"
+        except subprocess.TimeoutExpired as exc:
+            stdout, why = (exc.stdout or b"").decode(), f"timed out after {timeout:g} s"
     parts = {}
     for line in stdout.splitlines():
         if line.startswith("{"):
