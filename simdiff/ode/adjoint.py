@@ -189,6 +189,15 @@ class Adjoint:
         """
         return fire
 
+    def event_rhs(self, rhs: Rhs, ops: Any) -> Rhs:
+        """The right-hand side that the location of an event evaluates.
+
+        The shortened steps of the Newton corrections, the state at the event
+        and the method's restart there (:mod:`simdiff.ode.events`).  Here
+        :meth:`step_rhs`'s.
+        """
+        return self.step_rhs(rhs, ops)
+
     def check(self, max_steps: int) -> None:
         """Refuse, before any step runs, a configuration that cannot cover ``max_steps``.
 
@@ -325,6 +334,17 @@ class CheckpointAdjoint(Adjoint):
             return ops.checkpoint(lambda t_, y_, p_: rhs(t_, y_, p_, ops_))(t, y, p)
 
         return rematerialised
+
+    def event_rhs(self, rhs: Rhs, ops: Any) -> Rhs:
+        """``rhs`` itself where :meth:`event_branch` rematerialises the location as a whole.
+
+        Its reverse pass recomputes the evaluations already: a checkpoint around
+        each of them inside it would only be traced, differentiated and
+        compiled again.  Else :meth:`step_rhs`'s.
+        """
+        if self.remat_events:
+            return rhs
+        return self.step_rhs(rhs, ops)
 
     def event_branch(self, fire: Callable[..., Any], ops: Any) -> Callable[..., Any]:
         """``fire`` under ``ops.checkpoint`` on traced contexts with ``remat_events``."""
