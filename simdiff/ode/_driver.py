@@ -178,8 +178,9 @@ def _traced_loop(
     """:func:`drive`'s loop on array values: masked steps, the controller in ``ops``.
 
     ``loop(cond, body, carry, max_steps, ops)`` runs it (the adjoint's loop,
-    or ``ops.while_loop``); ``event_branch(fire, ops)`` is how the branch
-    that locates an event in a step runs (the adjoint's
+    or ``ops.while_loop``); ``event_branch(fire, ops)`` is how the
+    differentiable part of the branch that locates an event in a step runs
+    (its Newton corrections; the adjoint's
     :meth:`~simdiff.ode.adjoint.Adjoint.event_branch`; default: as it is).
     The save times come as Python floats and the host numbers (counts) are
     computed from them, never read from arrays, so a compiler tracing this

@@ -184,8 +184,11 @@ class Adjoint:
         """The function that locates an event inside a step, as this strategy runs it.
 
         Unchanged here; :class:`CheckpointAdjoint` rematerialises it on traced
-        contexts.  The driver calls it once per solve, for the branch of the
-        loop's body that runs where an event fired.
+        contexts.  The driver calls it once per solve, for the differentiable
+        part of the branch of the loop's body that runs where an event fired
+        (the Newton corrections, the state at the event, the restart); the
+        root search on values (:meth:`~simdiff.ode.events.EventSet.bracket`)
+        runs outside it.
         """
         return fire
 
@@ -261,10 +264,13 @@ class CheckpointAdjoint(Adjoint):
     remat_events : bool, optional
         Rematerialise the location of an event inside the loop in reverse
         mode (default True; traced contexts only).  A step's reverse pass then
-        stores the inputs of the branch that locates an event, not its
-        intermediates (bisection, Newton corrections, shortened steps), and
-        recomputes it only at the steps where an event fired: every other
-        step stops carrying (and zero-filling) that branch's residuals.
+        stores the inputs of the differentiable Newton corrections (and the
+        root found on values, :meth:`~simdiff.ode.events.EventSet.bracket`,
+        which is not recomputed), not their intermediates (shortened steps),
+        and recomputes them only at the steps where an event fired: every
+        other step stops carrying (and zero-filling) that branch's residuals.
+        Inside it the right-hand side is not checkpointed again
+        (:meth:`event_rhs`).
     remat_rhs : bool, optional
         Rematerialise each right-hand-side evaluation in reverse mode (default
         True; traced contexts, i.e. JAX, only).  The recomputed block then
