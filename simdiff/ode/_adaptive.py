@@ -267,6 +267,7 @@ class EmbeddedPair(Solver):
         controller = self.make_controller(span)
         adjoint = make_adjoint(adjoint)
         stage_rhs = adjoint.step_rhs(rhs, ops)
+        event_rhs = adjoint.event_rhs(rhs, ops)
         return drive(
             lambda q: self.stepper(stage_rhs, q, ops), p, state0, y0, t0, save_at, ops, h0=h0,
             controller=controller, max_steps=self.max_steps, adjoint=adjoint,
@@ -274,7 +275,8 @@ class EmbeddedPair(Solver):
             step_key=(self, rhs, adjoint) if self.step_compiles else None,
             events=None if events is None else (
                 events,
-                lambda q: self.dense(stage_rhs, q, ops),
-                lambda q: self.restart(stage_rhs, q, ops),
+                lambda q: self.dense(rhs, q, ops),
+                lambda q: self.restart(event_rhs, q, ops),
+                lambda q: self.stepper(event_rhs, q, ops),
             ),
         )  # fmt: skip

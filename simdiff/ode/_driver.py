@@ -100,9 +100,12 @@ def drive(
         one compiled part and the loop runs on the host
         (:func:`_compiled_step`).
     events : tuple, optional
-        ``(event_set, dense, restart)``: an :class:`~simdiff.ode.events.EventSet`,
-        ``dense(p)`` the solver's dense output (:meth:`Solver.dense`) and
-        ``restart(p)`` its ``init(t, y)`` after an event.  Events are located
+        ``(event_set, dense, restart, event_stepper)``: an
+        :class:`~simdiff.ode.events.EventSet`, ``dense(p)`` the solver's dense
+        output (:meth:`Solver.dense`), ``restart(p)`` its ``init(t, y)`` after
+        an event and ``event_stepper(p)`` the method's step as the location of
+        an event takes it (the step of ``stepper``, with the adjoint's
+        :meth:`~simdiff.ode.adjoint.Adjoint.event_rhs`).  Events are located
         in accepted steps (:meth:`EventSet.locate`); the loop's time is then
         differentiable (it carries the event times' derivatives), and
         ``info.events`` is the :class:`~simdiff.ode.events.EventRecord`.  No
@@ -117,7 +120,8 @@ def drive(
     adjoint.check(int(max_steps))
     # the dense output brackets event times on values only (EventSet.locate)
     ev = None if events is None else (
-        events[0], events[1](tree_map(ops.stop_gradient, p)), events[2](p))  # fmt: skip
+        events[0], events[1](tree_map(ops.stop_gradient, p)), events[2](p), events[3](p),
+    )  # fmt: skip
     if ops.compile_part is not None and key is not None and ev is None:
         ys, info = _compiled_loop(
             stepper, p, state0, y0, t0, save_at, ops, h0=h0, controller=controller,
@@ -174,8 +178,9 @@ def _traced_loop(
     """:func:`drive`'s loop on array values: masked steps, the controller in ``ops``.
 
     ``loop(cond, body, carry, max_steps, ops)`` runs it (the adjoint's loop,
-    or ``ops.while_loop``); ``event_branch(fire, ops)`` is how the branch
-    that locates an event in a step runs (the adjoint's
+    or ``ops.while_loop``); ``event_branch(fire, ops)`` is how the
+    differentiable part of the branch that locates an event in a step runs
+    (its Newton corrections; the adjoint's
     :meth:`~simdiff.ode.adjoint.Adjoint.event_branch`; default: as it is).
     The save times come as Python floats and the host numbers (counts) are
     computed from them, never read from arrays, so a compiler tracing this
@@ -209,7 +214,7 @@ def _traced_loop(
     # is linearised, stored and transposed at every step of every block.
     deferred = ev is not None and all(ev[0].terminal)
     if ev is not None:
-        evs, dense, restart = ev
+        evs, dense, restart, ev_step = ev
         sg = ops.stop_gradient
         g0 = sg(evs.values(ops.asarray(float(t0)), y0, p, ops))
         tol = ZERO * (1.0 + ops.abs(g0))
@@ -243,20 +248,26 @@ def _traced_loop(
             go = go & (c[10][5] < 0.5) & (c[10][8] < 0.5)
         return go
 
+    def corrected(t: Any, h_try: Any, y: Any, state: Any, trig: Any, roots: Any) -> tuple:
+        _, k, te, ye, yp, terminal = evs.locate(t, h_try, y, state, trig, roots, p, ops, ev_step)
+        return k, te, ye, yp, terminal, restart(te, yp)
+
+    # the strategy's form of the differentiable part only: the root search on values
+    # before it and the restarted conditions after it have no derivative, and a
+    # rematerialised branch would recompute them in the reverse pass for nothing
+    located_d = corrected if event_branch is None else event_branch(corrected, ops)
+
     def fire(t: Any, h_try: Any, y: Any, state: Any, y_new: Any, trig: Any, g_prev: Any,
              state_new: Any, g_new: Any) -> tuple:  # fmt: skip
-        _, k, te, ye, yp, terminal = evs.locate(t, h_try, y, state, y_new, trig, g_prev, p,
-                                                dense, ops, step)  # fmt: skip
-        state_after = restart(te, yp)
-        g_after = evs.restarted(te, h_try, yp, state_after, p, tol, step, ops)
+        roots = evs.bracket(t, h_try, y, state, y_new, g_prev, p, dense, ops)
+        k, te, ye, yp, terminal, state_after = located_d(t, h_try, y, state, trig, roots)
+        g_after = evs.restarted(te, h_try, yp, state_after, p, tol, ev_step, ops)
         return k, te, ye, yp, terminal, state_after, g_after
 
     def quiet(t: Any, h_try: Any, y: Any, state: Any, y_new: Any, trig: Any, g_prev: Any,
               state_new: Any, g_new: Any) -> tuple:  # fmt: skip
         false = ops.asarray(0.0) > 1.0
         return ops.asarray(-1.0), t + h_try, y_new, y_new, false, state_new, g_new
-
-    located = fire if event_branch is None else event_branch(fire, ops)
 
     def attempted(t: Any, y: Any, h_try: Any, state: Any, h: Any, remaining: Any,
                   memory: Any) -> tuple:  # fmt: skip
@@ -309,7 +320,7 @@ def _traced_loop(
         elif ev is not None:
             last, count, times_ev, which, term, t_ev, y_ev, code, index = c[10][1:]
             k, te, ye, yp, terminal, state_new, g_next = ops.cond(
-                any_trig, located, quiet, t, h_try, y, state, y_new, trig, g_prev, state_new, g_new
+                any_trig, fire, quiet, t, h_try, y, state, y_new, trig, g_prev, state_new, g_new
             )
             fired = any_trig & (k > -0.5)
             t_new = ops.where(fired, te, t_new)
@@ -358,7 +369,7 @@ def _traced_loop(
         status = ops.where(bad > 0.5, 2.0, ops.where(idx >= m, 0.0, 1.0))
     else:
         if deferred:
-            t, y, fields = _deferred_event(out, step, evs, dense, p, ops)
+            t, y, fields = _deferred_event(out, ev_step, evs, dense, p, ops)
         else:
             fields = out[10][1:]
         _, count, times_ev, which, term, t_ev, y_ev, code, index = fields
@@ -402,7 +413,8 @@ def _deferred_event(out: tuple, step: Step, evs: Any, dense: Any, p: Any, ops: A
     g_prev, h_ev, trig = out[10]
     sg = ops.stop_gradient
     y_new = sg(step(sg(t), sg(y), h_ev, tree_map(sg, state))[0])  # for the dense output only
-    _, k, te, ye, _, _ = evs.locate(t, h_ev, y, state, y_new, trig, g_prev, p, dense, ops, step)
+    roots = evs.bracket(t, h_ev, y, state, y_new, g_prev, p, dense, ops)
+    _, k, te, ye, _, _ = evs.locate(t, h_ev, y, state, trig, roots, p, ops, step)
     fired = ops.sum(ops.where(trig, 1.0, 0.0)) > 0.5
     n_rec = int(evs.max_events)
     first = (ops.arange(float(n_rec)) == 0.0) & fired
@@ -583,7 +595,7 @@ def _drive_eager(
     memory = controller.memory0(host)
     t_d: Any = None  # the time as an array of ops, once an event made it depend on the inputs
     if ev is not None:
-        evs, dense, restart = ev
+        evs, dense, restart, ev_step = ev
         sg = ops.stop_gradient
         g_prev = ops.concrete(sg(evs.values(ops.asarray(t), y0, p, ops)))
         if g_prev is None:
@@ -634,9 +646,13 @@ def _drive_eager(
                     g_new = np.asarray(g_new, dtype=np.float64)
                     trig = np.asarray(evs.triggered(g_prev, g_new, tol, host))
                     if trig.any():
+                        roots = evs.bracket(
+                            t_arg, h_arg, y, state, y_new, ops.asarray(g_prev.tolist()), p,
+                            dense, ops,
+                        )  # fmt: skip
                         _, k, te, ye, yp, terminal = evs.locate(
-                            t_arg, h_arg, y, state, y_new, ops.asarray(trig.tolist()),
-                            ops.asarray(g_prev.tolist()), p, dense, ops, step,
+                            t_arg, h_arg, y, state, ops.asarray(trig.tolist()), roots, p, ops,
+                            ev_step,
                         )  # fmt: skip
                         kc = round(float(ops.concrete(k)))
                         te_c = float(ops.concrete(sg(te)))
@@ -654,8 +670,9 @@ def _drive_eager(
                             term, index, t_ev, y_ev, y = True, kc, te, ye, ye
                             break
                         y, state = yp, restart(te, yp)
-                        g_after = evs.restarted(te, h_arg, yp, state, p,
-                                                ops.asarray(tol.tolist()), step, ops)  # fmt: skip
+                        g_after = evs.restarted(
+                            te, h_arg, yp, state, p, ops.asarray(tol.tolist()), ev_step, ops
+                        )
                         g_prev = np.asarray(ops.concrete(g_after), dtype=np.float64)
                         continue
                     g_prev = g_new

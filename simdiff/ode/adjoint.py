@@ -184,10 +184,22 @@ class Adjoint:
         """The function that locates an event inside a step, as this strategy runs it.
 
         Unchanged here; :class:`CheckpointAdjoint` rematerialises it on traced
-        contexts.  The driver calls it once per solve, for the branch of the
-        loop's body that runs where an event fired.
+        contexts.  The driver calls it once per solve, for the differentiable
+        part of the branch of the loop's body that runs where an event fired
+        (the Newton corrections, the state at the event, the restart); the
+        root search on values (:meth:`~simdiff.ode.events.EventSet.bracket`)
+        runs outside it.
         """
         return fire
+
+    def event_rhs(self, rhs: Rhs, ops: Any) -> Rhs:
+        """The right-hand side that the location of an event evaluates.
+
+        The shortened steps of the Newton corrections, the state at the event
+        and the method's restart there (:mod:`simdiff.ode.events`).  Here
+        :meth:`step_rhs`'s.
+        """
+        return self.step_rhs(rhs, ops)
 
     def check(self, max_steps: int) -> None:
         """Refuse, before any step runs, a configuration that cannot cover ``max_steps``.
@@ -252,10 +264,13 @@ class CheckpointAdjoint(Adjoint):
     remat_events : bool, optional
         Rematerialise the location of an event inside the loop in reverse
         mode (default True; traced contexts only).  A step's reverse pass then
-        stores the inputs of the branch that locates an event, not its
-        intermediates (bisection, Newton corrections, shortened steps), and
-        recomputes it only at the steps where an event fired: every other
-        step stops carrying (and zero-filling) that branch's residuals.
+        stores the inputs of the differentiable Newton corrections (and the
+        root found on values, :meth:`~simdiff.ode.events.EventSet.bracket`,
+        which is not recomputed), not their intermediates (shortened steps),
+        and recomputes them only at the steps where an event fired: every
+        other step stops carrying (and zero-filling) that branch's residuals.
+        Inside it the right-hand side is not checkpointed again
+        (:meth:`event_rhs`).
     remat_rhs : bool, optional
         Rematerialise each right-hand-side evaluation in reverse mode (default
         True; traced contexts, i.e. JAX, only).  The recomputed block then
@@ -325,6 +340,17 @@ class CheckpointAdjoint(Adjoint):
             return ops.checkpoint(lambda t_, y_, p_: rhs(t_, y_, p_, ops_))(t, y, p)
 
         return rematerialised
+
+    def event_rhs(self, rhs: Rhs, ops: Any) -> Rhs:
+        """``rhs`` itself where :meth:`event_branch` rematerialises the location as a whole.
+
+        Its reverse pass recomputes the evaluations already: a checkpoint around
+        each of them inside it would only be traced, differentiated and
+        compiled again.  Else :meth:`step_rhs`'s.
+        """
+        if self.remat_events:
+            return rhs
+        return self.step_rhs(rhs, ops)
 
     def event_branch(self, fire: Callable[..., Any], ops: Any) -> Callable[..., Any]:
         """``fire`` under ``ops.checkpoint`` on traced contexts with ``remat_events``."""

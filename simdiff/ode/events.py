@@ -296,29 +296,58 @@ class EventSet:
                     )
 
     # ---------------------------------------------------------------- the event
+    def bracket(
+        self, t: Any, h: Any, y: Any, state: Any, y_new: Any, g_prev: Any, p: Any,
+        dense: Dense, ops: Any,
+    ) -> Any:  # fmt: skip
+        """Each event's root in the step from ``(t, y)`` of length ``h``, on values only.
+
+        The step's dense output (built from stop-gradient values, so no
+        derivative of it is traced) is bisected (:data:`BISECTIONS` halvings)
+        and polished (:data:`POLISH` Newton steps inside the bracket) for
+        every event, in units of the step: stop-gradient values, shape
+        ``(n,)``, where :meth:`locate` starts its differentiable corrections.
+        A function of its own, so that a strategy that rematerialises the
+        location of an event (:meth:`~simdiff.ode.adjoint.Adjoint.event_branch`)
+        recomputes the corrections only, not this search, whose result has no
+        derivative.
+        """
+        sg = ops.stop_gradient
+        t_c, h_c, p_c = sg(t), sg(h), sg(p)
+        data_c, interp = dense(t_c, sg(y), h_c, tree_map(sg, state), sg(y_new))
+        data_c = tree_map(sg, data_c)
+        roots = []
+        for k, ev in enumerate(self.events):
+
+            def G_c(theta: Any, ev: Event = ev) -> Any:
+                return ops.reshape(ev.condition(t_c + theta * h_c, interp(theta, data_c), p_c, ops),
+                                   ())  # fmt: skip
+
+            roots.append(_bracketed_root(G_c, g_prev[k], ops))
+        return sg(ops.stack(roots))
+
     def locate(
         self,
         t: Any,
         h: Any,
         y: Any,
         state: Any,
-        y_new: Any,
         trig: Any,
-        g_prev: Any,
+        roots: Any,
         p: Any,
-        dense: Dense,
         ops: Any,
         step: Any,
     ) -> tuple[Any, Any, Any, Any, Any, Any]:
         """The first event in the step from ``(t, y)`` of length ``h`` among ``trig``.
 
-        ``step(t, y, h, state) -> (y_new, err, state_new)`` is the method's step
-        (the driver's): the event time's value is bracketed on the cheap dense
-        output, and the differentiable corrections and the state at the event
-        use the *shortened step* ``step(t, y, theta h, state)``, the integrator's
-        own solution at ``t + theta h`` (order 5 for Dopri5 where the dense
-        output has order 4), so the derivatives through the event are those of
-        the discrete solver.
+        ``roots`` are the events' places in the step on values
+        (:meth:`bracket`, shape ``(n,)``), and ``step(t, y, h, state) -> (y_new,
+        err, state_new)`` is the method's step (the driver's): the
+        differentiable corrections and the state at the event use the
+        *shortened step* ``step(t, y, theta h, state)``, the integrator's own
+        solution at ``t + theta h`` (order 5 for Dopri5 where the dense output
+        has order 4), so the derivatives through the event are those of the
+        discrete solver.
 
         Returns ``(theta, k, t_event, y_event, y_plus, terminal)``: the event's
         place in the step (0-d, differentiable), its index (float), time, state
@@ -327,30 +356,18 @@ class EventSet:
         ``vmap`` runs every lane), so every value stays finite.
         """
         sg = ops.stop_gradient
-        t_c, h_c, p_c = sg(t), sg(h), sg(p)
-        # the dense output brackets the root on values only: built from values, so
-        # no derivative of it is traced
-        data_c, interp = dense(t_c, sg(y), h_c, tree_map(sg, state), sg(y_new))
-        data_c = tree_map(sg, data_c)
         thetas = []
         for k, ev in enumerate(self.events):
-
-            def G(theta: Any, d: Any, tt: Any, hh: Any, pp: Any, ev: Event = ev) -> Any:
-                return ops.reshape(ev.condition(tt + theta * hh, interp(theta, d), pp, ops), ())
-
-            def G_c(theta: Any, G: Any = G) -> Any:
-                return G(theta, data_c, t_c, h_c, p_c)
 
             def G_d(theta: Any, ev: Event = ev) -> Any:
                 u = step(t, y, theta * h, state)[0]
                 return ops.reshape(ev.condition(t + theta * h, u, p, ops), ())
 
             def correct(theta: Any, _: Any, G_d: Any = G_d) -> tuple[Any, None]:
-                return theta - G_d(theta) / _safe(_slope(G_d, theta, ops), ops), None
+                return _newton(G_d, theta, ops), None
 
             # a scan: one step body for every correction (JAX compiles it once)
-            theta, _ = ops.scan(correct, _bracketed_root(G_c, g_prev[k], ops), None,
-                                length=int(ev.newton))  # fmt: skip
+            theta, _ = ops.scan(correct, sg(roots[k]), None, length=int(ev.newton))
             thetas.append(theta)
         th = ops.stack(thetas)
         th_c = ops.where(trig, sg(th), 2.0)
@@ -380,7 +397,28 @@ def _slope(G: Callable[[Any], Any], theta: Any, ops: Any, delta: Any = DELTA) ->
     forward-mode AD, which the Taylor context lacks and eager torch runs
     slowly).
     """
-    return (G(theta + delta) - G(theta - delta)) / (2.0 * delta)
+    g_plus, g_minus = _at(G, [theta + delta, theta - delta], ops)
+    return (g_plus - g_minus) / (2.0 * delta)
+
+
+def _newton(G: Callable[[Any], Any], theta: Any, ops: Any) -> Any:
+    """``theta - G(theta) / G'(theta)``, the slope by :func:`_slope`'s central difference."""
+    g, g_plus, g_minus = _at(G, [theta, theta + DELTA, theta - DELTA], ops)
+    return theta - g / _safe((g_plus - g_minus) / (2.0 * DELTA), ops)
+
+
+def _at(G: Callable[[Any], Any], thetas: list[Any], ops: Any) -> list[Any]:
+    """``[G(theta) for theta in thetas]``: where functions are traced, one scan over the points.
+
+    The scan traces ``G`` (a shortened step of the solver and the condition)
+    once for all the points, where calls would trace, differentiate and
+    compile one copy per point; the arithmetic at each point is the same.
+    Eager contexts call ``G`` at each point.
+    """
+    if ops.eager:
+        return [G(theta) for theta in thetas]
+    _, gs = ops.scan(lambda c, theta: (c, G(theta)), (), ops.stack(thetas))
+    return [gs[i] for i in range(len(thetas))]
 
 
 def _bracketed_root(G: Callable[[Any], Any], g0: Any, ops: Any) -> Any:

@@ -146,13 +146,14 @@ class FixedStep(Solver):
             adjoint = CheckpointAdjoint(block=1)
         adjoint = make_adjoint(adjoint)
         stage_rhs = adjoint.step_rhs(rhs, ops)
+        event_rhs = adjoint.event_rhs(rhs, ops)
 
-        def stepper(q: Any) -> Any:
+        def stepper(q: Any, f: Any = stage_rhs) -> Any:
             rows = None if fuses(ops) else tableau_arrays(tableau, ops)
             weights = tableau.b if fuses(ops) else ops.asarray(list(tableau.b))
 
             def step(t: Any, y: Any, h: Any, state: Any) -> tuple[Any, None, Any]:
-                ks = rk_stages(stage_rhs, t, y, h, q, ops, tableau, rows=rows, stacked=False)
+                ks = rk_stages(f, t, y, h, q, ops, tableau, rows=rows, stacked=False)
                 return y + h * combination(weights, ks, ops), None, state
 
             return step
@@ -165,8 +166,9 @@ class FixedStep(Solver):
             adjoint=adjoint, key=(self, rhs, adjoint) if self.loop_compiles else None,
             events=None if events is None else (
                 events,
-                lambda q: self.dense(stage_rhs, q, ops),
-                lambda q: self.restart(stage_rhs, q, ops),
+                lambda q: self.dense(rhs, q, ops),
+                lambda q: self.restart(event_rhs, q, ops),
+                lambda q: stepper(q, event_rhs),
             ),
         )  # fmt: skip
 
