@@ -152,6 +152,33 @@ def interval_of(values: Sequence[float], seed: int = 0) -> Interval:
     return bootstrap_processes([values], seed=seed)
 
 
+def _resampled_medians(
+    groups: list[np.ndarray], n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``n_boot`` medians of two-level resamples of ``groups``, drawn all at once.
+
+    Resample ``b`` picks ``k`` groups with replacement and, from each picked
+    group of ``s`` rounds, ``s`` rounds with replacement.  The draws fill a
+    ``(n_boot, k, max s)`` block; the slots past a picked group's size are
+    NaN, which sorting puts last, so each row's median is read at the middle
+    of its own count of rounds.
+    """
+    k = len(groups)
+    sizes = np.array([g.size for g in groups])
+    padded = np.full((k, int(sizes.max())), np.nan)
+    for i, g in enumerate(groups):
+        padded[i, : g.size] = g
+    picked = rng.integers(0, k, size=(n_boot, k))
+    size = sizes[picked]  # (n_boot, k)
+    slot = np.arange(padded.shape[1])
+    rows = rng.integers(0, size[..., None], size=(n_boot, k, padded.shape[1]))
+    drawn = np.where(slot < size[..., None], padded[picked[..., None], rows], np.nan)
+    ordered = np.sort(drawn.reshape(n_boot, -1), axis=1)  # NaN (unused slots) last
+    n = size.sum(axis=1)
+    b = np.arange(n_boot)
+    return 0.5 * (ordered[b, (n - 1) // 2] + ordered[b, n // 2])
+
+
 def bootstrap_processes(
     processes: Sequence[Sequence[float]],
     *,
@@ -182,13 +209,7 @@ def bootstrap_processes(
     if not groups:
         return Interval(math.nan, math.nan, math.nan, 0)
     value = _median(np.concatenate(groups))
-    rng = np.random.default_rng(seed)
-    k = len(groups)
-    boots = np.empty(n_boot)
-    for b in range(n_boot):
-        picked = rng.integers(0, k, size=k)
-        drawn = [groups[i][rng.integers(0, groups[i].size, size=groups[i].size)] for i in picked]
-        boots[b] = _median(np.concatenate(drawn))
+    boots = _resampled_medians(groups, n_boot, np.random.default_rng(seed))
     boots = boots[~np.isnan(boots)]
     if boots.size == 0 or math.isnan(value):
         return Interval(value, math.nan, math.nan, rounds)
