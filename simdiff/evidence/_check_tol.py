@@ -175,6 +175,10 @@ class Comparison:
     elements: np.ndarray | None = field(default=None, repr=False)
 
 
+#: Element verdicts by code: 0 pass, 1 inconclusive, 2 fail.
+_VERDICTS = np.array(["pass", "inconclusive", "fail"])
+
+
 def compare_arrays(
     got: Any,
     ref: Any,
@@ -263,24 +267,25 @@ def compare_arrays(
     judged = conv | ~unresolved
     failing = bad | (judged & (diff > tol))
     coarse = ~(tol < resolve * trusted)  # a relative error of `resolve` would pass
-    elements = np.where(failing, "fail", np.where(unresolved | coarse, "inconclusive", "pass"))
-    passed = elements == "pass"
+    code = np.where(failing, 2, np.where(unresolved | coarse, 1, 0))  # index into _VERDICTS
+    passed = code == 0
     rel = np.where(judged, diff / np.where(size_i > 0, size_i, 1.0), 0.0)
     ratio = np.where(passed, tol / np.where(trusted > 0, trusted, 1.0), 0.0)
+    n_pass = int(np.count_nonzero(passed))
     out = Comparison(
         "pass",
-        max_abs_err=float(np.max(np.where(judged, diff, 0.0), initial=0.0)),
-        max_rel_err=float(np.max(rel, initial=0.0)),
-        err_estimate=float(np.max(err, initial=0.0)),
-        tol=float(np.max(tol, initial=0.0)),
+        max_abs_err=float(np.where(judged, diff, 0.0).max(initial=0.0)),
+        max_rel_err=float(rel.max(initial=0.0)),
+        err_estimate=float(err.max(initial=0.0)),
+        tol=float(tol.max(initial=0.0)),
         unresolved=int(np.count_nonzero(unresolved)),
         size=int(ref.size),
-        n_pass=int(np.count_nonzero(passed)),
+        n_pass=n_pass,
         n_fail=int(np.count_nonzero(failing)),
-        n_inconclusive=int(np.count_nonzero(elements == "inconclusive")),
-        resolution=float(np.max(ratio, initial=0.0)) if np.any(passed) else math.nan,
-        gap=float(np.max(gap_a, initial=0.0)),
-        elements=elements,
+        n_inconclusive=int(np.count_nonzero(code == 1)),
+        resolution=float(ratio.max(initial=0.0)) if n_pass else math.nan,
+        gap=float(gap_a.max(initial=0.0)),
+        elements=_VERDICTS[code.ravel()].reshape(code.shape),  # an array also when 0-d
     )
     coarse_only = int(np.count_nonzero(coarse & ~unresolved & ~failing))
     below = (
