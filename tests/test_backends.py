@@ -302,3 +302,22 @@ def test_a_vmapped_torch_while_loop_stops_when_no_lane_runs() -> None:
     g = torch.func.vmap(torch.func.grad(run))(x)
     assert len(calls) == 6
     torch.testing.assert_close(g, torch.tensor([64.0, 4.0, 1.0], dtype=torch.float64))
+
+
+def test_numpy_stack_is_numpy_stack() -> None:
+    # NumpyOps.stack takes numpy.array for a list of parts of one shape: the same array, and
+    # numpy.stack's errors for ragged parts, no parts and a generator
+    from simdiff.backends.numpy import NumpyOps
+
+    ops, a, y = NumpyOps(), np.ones(()), np.arange(3.0)
+    for parts in ([a, 2 * a], [y, y], (y, 2 * y), [1, 2], [1.0, np.float32(2.0)], [[1, 2], [3, 4]]):
+        got, want = ops.stack(parts), np.stack(parts)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(ops.stack([y, 2 * y], axis=1), np.stack([y, 2 * y], axis=1))
+    with pytest.raises(ValueError, match="same shape"):
+        ops.stack([a, y])
+    with pytest.raises(ValueError, match="at least one array"):
+        ops.stack([])
+    with pytest.raises(TypeError, match="sequence"):
+        ops.stack(p for p in [y])
