@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 # One OpenBLAS thread per test process: `pytest -n 2` runs two processes on two cores, and
@@ -18,10 +20,21 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # ~/.cache/sella/jax_cache for the rest of the process, and the suite's time then depends on
 # what earlier runs left there (375 s with it full, 545 s with it empty, on the same 2 cores).
 os.environ["JAX_COMPILATION_CACHE_DIR"] = ""
+# The same for Inductor's cache of generated C++ and compiled kernels (default
+# /tmp/torchinductor_<user>, kept across runs): a directory of this run's own, shared by its
+# xdist workers (they start after this line), removed at the end (pytest_unconfigure).
+# Inductor compiles in this process (one thread): its default, a pool of a subprocess per
+# core in each of the two test processes, took 89 s for tests/test_ode_compiled_loop.py
+# where one thread took 80 s.
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.environ.get(
+    "TORCHINDUCTOR_CACHE_DIR"
+) or tempfile.mkdtemp(prefix="simdiff-tests-inductor-")
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import jax
 import numpy as np
 import pytest
+from _shared import changed
 from _xla import install_cheap_codegen, most_optimisations_off
 from hypothesis import HealthCheck, settings
 from xdist.scheduler import WorkStealingScheduling
@@ -63,9 +76,18 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 gc.set_threshold(10_000, 50, 50)
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    if os.path.basename(cache).startswith("simdiff-tests-inductor-") and not hasattr(
+        config, "workerinput"
+    ):
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     gc.collect()
     gc.freeze()
+
 
 BACKENDS = ["jax", "torch"]
 
@@ -79,6 +101,19 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261129)
+
+
+@pytest.fixture(autouse=True)
+def _shared_problems_unchanged() -> Iterator[None]:
+    """A test that changed a catalogue problem it shares with the process's other tests fails
+    (tests/_shared.py); the problem is dropped, so later tests build it anew."""
+    yield
+    names = changed()
+    if names:
+        pytest.fail(
+            f"the test changed the shared catalogue problem(s) {names}; "
+            "a test that changes a problem builds its own with problems.get"
+        )
 
 
 @pytest.fixture(autouse=True)

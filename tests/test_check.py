@@ -6,6 +6,7 @@ import jax
 import numpy as np
 import pytest
 import scipy.optimize
+from _shared import shared_problem
 
 import problems
 import simdiff
@@ -34,7 +35,7 @@ def _by(res: CheckResult, derivative: str, reference: str | None = None):
     "name", [pytest.param("seed8", marks=pytest.mark.slow), "rosenbrock4", "spherical"]
 )
 def test_catalogue_problems_pass(name: str) -> None:
-    res = check(problems.get(name))
+    res = check(shared_problem(name))
     assert res.passed, str(res)
     assert any(e.verdict == "pass" and e.reference == "scipy-fd" for e in res.entries)
     assert "PASS" in str(res)
@@ -42,7 +43,7 @@ def test_catalogue_problems_pass(name: str) -> None:
 
 def test_large_n_uses_fd_of_ad_gradient_and_directions(backend: str) -> None:
     res = check(
-        problems.get("rosenbrock32"),
+        shared_problem("rosenbrock32"),
         derivatives=("hessian",),
         backends=(backend,),
         fd_max_n=16,
@@ -82,7 +83,7 @@ def test_second_order_only_error_is_caught(backend: str) -> None:
 
 
 def test_wrong_exact_reference_fails(backend: str) -> None:
-    p = problems.get("rosenbrock4")
+    p = problems.get("rosenbrock4")  # its own: the test changes it
     p.exact["grad"] = lambda x: scipy.optimize.rosen_der(x) * (1 + 1e-6)
     res = check(p, derivatives=("grad",), backends=(backend,))
     assert [e.verdict for e in _by(res, "grad", "scipy-fd")] == ["pass"]
@@ -165,25 +166,25 @@ def test_rtols_follow_the_typed_options_and_never_loosen_cross_backend() -> None
 
 def test_catalogue_loosenings_are_gone() -> None:
     # lj13's literature tolerance is a fact for people, not a check tolerance.
-    lj = problems.get("lj13")
+    lj = shared_problem("lj13")
     assert lj.meta["literature_rtol"] == 1e-6 and "rtol" not in lj.meta
     assert rtols(lj) == {"fd": RTOL_FD, "exact": RTOL_EXACT, "cross": RTOL_CROSS}
     # An ODE problem declares its solver; the cross-backend comparison stays tight.
-    rob = problems.get("robertson")
+    rob = shared_problem("robertson")
     assert rob.check_options.solver_rtol == rob.solver.rtol
     assert rtols(rob)["cross"] == RTOL_CROSS
-    assert not any("check_rtol" in problems.get(n).meta for n in problems.names("ode"))
+    assert not any("check_rtol" in shared_problem(n).meta for n in problems.names("ode"))
 
 
 def test_taylor_absence_is_not_a_failure() -> None:
-    res = check(problems.get("seed"), derivatives=("derivative",), backends=("jax",), orders=(2,))
+    res = check(shared_problem("seed"), derivatives=("derivative",), backends=("jax",), orders=(2,))
     (tay,) = _by(res, "derivative2.taylor")
     assert tay.verdict in ("pass", "n/a")
     assert res.passed, str(res)
 
 
 def test_input_validation() -> None:
-    p = problems.get("seed")
+    p = shared_problem("seed")
     with pytest.raises(ValueError, match=r"unknown derivatives \['laplacian'\]"):
         check(p, derivatives=("laplacian",))
     with pytest.raises(ValueError, match="backends must be a non-empty subset"):
@@ -199,7 +200,7 @@ def test_simdiff_check_stays_the_function_after_imports() -> None:
     import simdiff.evidence._check
 
     assert simdiff.check is simdiff.evidence.check is simdiff.evidence._check.check
-    assert simdiff.check(problems.get("seed"), derivatives=("grad",), backends=("jax",)).passed
+    assert simdiff.check(shared_problem("seed"), derivatives=("grad",), backends=("jax",)).passed
 
 
 @pytest.mark.slow
@@ -258,7 +259,7 @@ def test_check_options_validate() -> None:
 
 def test_all_not_applicable_is_not_checked_not_fail() -> None:
     # A vector problem asked only for scalar-only derivatives: nothing was checked.
-    res = check(problems.get("spherical"), derivatives=("grad", "hessian"), backends=("jax",))
+    res = check(shared_problem("spherical"), derivatives=("grad", "hessian"), backends=("jax",))
     assert res.verdict == "not checked" and not res.passed and res.exit_code == 2
     assert "FAIL" not in str(res) and "not checked: grad/*, hessian/*" in str(res)
 
@@ -301,7 +302,7 @@ def test_large_n_never_forms_the_full_hessian(backend: str, monkeypatch) -> None
     monkeypatch.setattr(simdiff.Derivatives, "hessian", no_hessian)
     monkeypatch.setattr(simdiff.Derivatives, "jacobian", no_hessian)
     res = check(
-        problems.get("rosenbrock32"),
+        shared_problem("rosenbrock32"),
         derivatives=("hessian", "hvp"),
         backends=(backend,),
         fd_max_n=16,

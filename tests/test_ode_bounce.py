@@ -11,9 +11,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import sympy as sp
+from _shared import shared_problem
 from scipy.integrate import solve_ivp
 
-import problems
 import simdiff
 from simdiff.errors import SolverError
 from simdiff.ode import Event, ODEProblem
@@ -115,7 +115,7 @@ def t4_torch_modes(t4: ODEProblem) -> tuple:
 
 @pytest.fixture(scope="module")
 def catalogue_ball() -> ODEProblem:
-    return problems.get("bouncing_ball_drag")
+    return shared_problem("bouncing_ball_drag")
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import scipy.differentiate
 import scipy.integrate
 import scipy.linalg
 import scipy.optimize
+from _shared import shared_problem
 
-import problems
 import problems.ode as po
 import simdiff
 from simdiff.ode import Dopri5, FixedStep, ODEProblem
@@ -19,7 +19,7 @@ from simdiff.ode import Dopri5, FixedStep, ODEProblem
 def lv_fit() -> ODEProblem:
     """The catalogue's LV fit, one problem for the module: its compiled gradient (in its
     cache) serves each test that takes it, at any point."""
-    return problems.get("lotka_volterra_fit")
+    return shared_problem("lotka_volterra_fit")
 
 
 # --------------------------------------------------------------------------- exact references
@@ -27,7 +27,7 @@ def lv_fit() -> ODEProblem:
 
 @pytest.mark.slow
 def test_linear_energy_grad_hessian_hvp_match_expm_derivatives(backend: str) -> None:
-    p = problems.get("ode_linear_energy")
+    p = shared_problem("ode_linear_energy")
     x = p.x0
     np.testing.assert_allclose(simdiff.grad(p, backend=backend), p.exact["grad"](x), rtol=1e-8)
     H = simdiff.hessian(p, backend=backend)
@@ -38,14 +38,14 @@ def test_linear_energy_grad_hessian_hvp_match_expm_derivatives(backend: str) -> 
 
 @pytest.mark.parametrize("mode", ["fwd", pytest.param("rev", marks=pytest.mark.slow)])
 def test_linear_trajectory_jacobian_matches_expm_frechet(backend: str, mode: str) -> None:
-    p = problems.get("ode_linear")
+    p = shared_problem("ode_linear")
     J = simdiff.jacobian(p, backend=backend, mode=mode)
     np.testing.assert_allclose(J, p.exact["jacobian"](p.x0), rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.slow
 def test_linear_trajectory_jvp_and_vjp_match_expm_frechet(backend: str) -> None:
-    p = problems.get("ode_linear")
+    p = shared_problem("ode_linear")
     J = p.exact["jacobian"](p.x0)  # (6, 4)
     v, u = np.array([0.5, -1.0, 0.25, 1.0]), np.linspace(-1.0, 1.0, 6)
     np.testing.assert_allclose(simdiff.jvp(p, v, backend=backend), J @ v, rtol=1e-8)
@@ -68,7 +68,7 @@ def test_initial_state_sensitivity_is_the_propagator(backend: str, wrt: str) -> 
 
 
 def test_nested_third_derivative_through_rk4_is_exact(backend: str) -> None:
-    p = problems.get("ode_rk4_decay")
+    p = shared_problem("ode_rk4_decay")
     v = np.array([1.0])
     for order in (1, 2, 3):
         d = simdiff.derivative(p, order, v, backend=backend, method="nested")
@@ -107,7 +107,7 @@ def _lv_jacobians():
 
 
 def test_lotka_volterra_jacobian_matches_sensitivity_equations(backend: str) -> None:
-    p = problems.get("lotka_volterra")
+    p = shared_problem("lotka_volterra")
     jy, jp = _lv_jacobians()
     ref = forward_sensitivities(po.lotka_volterra_rhs, jy, jp, po.LV_Y0, po.LV_PARAMS, p.save_at)
     J = simdiff.jacobian(p, backend=backend)
@@ -119,7 +119,7 @@ def test_lotka_volterra_jacobian_matches_sensitivity_equations(backend: str) -> 
 def robertson_radau_sensitivities() -> np.ndarray:
     """The catalogue Robertson's d y(t_i) / d ln k by Radau (once for the module: both
     backends' Jacobians are checked against it)."""
-    p = problems.get("robertson")
+    p = shared_problem("robertson")
     k = np.exp(p.x0)
 
     def jy(y, _):
@@ -137,7 +137,7 @@ def robertson_radau_sensitivities() -> np.ndarray:
 def test_robertson_rodas3_jacobian_matches_radau_sensitivities(
     backend: str, robertson_radau_sensitivities: np.ndarray
 ) -> None:
-    p = problems.get("robertson")
+    p = shared_problem("robertson")
     ref = robertson_radau_sensitivities
     J = simdiff.jacobian(p, backend=backend)
     scale = np.max(np.abs(ref), axis=1, keepdims=True)  # per-output scale (they span 1e-6..1)
@@ -145,7 +145,7 @@ def test_robertson_rodas3_jacobian_matches_radau_sensitivities(
 
 
 def test_jax_and_torch_differentiate_the_same_discrete_solver() -> None:
-    p = problems.get("van_der_pol_stiff")  # Rodas3: J by jax.jacfwd vs torch.func.jacfwd
+    p = shared_problem("van_der_pol_stiff")  # Rodas3: J by jax.jacfwd vs torch.func.jacfwd
     J = {be: simdiff.jacobian(p, backend=be) for be in ("jax", "torch")}
     np.testing.assert_allclose(J["jax"], J["torch"], rtol=1e-10, atol=1e-14)
 
@@ -154,7 +154,7 @@ def test_jax_and_torch_differentiate_the_same_discrete_solver() -> None:
 
 
 def _lv_misfit_rk4() -> ODEProblem:
-    fit = problems.get("lotka_volterra_fit")
+    fit = shared_problem("lotka_volterra_fit")
     return ODEProblem(po.lotka_volterra_rhs, po.LV_Y0, (0.0, 3.0), fit.x0, save_at=po.LV_TIMES,
                       observable=fit.observable, solver=FixedStep(n_steps=60))  # fmt: skip
 
@@ -250,7 +250,7 @@ TRAJECTORY_ENTRIES = ["ode_linear", "lotka_volterra", "van_der_pol", "van_der_po
 @pytest.mark.slow
 @pytest.mark.parametrize("name", TRAJECTORY_ENTRIES)
 def test_catalogue_trajectory_jacobians_match_sensitivity_equations(name: str) -> None:
-    p = problems.get(name)
+    p = shared_problem(name)
     assert p.observable is None and p.wrt == "params"  # the value is the trajectory
     jy, jp = _fd_jacobians(p.rhs, p.x0)  # all catalogue right-hand sides are autonomous
     method = "Radau" if "stiff" in p.meta["tags"] else "DOP853"

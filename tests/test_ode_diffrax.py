@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.integrate
+from _shared import shared_problem
 
-import problems
 import problems.ode as po
 import simdiff
 from simdiff.errors import UnsupportedError
@@ -47,7 +47,7 @@ def test_taylor_and_unknown_requests_are_refused() -> None:
 
 
 def test_diffrax_problem_runs_on_jax_only() -> None:
-    p = diffrax_problem(problems.get("ode_rk4_decay"), "grad")
+    p = diffrax_problem(shared_problem("ode_rk4_decay"), "grad")
     assert p.backends == ("jax",)
     with pytest.raises(UnsupportedError, match=r"runs on \['jax'\] only"):
         simdiff.grad(p, backend="torch")
@@ -55,7 +55,7 @@ def test_diffrax_problem_runs_on_jax_only() -> None:
 
 def test_recursive_checkpoint_adjoint_really_has_no_forward_mode() -> None:
     # The reason choose_adjoint gives, checked against diffrax itself.
-    q = diffrax_problem(problems.get("ode_rk4_decay"), "grad", max_steps=64)
+    q = diffrax_problem(shared_problem("ode_rk4_decay"), "grad", max_steps=64)
     ops = simdiff.get_ops("jax")
     with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
         jax.jvp(lambda x: q.fn(x, ops), (jnp.array([2.0]),), (jnp.array([1.0]),))
@@ -63,7 +63,7 @@ def test_recursive_checkpoint_adjoint_really_has_no_forward_mode() -> None:
 
 @pytest.mark.slow
 def test_diffrax_derivatives_match_exact_and_simdiff() -> None:
-    p = problems.get("ode_linear_energy")
+    p = shared_problem("ode_linear_energy")
     opts = {"rtol": 1e-10, "atol": 1e-12, "max_steps": 256}
     g = simdiff.grad(diffrax_problem(p, "grad", **opts))
     # simdiff's own gradient of p matches the same exact one to 1e-8 (test_ode_derivatives.py):
@@ -78,7 +78,7 @@ def test_diffrax_derivatives_match_exact_and_simdiff() -> None:
 
 @pytest.mark.slow
 def test_kvaerno5_robertson_matches_radau_and_rodas3() -> None:
-    p = problems.get("robertson")
+    p = shared_problem("robertson")
     q = ODEProblem(po.robertson_rhs, p.y0, p.t_span, p.x0, save_at=p.save_at,
                    solver=Diffrax("kvaerno5", rtol=1e-8, atol=1e-12, max_steps=2000))  # fmt: skip
     ys = q.trajectory(backend="jax")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.integrate
+from _shared import shared_problem
 
-import problems
 import problems.ode as po
 import simdiff
 from simdiff.errors import InputError, SolverError
@@ -46,7 +46,7 @@ def test_robertson_matches_radau_and_beats_rodas3() -> None:
     # measured 1.2e-9 (Rodas5P) and 1.2e-8 (Rodas3) at rtol 1e-8; the bound is rtol itself
     assert errs["rodas5p"] < 1e-8
     assert errs["rodas5p"] < errs["rodas3"] / 3
-    lit = problems.get("robertson").meta["literature"]["y(40)"]
+    lit = shared_problem("robertson").meta["literature"]["y(40)"]
     np.testing.assert_allclose(ys[-1], lit, rtol=1e-6)
 
 
@@ -63,7 +63,7 @@ def test_hires_matches_radau() -> None:
 
 
 def test_hires_catalogue_entry_reaches_the_test_set_reference() -> None:
-    p = problems.get("hires")
+    p = shared_problem("hires")
     y = np.asarray(p.trajectory())[-1]
     # rtol 1e-6, atol 1e-8, h0 0.03 (138 accepted steps): measured 7e-6 per species; the global error of
     # an adaptive solve is a modest multiple of rtol, bounded here by 100 rtol (the check's
@@ -91,7 +91,7 @@ def test_hires_exact_references_are_independent_solves_that_agree() -> None:
 def test_hires_catalogue_entry_is_the_same_discrete_solve_on_both_backends() -> None:
     # From h0 = 0.03 the step sequence does not hang on rounding noise: JAX and torch agree
     # to 7e-14 (measured; with the automatic first step they differed by 3e-9)
-    p = problems.get("hires")
+    p = shared_problem("hires")
     v = {b: float(simdiff.Derivatives(p, backend=b).value()) for b in ("jax", "torch")}
     assert abs(v["jax"] - v["torch"]) < 1e-11 * abs(v["jax"])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.integrate
+from _shared import shared_problem
 
 import problems
 import problems.ode as po
@@ -48,7 +49,7 @@ def test_stored_lotka_volterra_data_is_the_exact_trajectory() -> None:
 
 
 def test_rk4_and_dopri5_match_closed_form_oscillator() -> None:
-    p = problems.get("ode_oscillator")
+    p = shared_problem("ode_oscillator")
     np.testing.assert_allclose(p.evaluate(), p.exact["value"](p.x0), rtol=1e-8, atol=1e-9)
     rk = ODEProblem(po.oscillator_rhs, [1.0, 0.0], (0.0, 3.0), p.x0, save_at=po.OSC_TIMES,
                     observable=lambda ys, ops: ys[:, 0], solver=FixedStep(n_steps=600))  # fmt: skip
@@ -64,12 +65,12 @@ def test_rodas3_robertson_matches_radau(context: str) -> None:
     ref = reference(po.robertson_rhs, [1.0, 0.0, 0.0], (0.0, 40.0), k, times, "Radau")
     np.testing.assert_allclose(ys, ref, rtol=1e-6, atol=1e-12)
     # Literature value at t = 40 (Hairer & Wanner II, IV.10)
-    lit = problems.get("robertson").meta["literature"]["y(40)"]
+    lit = shared_problem("robertson").meta["literature"]["y(40)"]
     np.testing.assert_allclose(ys[-1], lit, rtol=1e-6)
 
 
 def test_rodas3_stiff_van_der_pol_matches_radau() -> None:
-    p = problems.get("van_der_pol_stiff")
+    p = shared_problem("van_der_pol_stiff")
     ref = reference(po.van_der_pol_rhs, p.y0, p.t_span, p.params, p.save_at, "Radau")
     np.testing.assert_allclose(p.trajectory(), ref, rtol=1e-4, atol=1e-6)
     assert p.solve_info()["n_accepted"] < 100  # an explicit method needs thousands
@@ -243,7 +244,7 @@ def test_rhs_of_wrong_shape_is_rejected() -> None:
 
 
 def test_wrong_x_shape_is_rejected() -> None:
-    p = problems.get("ode_rk4_decay")
+    p = shared_problem("ode_rk4_decay")
     with pytest.raises(ShapeError, match=r"expects x of shape \(1,\); got \(2,\)"):
         p.trajectory(np.ones(2))
 
@@ -254,10 +255,10 @@ def test_wrong_x_shape_is_rejected() -> None:
 # entries with events (a bouncing ball) are checked against solve_ivp restarted at each
 # event in tests/test_ode_bounce.py
 @pytest.mark.parametrize(
-    "name", [n for n in problems.names("ode") if problems.get(n).events is None]
+    "name", [n for n in problems.names("ode") if shared_problem(n).events is None]
 )
 def test_catalogue_entry_trajectory_matches_solve_ivp(name: str) -> None:
-    p = problems.get(name)
+    p = shared_problem(name)
     assert p.meta.get("citation") or p.meta.get("reference"), "every entry names its reference"
     assert p.check_options.solver_rtol == getattr(p.solver, "rtol", 0.0)  # declared to check
     method = "Radau" if "stiff" in p.meta["tags"] else "DOP853"

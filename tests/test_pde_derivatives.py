@@ -8,6 +8,7 @@ import functools
 import numpy as np
 import pytest
 import scipy.differentiate as sd
+from _shared import shared_problem
 
 import problems
 import simdiff
@@ -38,7 +39,7 @@ def directional_fd(problem, x, v, h=1e-3):
 
 @pytest.mark.parametrize("name", ["heat_modes", "heat_diffusivity", "burgers_colehopf"])
 def test_exact_value_and_gradient(name, backend):
-    p = problems.get(name)
+    p = shared_problem(name)
     rtol = p.check_options.reference_rtol
     np.testing.assert_allclose(p.evaluate(), p.exact["value"](p.x0), rtol=rtol)
     np.testing.assert_allclose(simdiff.grad(p, backend=backend), p.exact["grad"](p.x0), rtol=rtol)
@@ -46,7 +47,7 @@ def test_exact_value_and_gradient(name, backend):
 
 @pytest.mark.parametrize("name", ["heat_modes", "heat_diffusivity"])
 def test_exact_hessian(name, backend):
-    p = problems.get(name)
+    p = shared_problem(name)
     np.testing.assert_allclose(
         simdiff.hessian(p, backend=backend), p.exact["hessian"](p.x0), rtol=1e-9, atol=1e-14
     )
@@ -197,6 +198,6 @@ def test_catalogue_entries_are_tagged_and_cited():
     names = problems.names("pde")
     assert {"heat_modes", "heat_diffusivity", "burgers_colehopf", "ks_field"} <= set(names)
     for name in names:
-        p = problems.get(name)
+        p = shared_problem(name)
         assert p.meta["citation"] and "pde" in p.meta["tags"]
-    assert problems.get("ks_field").meta["setup"]["L"] == pytest.approx(32 * np.pi)
+    assert shared_problem("ks_field").meta["setup"]["L"] == pytest.approx(32 * np.pi)

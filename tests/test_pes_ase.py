@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _shared import shared_problem
 from ase import Atoms
 from ase.calculators.lj import LennardJones
 from ase.constraints import FixCartesian
@@ -13,7 +14,6 @@ from ase.units import kB
 from ase.vibrations import Vibrations
 from sella import Sella
 
-import problems
 import simdiff
 from simdiff.pes import find_minimum, lennard_jones, muller_brown, normal_modes, stationary_index
 from simdiff.pes.ase_interface import (
@@ -27,12 +27,12 @@ from simdiff.pes.ase_interface import (
 
 @pytest.fixture(scope="module")
 def lj7_min():
-    p = problems.get("lj7")
+    p = shared_problem("lj7")
     return p, find_minimum(p).x
 
 
 def test_energies_and_forces_match_ase_lennard_jones(rng):
-    pos = problems.get("lj13").x0.reshape(13, 3) + 0.03 * rng.standard_normal((13, 3))
+    pos = shared_problem("lj13").x0.reshape(13, 3) + 0.03 * rng.standard_normal((13, 3))
     ours = Atoms("Ar13", positions=pos)
     ours.calc = SimdiffCalculator(pair=lennard_jones)
     rc = 50.0  # ASE shifts each pair inside rc by -u(rc); all 78 pairs are inside

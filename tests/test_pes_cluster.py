@@ -8,8 +8,8 @@ import functools
 import numpy as np
 import pytest
 import scipy.differentiate
+from _shared import shared_problem
 
-import problems
 import simdiff
 from problems.pes import LJEnergyNumpy
 from simdiff.pes import (
@@ -25,7 +25,7 @@ from simdiff.pes import (
 
 @pytest.mark.parametrize("name", ["lj-dimer", "morse-dimer"])
 def test_dimer_matches_analytic(backend, name):
-    p = problems.get(name)
+    p = shared_problem(name)
     x = p.x0
     np.testing.assert_allclose(p.evaluate(x), p.exact["value"](x), rtol=1e-14)
     np.testing.assert_allclose(simdiff.grad(p, backend=backend), p.exact["grad"](x), rtol=1e-12,
@@ -35,7 +35,7 @@ def test_dimer_matches_analytic(backend, name):
 
 
 def test_muller_brown_matches_analytic(backend):
-    p = problems.get("muller-brown")
+    p = shared_problem("muller-brown")
     for x in (p.x0, np.array([0.3, 0.1]), np.array([-1.1, 0.9])):
         np.testing.assert_allclose(p.evaluate(x), p.exact["value"](x), rtol=1e-14)
         np.testing.assert_allclose(simdiff.grad(p, x, backend=backend), p.exact["grad"](x),
@@ -46,7 +46,7 @@ def test_muller_brown_matches_analytic(backend):
 
 @pytest.fixture(scope="module")
 def lj7_scipy_hessian():
-    p = problems.get("lj7")
+    p = shared_problem("lj7")
     f = LJEnergyNumpy(7)
     assert f(p.x0) == pytest.approx(float(p.evaluate()), rel=1e-13)
     res = scipy.differentiate.hessian(f, p.x0, initial_step=0.05, order=8,
@@ -63,7 +63,7 @@ def test_lj7_hessian_against_scipy_finite_differences(backend, lj7_scipy_hessian
 
 
 def test_lj38_hessian_against_finite_differences_of_ad_gradient(backend):
-    p = problems.get("lj38")
+    p = shared_problem("lj38")
     x, n, step = p.x0, p.n, 1e-5
     shifts = np.eye(n) * step
     g = simdiff.grad(p, np.vstack([x + shifts, x - shifts]), backend=backend)  # vmapped
@@ -75,7 +75,7 @@ def test_lj38_hessian_against_finite_differences_of_ad_gradient(backend):
 
 
 def test_jax_and_torch_agree_lj13():
-    p = problems.get("lj13")
+    p = shared_problem("lj13")
     hj = simdiff.hessian(p, backend="jax")
     ht = simdiff.hessian(p, backend="torch")
     np.testing.assert_allclose(hj, ht, rtol=1e-12, atol=1e-11)
@@ -95,7 +95,7 @@ def test_energy_matches_pair_loop():
 
 
 def test_forces_sum_to_zero_and_translation_invariance(backend):
-    p = problems.get("lj13")
+    p = shared_problem("lj13")
     f = forces(p, backend=backend)
     np.testing.assert_allclose(f.reshape(-1, 3).sum(axis=0), 0.0, atol=1e-11)
     shifted = (p.x0.reshape(-1, 3) + np.array([0.3, -1.0, 2.0])).reshape(-1)
@@ -217,7 +217,7 @@ def test_coincidence_check_is_exact_and_sees_periodic_images():
 
 
 def test_coincident_point_gives_inf_energy_and_reported_derivatives(backend):
-    p = problems.get("lj7")
+    p = shared_problem("lj7")
     x = p.x0.copy()
     x[3:6] = x[0:3]  # particle 1 onto particle 0
     assert float(p.evaluate(x)) == np.inf
@@ -259,7 +259,7 @@ def test_cluster_energy_docstring_dimer():
 
 @pytest.mark.parametrize("name", ["lj7", "lj13", "lj38"])
 def test_catalogue_energy_matches_independent_numpy(name):
-    p = problems.get(name)
+    p = shared_problem(name)
     x = p.x0 + np.random.default_rng(3).normal(0, 0.01, p.n)
     assert float(p.evaluate(x)) == pytest.approx(float(p.exact["value"](x)), rel=1e-13)
 
@@ -281,7 +281,7 @@ def test_cluster_problems_pickle(backend):
 def test_catalogue_entries_pickle(name):
     import pickle
 
-    p = problems.get(name)
+    p = shared_problem(name)
     q = pickle.loads(pickle.dumps(p))
     x = p.x0 + 0.01
     assert float(q.evaluate(x)) == float(p.evaluate(x))

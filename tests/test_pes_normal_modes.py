@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _shared import shared_problem
 
-import problems
 import simdiff
 from problems.pes import fcc_cluster
 from simdiff.pes import (
@@ -26,12 +26,12 @@ from simdiff.pes import (
 
 @pytest.fixture(scope="module")
 def lj13_min():
-    p = problems.get("lj13")
+    p = shared_problem("lj13")
     return p, find_minimum(p).x
 
 
 def test_morse_dimer_frequency_is_analytic(backend):
-    p = problems.get("morse-dimer")
+    p = shared_problem("morse-dimer")
     d = p.x0.reshape(2, 3)
     u = (d[1] - d[0]) / np.linalg.norm(d[1] - d[0])
     r0 = p.meta["minimum_distance"]
@@ -107,7 +107,7 @@ def test_wavenumber_factors():
 
 
 def test_bad_masses_for_normal_modes():
-    p = problems.get("lj-dimer")
+    p = shared_problem("lj-dimer")
     with pytest.raises(ValueError, match="masses must be finite and positive"):
         normal_modes(p, masses=[1.0, -1.0])
     with pytest.raises(simdiff.ShapeError, match="masses must have shape"):
@@ -118,7 +118,7 @@ def test_bad_masses_for_normal_modes():
 
 
 def test_cubic_morse_stretch_analytic(backend):
-    p = problems.get("morse-dimer")
+    p = shared_problem("morse-dimer")
     d = np.array([0.3, -0.4, 1.2])
     d /= np.linalg.norm(d)
     x = np.concatenate([np.zeros(3), p.meta["minimum_distance"] * d])
@@ -176,7 +176,7 @@ def test_cubic_taylor_equals_hessian_jvp_for_all_modes(lj13_min, backend):
 
 
 def test_cubic_bad_modes():
-    p = problems.get("lj-dimer")
+    p = shared_problem("lj-dimer")
     with pytest.raises(simdiff.ShapeError, match=r"modes must have shape \(6, m\)"):
         cubic_force_constants(p, p.x0, np.ones((5, 2)))
     with pytest.raises(ValueError, match="chunk must be a positive integer"):
@@ -187,7 +187,7 @@ def test_cubic_bad_modes():
 
 def test_h2_harmonic_wavenumber_in_real_units(backend):
     """Morse H2 in eV / Angstrom / amu reproduces the spectroscopic we = 4401.21 cm^-1."""
-    p = problems.get("morse-h2")
+    p = shared_problem("morse-h2")
     nm = normal_modes(p, backend=backend)
     assert nm.n_rigid == 5
     (nu,) = nm.wavenumbers(energy="eV", length="angstrom")
@@ -254,7 +254,7 @@ def test_lowest_modes_of_cutoff_cluster_use_sparse_hessian(rng):
 
 
 def test_stationarity_warning_states_gradient():
-    p = problems.get("lj-dimer")
+    p = shared_problem("lj-dimer")
     with pytest.warns(simdiff.errors.StationarityWarning, match=r"\|grad E\(x\)\| = 12\.2"):
         normal_modes(p)
     with pytest.warns(simdiff.errors.StationarityWarning, match="cubic force constants"):

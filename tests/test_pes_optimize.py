@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _shared import shared_problem
 
-import problems
 import simdiff
 from simdiff.pes import MINIMIZE_METHODS, find_minimum, find_saddle, stationary_index
 
@@ -16,7 +16,7 @@ _PROBLEMS: dict[str, object] = {}
 def _shared(name):
     """One Problem per catalogue name for this module, so compiled derivatives are reused."""
     if name not in _PROBLEMS:
-        _PROBLEMS[name] = problems.get(name)
+        _PROBLEMS[name] = shared_problem(name)
     return _PROBLEMS[name]
 
 
@@ -41,7 +41,7 @@ def test_lj_minimum_torch(name):
 
 @pytest.mark.slow
 def test_lj38_truncated_octahedron_is_global_minimum():
-    p = problems.get("lj38")
+    p = shared_problem("lj38")
     res = find_minimum(p, method="trust-exact")
     assert res.energy == pytest.approx(p.meta["global_minimum_energy"], rel=1e-6)
     assert res.index == 0
@@ -50,7 +50,7 @@ def test_lj38_truncated_octahedron_is_global_minimum():
 
 @pytest.fixture(scope="module")
 def mb():
-    return problems.get("muller-brown")
+    return shared_problem("muller-brown")
 
 
 @pytest.mark.parametrize("k", [0, 1, 2])
@@ -155,7 +155,7 @@ def test_saddle_search_reports_step_budget(mb):
 
 
 def test_unknown_method():
-    p = problems.get("lj-dimer")
+    p = shared_problem("lj-dimer")
     with pytest.raises(ValueError, match="unknown method 'CG'; expected one of"):
         find_minimum(p, method="CG")
     assert set(MINIMIZE_METHODS) >= {"trust-exact", "trust-krylov", "Newton-CG", "L-BFGS-B"}
@@ -165,7 +165,7 @@ def test_find_saddle_mode_out_of_range(mb):
     with pytest.raises(simdiff.errors.InvalidIndexError, match=r"mode must be in 0\.\.1") as info:
         find_saddle(mb, np.array([-0.7, 0.7]), mode=99)
     assert isinstance(info.value, IndexError)
-    p = problems.get("lj7")
+    p = shared_problem("lj7")
     with pytest.raises(simdiff.errors.InvalidIndexError, match=r"15 internal modes"):
         find_saddle(p, mode=15)
 

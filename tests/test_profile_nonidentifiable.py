@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.optimize
+from _shared import shared_problem
 
-import problems
 import simdiff
 from problems.sensitivity import DECAY_DATA, DECAY_SIGMA, DECAY_TIMES, decay_product_fit_fn
 from simdiff.sensitivity import profile_likelihood
@@ -43,7 +43,7 @@ def _rate_problem() -> simdiff.Problem:
 @pytest.fixture(scope="module", params=["jax", "torch"])
 def profiles(request):
     backend = request.param
-    fit = simdiff.minimize(problems.get("decay_product_fit"), backend=backend)
+    fit = simdiff.minimize(shared_problem("decay_product_fit"), backend=backend)
     rate_fit = simdiff.minimize(_rate_problem(), backend=backend)
     return (
         profile_likelihood(fit, max_steps=MAX_STEPS),

@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 from _numerics import path_rtol
+from _shared import shared_problem
 from SALib.analyze import dgsm as salib_dgsm
 from SALib.analyze import sobol as salib_sobol
 from SALib.sample import finite_diff
 from SALib.sample import sobol as salib_sobol_sample
 
-import problems
 import simdiff
 from simdiff.sensitivity import (
     LogUniform,
@@ -29,17 +29,17 @@ N = 4096
 
 @pytest.fixture(scope="module")
 def ishigami() -> simdiff.Problem:
-    return problems.get("ishigami")
+    return shared_problem("ishigami")
 
 
 @pytest.fixture(scope="module")
 def sobol_g() -> simdiff.Problem:
-    return problems.get("sobol_g")
+    return shared_problem("sobol_g")
 
 
 @pytest.mark.parametrize("name", ["ishigami", "sobol_g"])
 def test_exact_gradients_of_test_functions(name, backend, rng):
-    p = problems.get(name)
+    p = shared_problem(name)
     dists = as_distributions(p.meta["distributions"], p.n)
     xs = np.stack([d.ppf(rng.random(16)) for d in dists], axis=1)
     f, g = batched_value_and_grad(p, xs, backend=backend, chunk_size=5)
@@ -60,7 +60,7 @@ def test_analytic_indices_by_monte_carlo_integration(ishigami, sobol_g, rng):
 
 @pytest.mark.parametrize("name", ["ishigami", "sobol_g"])
 def test_dgsm_matches_analytic_and_bounds_total_index(name, backend):
-    p = problems.get(name)
+    p = shared_problem(name)
     r = dgsm(p, p.meta["distributions"], N, backend=backend, n_bootstrap=300, seed=3)
     exact_nu = p.meta["dgsm"]
     np.testing.assert_allclose(r.nu, exact_nu, rtol=2e-3)
@@ -136,7 +136,7 @@ def test_invalid_dgsm_arguments(ishigami):
     with pytest.raises(ValueError, match=r"confidence must lie in \(0, 1\); got 1.5"):
         dgsm(ishigami, d, 64, confidence=1.5)
     with pytest.raises(simdiff.ShapeError, match="needs a scalar-valued problem"):
-        dgsm(problems.get("spherical"), ("uniform", 0.0, 1.0), 64)
+        dgsm(shared_problem("spherical"), ("uniform", 0.0, 1.0), 64)
     const = simdiff.Problem(lambda x, ops: 0.0 * x[0], x0=np.zeros(1))
     with pytest.raises(ValueError, match="sample variance is 0.0"):
         dgsm(const, ("uniform", 0.0, 1.0), 64, n_bootstrap=0)
@@ -169,7 +169,7 @@ def _salib_problem(p: simdiff.Problem) -> dict:
 
 @pytest.mark.parametrize("name", ["ishigami", "sobol_g"])
 def test_salib_finite_difference_dgsm_on_the_same_points(name):
-    p = problems.get(name)
+    p = shared_problem(name)
     sp = _salib_problem(p)
     X = finite_diff.sample(sp, 1024, delta=1e-3, seed=7)
     Y = np.array([p.exact["value"](x) for x in X])

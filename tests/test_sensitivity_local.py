@@ -7,8 +7,8 @@ import pytest
 import scipy.differentiate
 import scipy.stats
 from _numerics import path_rtol
+from _shared import shared_problem
 
-import problems
 import simdiff
 from simdiff.sensitivity import fisher_information, laplace, local_sensitivity
 
@@ -55,7 +55,7 @@ def test_relative_sensitivity_is_nan_where_output_vanishes(backend):
 @pytest.fixture(scope="module")
 def lv_fd_jacobian() -> np.ndarray:
     """SciPy's Richardson-extrapolated finite-difference Jacobian of the LV observations."""
-    p = problems.get("lv4_observations")
+    p = shared_problem("lv4_observations")
 
     def f(x):  # scipy passes x of shape (n, *batch)
         cols = x.reshape(p.n, -1)
@@ -66,7 +66,7 @@ def lv_fd_jacobian() -> np.ndarray:
 
 
 def test_lotka_volterra_sensitivities_match_finite_differences(backend, lv_fd_jacobian):
-    s = local_sensitivity(problems.get("lv4_observations"), backend=backend)
+    s = local_sensitivity(shared_problem("lv4_observations"), backend=backend)
     fd = lv_fd_jacobian
     np.testing.assert_allclose(s.jacobian, fd, rtol=1e-6, atol=1e-6 * np.abs(fd).max())
 
@@ -121,7 +121,7 @@ def test_singular_fim_reports_unidentifiable_direction(backend):
 
 
 def test_sloppy_lotka_volterra_spectrum(backend):
-    p = problems.get("lv4_observations")
+    p = shared_problem("lv4_observations")
     fim = fisher_information(p, sigma=0.5, backend=backend)
     assert fim.identifiable and fim.rank == 4
     assert np.all(np.diff(fim.eigenvalues) <= 0)
@@ -196,4 +196,4 @@ def test_laplace_bad_input():
     with pytest.raises(simdiff.ShapeError, match=r"must have shape \(2,\); got \(3,\)"):
         laplace(p, np.zeros(3))
     with pytest.raises(simdiff.ShapeError, match="use fisher_information"):
-        laplace(problems.get("spherical"))
+        laplace(shared_problem("spherical"))

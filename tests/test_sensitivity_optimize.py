@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.optimize
+from _shared import shared_problem
 
 import problems
 import simdiff
@@ -21,7 +22,7 @@ METHODS = {
 
 @pytest.fixture
 def rosen() -> simdiff.Problem:
-    return problems.get("rosenbrock4")  # a fresh problem: nothing compiled yet
+    return problems.get("rosenbrock4")  # a fresh problem: nothing compiled yet (tests/_shared.py)
 
 
 @pytest.mark.parametrize("method", list(METHODS))
@@ -54,7 +55,7 @@ def test_bounded_minimum_matches_scipy_with_exact_derivatives(rosen, backend):
 @pytest.mark.slow
 def test_catalogue_fit_by_least_squares(backend):
     # Fit the Lotka-Volterra parameters to noise-free observations from a perturbed start.
-    model = problems.get("lv4_observations")
+    model = shared_problem("lv4_observations")
     truth = model.x0
     data = model.evaluate(truth)
 
@@ -97,11 +98,11 @@ def test_minimize_bad_input(rosen, kwargs, error, message):
 
 def test_wrong_problem_kinds(rosen):
     with pytest.raises(simdiff.ShapeError, match="use simdiff.least_squares"):
-        simdiff.minimize(problems.get("spherical"))
+        simdiff.minimize(shared_problem("spherical"))
     with pytest.raises(simdiff.ShapeError, match="use simdiff.minimize"):
         simdiff.least_squares(rosen)
     with pytest.raises(ValueError, match="method 'lm' does not accept bounds"):
-        simdiff.least_squares(problems.get("spherical"), method="lm", bounds=[(0, 2)] * 3)
+        simdiff.least_squares(shared_problem("spherical"), method="lm", bounds=[(0, 2)] * 3)
 
 
 # --------------------------------------------------------------------------- one adapter

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from _numerics import path_rtol
+from _shared import shared_problem
 
 import problems
 import simdiff
@@ -42,7 +43,7 @@ TAYLOR_REFUSED = {"robertson": "Rodas3", "van_der_pol_stiff": "Rodas3", "hires":
 
 @pytest.mark.parametrize("name", sorted(TAYLOR_REFUSED))
 def test_catalogue_refusals_name_the_taylor_context(name, backend):
-    p = problems.get(name)
+    p = shared_problem(name)
     with pytest.raises(UnsupportedError, match=rf"{TAYLOR_REFUSED[name]} .*'taylor' context"):
         simdiff.taylor(p, 2, np.ones(p.n), backend=backend)
 
@@ -59,7 +60,7 @@ def _catalogue_params() -> list:
     heavy = {"ode", "pde", "large", "rk4-model"}
     out = []
     for name in sorted(set(problems.names()) - set(TAYLOR_REFUSED)):
-        tags = set(problems.get(name).meta.get("tags", ()))
+        tags = set(shared_problem(name).meta.get("tags", ()))
         if tags & heavy:
             out.append(pytest.param(name, 2, marks=pytest.mark.slow))
         else:
@@ -69,7 +70,7 @@ def _catalogue_params() -> list:
 
 @pytest.mark.parametrize(("name", "max_order"), _catalogue_params())
 def test_catalogue_taylor_matches_nested(name, max_order, backend, rng):
-    p = problems.get(name)
+    p = shared_problem(name)
     if backend not in p.backends:
         pytest.fail(f"{name} does not run on {backend}; list it explicitly if that is intended")
     v = rng.standard_normal(p.n)
@@ -80,7 +81,7 @@ def test_catalogue_taylor_matches_nested(name, max_order, backend, rng):
 
 
 def test_seed_closed_form_and_backends_agree():
-    p = problems.get("seed")
+    p = shared_problem("seed")
     x, v = np.array([0.9]), np.array([1.0])
     coeffs = {b: simdiff.taylor(p, 4, v, x, backend=b) for b in ("numpy", "jax", "torch")}
     exact = [p.exact["derivative"](x, k, v) / math.factorial(k) for k in range(5)]
@@ -91,7 +92,7 @@ def test_seed_closed_form_and_backends_agree():
 
 
 def test_batched_points_match_single_points(backend, rng):
-    p = problems.get("seed8")
+    p = shared_problem("seed8")
     xs, v = rng.uniform(-1, 1, (5, 8)), rng.standard_normal(8)
     batched = simdiff.derivative(p, 6, v, xs, backend=backend)
     single = [simdiff.derivative(p, 6, v, x, backend=backend) for x in xs]
@@ -102,14 +103,14 @@ def test_batched_points_match_single_points(backend, rng):
 
 
 def test_vector_output_shape(backend):
-    p = problems.get("spherical")
+    p = shared_problem("spherical")
     c = simdiff.taylor(p, 5, np.array([0.1, 0.2, 0.3]), backend=backend)
     assert c.shape == (6, 3)
     _close(c[1], simdiff.jvp(p, np.array([0.1, 0.2, 0.3]), backend=backend))
 
 
 def test_results_follow_input_array_type():
-    p = problems.get("seed")
+    p = shared_problem("seed")
     out_t = simdiff.taylor(
         p,
         3,
@@ -185,7 +186,7 @@ def test_singular_derivative_is_reported(backend):
 
 
 def test_order_zero_is_the_value(backend):
-    p = problems.get("rosenbrock4")
+    p = shared_problem("rosenbrock4")
     c = simdiff.taylor(p, 0, np.ones(4), backend=backend)
     assert c.shape == (1,)
     # Rosenbrock in 4 variables, about 12 operations, against numpy's closed form
@@ -197,7 +198,7 @@ def test_order_zero_is_the_value(backend):
 
 @pytest.mark.parametrize("order", [-1, 2.5, True, "3"])
 def test_bad_order_raises(order, backend):
-    p = problems.get("seed")
+    p = shared_problem("seed")
     with pytest.raises(ValueError, match="order must be a non-negative integer"):
         simdiff.taylor(p, order, np.ones(1), backend=backend)
     with pytest.raises(ValueError, match="order must be a non-negative integer"):
@@ -207,7 +208,7 @@ def test_bad_order_raises(order, backend):
 @pytest.mark.parametrize("old_x", [np.array([0.5]), [0.5], None], ids=["array", "list", "None"])
 def test_retired_argument_order_raises_naming_the_new_one(old_x, backend):
     """``taylor(problem, x, direction, order)`` (the retired order) never computes."""
-    p = problems.get("seed")
+    p = shared_problem("seed")
     d = simdiff.Derivatives(p, backend=backend)
     for call in (
         lambda: simdiff.taylor(p, old_x, np.ones(1), 3, backend=backend),
@@ -219,7 +220,7 @@ def test_retired_argument_order_raises_naming_the_new_one(old_x, backend):
 
 
 def test_bad_direction_shape_raises(backend):
-    p = problems.get("seed8")
+    p = shared_problem("seed8")
     with pytest.raises(ShapeError, match=r"direction .* must have shape \(8,\) .*got \(3,\)"):
         simdiff.taylor(p, 2, np.ones(3), backend=backend)
     with pytest.raises(ShapeError, match=r"direction .*got \(2, 3\)"):

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 import pytest
+from _shared import shared_problem
 
-import problems
 import simdiff
 from simdiff.taylor_tensor import _multi_indices, interpolation_weights
 
@@ -27,7 +27,7 @@ def _close(a, b, rtol=1e-10):
 @pytest.mark.parametrize("name", ["rosenbrock4", "spherical", "seed8"])
 @pytest.mark.parametrize("order", [0, 1, 2, 3, 4])
 def test_matches_nested_derivative_tensor(name, order, backend):
-    p = problems.get(name)
+    p = shared_problem(name)
     x = p.x0 + 0.1
     got = simdiff.derivative_tensor(p, order, x, method="taylor", backend=backend)
     ref = simdiff.derivative_tensor(p, order, x, method="nested", backend=backend)
@@ -36,7 +36,7 @@ def test_matches_nested_derivative_tensor(name, order, backend):
 
 
 def test_seed_tensor_closed_form():
-    p = problems.get("seed8")
+    p = shared_problem("seed8")
     for order in range(5):
         _close(
             simdiff.derivative_tensor(p, order, method="taylor", backend="numpy"),
@@ -57,19 +57,19 @@ def test_weights_invert_the_monomial_map(n, d):
 @pytest.mark.parametrize("method", ["taylor", "nested"])
 def test_bad_order_raises(method):
     with pytest.raises(ValueError, match="order must be a non-negative integer"):
-        simdiff.derivative_tensor(problems.get("seed"), -1, method=method)
+        simdiff.derivative_tensor(shared_problem("seed"), -1, method=method)
 
 
 def test_bad_method_names_the_choices():
     with pytest.raises(ValueError, match=r"unknown derivative-tensor method 'fwd'.*'nested'"):
-        simdiff.derivative_tensor(problems.get("seed"), 2, method="fwd")
+        simdiff.derivative_tensor(shared_problem("seed"), 2, method="fwd")
 
 
 @pytest.mark.parametrize("method", ["taylor", "nested"])
 def test_batched_points_and_array_type_follow_input(method):
     import torch
 
-    p = problems.get("rosenbrock4")
+    p = shared_problem("rosenbrock4")
     xs = np.stack([p.x0, p.x0 + 0.2])
     got = simdiff.derivative_tensor(p, 3, torch.as_tensor(xs), method=method, backend="jax")
     assert isinstance(got, torch.Tensor) and got.shape == (2, 4, 4, 4)
@@ -78,6 +78,6 @@ def test_batched_points_and_array_type_follow_input(method):
 
 
 def test_derivatives_method_matches_function():
-    p = problems.get("spherical")
+    p = shared_problem("spherical")
     d = simdiff.Derivatives(p, backend="torch")
     _close(d.derivative_tensor(2, method="taylor"), simdiff.hessian(p, backend="torch"))

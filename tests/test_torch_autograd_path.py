@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from _numerics import path_rtol, torch_graph_length
+from _shared import shared_problem
 
 import problems
 import simdiff
@@ -24,12 +25,12 @@ from simdiff.ode import ForwardAdjoint, ODEProblem
 
 T = get_backend("torch")
 OPS = T.ops()
-TORCH_ENTRIES = [n for n in problems.names() if problems.get(n).supports("torch")]
+TORCH_ENTRIES = [n for n in problems.names() if shared_problem(n).supports("torch")]
 SLOW = {"burgers_colehopf", "robertson", "hires", "lv4_mean_prey", "lv4_observations"}
 
 
 def _function(name: str):
-    p = problems.get(name)
+    p = shared_problem(name)
     return (lambda y: p.fn(y, OPS)), torch.tensor(p.x0, dtype=torch.float64)
 
 
@@ -99,7 +100,7 @@ def test_derivatives_nest_as_with_torch_func(name: str) -> None:
 
 def test_derivatives_api_numbers_unchanged() -> None:
     """simdiff's grad, value_and_grad, vjp, Hessian and HVP on torch, against torch.func."""
-    p = problems.get("lotka_volterra_fit")
+    p = shared_problem("lotka_volterra_fit")
     f, x = _function("lotka_volterra_fit")
     d = simdiff.Derivatives(p, backend="torch")
     v = np.linspace(1.0, -0.5, p.n)
@@ -168,7 +169,7 @@ def test_a_refused_reverse_pass_still_raises_its_message() -> None:
 def test_one_parameter_rev_rev_hessian_by_one_hvp_is_the_nested_jacobian(name, backend):
     """n = 1: the reverse-over-reverse Hessian is one HVP (simdiff._api._hessian_by_hvps);
     the same numbers as jacrev(jacrev f) on both backends, the method still named rev-rev."""
-    p = problems.get(name)
+    p = shared_problem(name)
     assert p.n == 1 and p.is_scalar
     d = simdiff.Derivatives(p, backend)
     be = d.backend
