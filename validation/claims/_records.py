@@ -160,8 +160,7 @@ def _resampled_medians(
     Resample ``b`` picks ``k`` groups with replacement and, from each picked
     group of ``s`` rounds, ``s`` rounds with replacement.  The draws fill a
     ``(n_boot, k, max s)`` block; the slots past a picked group's size are
-    NaN, which sorting puts last, so each row's median is read at the middle
-    of its own count of rounds.
+    NaN, and each row's median is ``numpy.nanmedian`` of its own rounds.
     """
     k = len(groups)
     sizes = np.array([g.size for g in groups])
@@ -173,10 +172,7 @@ def _resampled_medians(
     slot = np.arange(padded.shape[1])
     rows = rng.integers(0, size[..., None], size=(n_boot, k, padded.shape[1]))
     drawn = np.where(slot < size[..., None], padded[picked[..., None], rows], np.nan)
-    ordered = np.sort(drawn.reshape(n_boot, -1), axis=1)  # NaN (unused slots) last
-    n = size.sum(axis=1)
-    b = np.arange(n_boot)
-    return 0.5 * (ordered[b, (n - 1) // 2] + ordered[b, n // 2])
+    return np.nanmedian(drawn.reshape(n_boot, -1), axis=1)
 
 
 def bootstrap_processes(
