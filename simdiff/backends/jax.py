@@ -132,7 +132,7 @@ def _is_zero(t: Any) -> bool:
 def _select(k: Any, t: Any) -> Any:
     if getattr(t, "dtype", None) == jax.dtypes.float0:
         return t
-    return jnp.where(k, t, jnp.zeros_like(t))
+    return JaxOps.where(k, t, jnp.zeros_like(t))
 
 
 class JaxOps(XPOps):
@@ -162,10 +162,35 @@ class JaxOps(XPOps):
         """
         out = jnp.asarray(x)
         if min is not None:
-            out = jnp.where(out < min, min, out)
+            out = JaxOps.where(out < min, min, out)
         if max is not None:
-            out = jnp.where(out > max, max, out)
+            out = JaxOps.where(out > max, max, out)
         return out
+
+    @staticmethod
+    def where(condition: Any, x1: Any, x2: Any) -> Any:
+        """``jnp.where(condition, x1, x2)`` traced into the caller's program.
+
+        ``jnp.where`` is a jitted function: each call is a nested ``jit``
+        equation that every transformation (JVP, partial evaluation,
+        transposition) and the lowering process separately.  The step loops
+        select their state with it on every carry leaf (216 nested calls in
+        the gradient of the bouncing ball with drag); here it is the same
+        promotion, broadcasting and ``lax.select``, inline.
+        """
+        c = jnp.asarray(condition)
+        if c.dtype != jnp.bool_:
+            c = c != 0
+        a, b = jnp.asarray(x1), jnp.asarray(x2)
+        if a.dtype != b.dtype or a.weak_type != b.weak_type:
+            # jax.numpy's promotion (a Python number takes the array's type); two Python
+            # numbers of one kind stay weakly typed, as with jnp.where
+            dtype = jnp.result_type(x1, x2)
+            a, b = jnp.asarray(x1, dtype=dtype), jnp.asarray(x2, dtype=dtype)
+        shape = jnp.broadcast_shapes(c.shape, a.shape, b.shape)
+        if c.ndim:  # a scalar condition selects whole arrays (lax.select takes it as is)
+            c = jnp.broadcast_to(c, shape)
+        return jax.lax.select(c, jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape))
 
     @staticmethod
     def scan(step: Callable[..., Any], carry: Any, xs: Any = None, length: int | None = None):
