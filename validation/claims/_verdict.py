@@ -109,16 +109,16 @@ def bootstrap(
     return Interval(value, float(min(lo, value)), float(max(hi, value)), rounds)
 
 
-def _median_ratio(a: np.ndarray, b: np.ndarray) -> float:
-    mb = float(np.median(b))
-    return float(np.median(a)) / mb if mb > 0 else math.nan
-
-
 def _median_ratios(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """:func:`_median_ratio` of each row of ``a`` and ``b``."""
+    """``median(a) / median(b)`` of each row of ``a`` and ``b`` (NaN where ``median(b) <= 0``)."""
     ma, mb = np.median(a, axis=-1), np.median(b, axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(mb > 0, ma / np.where(mb > 0, mb, 1.0), math.nan)
+
+
+def _median_ratio(a: np.ndarray, b: np.ndarray) -> float:
+    """:func:`_median_ratios` of one pair of samples."""
+    return float(_median_ratios(a, b))
 
 
 def bootstrap_ratio(num: Sequence[float], den: Sequence[float], **kwargs: Any) -> Interval:
