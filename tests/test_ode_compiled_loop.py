@@ -94,7 +94,8 @@ def test_the_loop_is_the_compiled_part_for_top_level_derivatives(stand_in) -> No
     rtol = path_rtol(12 * 40)
     np.testing.assert_allclose(d.grad(), eager.grad(), rtol=rtol, atol=0)
     np.testing.assert_allclose(d.value(), eager.value(), rtol=rtol, atol=0)
-    assert stand_in.calls == [True, True]
+    # what ran, in the message: on a 12-process run the stand-in once saw no compile
+    assert stand_in.calls == [True, True], d.cache_info()
     for info in d.cache_info():
         assert info["path"] == "compiled"
         assert info["compiles"] == "the rk4 step loop (method, controller, saving), one graph"
