@@ -321,3 +321,34 @@ def test_numpy_stack_is_numpy_stack() -> None:
         ops.stack([])
     with pytest.raises(TypeError, match="sequence"):
         ops.stack(p for p in [y])
+
+
+_WHERE_CASES = [
+    ("array, Python float", lambda c, x, i: (c, x, 0.0)),
+    ("Python float, array", lambda c, x, i: (c, 0.0, x)),
+    ("scalar condition", lambda c, x, i: (True, x, -x)),
+    ("float condition", lambda c, x, i: (x, x, 2 * x)),
+    ("broadcast", lambda c, x, i: (c[:, None], x, x[:, None])),
+    ("two Python floats", lambda c, x, i: (c, 1.0, 2.0)),
+    ("two Python ints", lambda c, x, i: (c, 1, 2)),
+    ("int array, Python int", lambda c, x, i: (c, i, 0)),
+]
+
+
+@pytest.mark.parametrize("case", _WHERE_CASES, ids=[c[0] for c in _WHERE_CASES])
+def test_jax_where_is_jnp_where_without_a_nested_jit(case) -> None:
+    """JaxOps.where: jax.numpy's promotion (weak types included), broadcasting and values,
+    traced inline: no nested ``jit`` equation, which jnp.where is."""
+    import jax
+    import jax.numpy as jnp
+
+    ops = get_ops("jax")
+    x = jnp.array([0.0, 1.5, -2.0])
+    args = case[1](x > 0, x, jnp.arange(3))
+    got, want = ops.where(*args), jnp.where(*args)
+    assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+    np.testing.assert_array_equal(got, want)
+    eqns = jax.make_jaxpr(lambda *a: ops.where(*a))(*args).eqns
+    assert "jit" not in {e.primitive.name for e in eqns}
+    with pytest.raises(jax.dtypes.TypePromotionError):  # strict promotion, as jnp.where
+        ops.where(x > 0, x.astype(jnp.float32), x)
