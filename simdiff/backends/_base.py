@@ -133,6 +133,7 @@ class Ops(Protocol):
         self, fn: Callable[..., Any], names: tuple[str, ...], /
     ) -> Callable[..., Any]: ...
     def checkpoint_name(self, x: Array, name: str, /) -> Array: ...
+    def traced_once(self, fn: Callable[..., Any], /) -> Callable[..., Any]: ...
 
     # --- unary
     def abs(self, x: Array, /) -> Array: ...
@@ -263,8 +264,11 @@ class Ops(Protocol):
 #: inside ``fn`` by ``checkpoint_name(x, name)`` with a name in ``names`` are stored for
 #: the backward pass, not recomputed (JAX: a ``jax.checkpoint`` policy; elsewhere
 #: ``checkpoint(fn)`` and the identity).
+#: ``traced_once(fn)`` is ``fn`` for a function called several times inside one traced
+#: program: JAX traces it, and builds its derivatives, once per argument signature (a
+#: nested ``jax.jit``); elsewhere ``fn``.
 CAPABILITIES = ("eager", "concrete", "jacfwd", "lu_factor", "lu_solve", "errstate", "forward_only",
-                "gated", "checkpoint_saving", "checkpoint_name")  # fmt: skip
+                "gated", "checkpoint_saving", "checkpoint_name", "traced_once")  # fmt: skip
 
 
 class OpsBase:
@@ -322,6 +326,15 @@ class OpsBase:
     def checkpoint_name(self, x: Array, name: str) -> Array:
         """``x``, tagged ``name`` for :meth:`checkpoint_saving` (the identity by default)."""
         return x
+
+    def traced_once(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn``, for a function called several times inside one traced program.
+
+        Where a context traces (JAX), each call with the same argument shapes
+        reuses one trace of ``fn`` and the derivatives built from it (a
+        solver's right-hand side, called once per stage).  Default: ``fn``.
+        """
+        return fn
 
     def jacfwd(self, fn: Callable[..., Array]) -> Callable[..., Array]:
         """Forward-mode Jacobian ``d fn(z, *consts) / dz`` inside a solver (the context's own

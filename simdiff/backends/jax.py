@@ -233,6 +233,15 @@ class JaxOps(XPOps):
         return jax.checkpoint(fn)
 
     @staticmethod
+    def traced_once(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """A nested ``jax.jit``: every call with the same argument shapes and dtypes reuses
+        one trace of ``fn``, and JAX builds each derivative of that trace (JVP, partial
+        evaluation, transpose) once for all of them.  Inlined, a function called at seven
+        stages of a step is traced, and each of its derivatives built, seven times.  XLA
+        inlines the call: the compiled program is the same."""
+        return jax.jit(fn)
+
+    @staticmethod
     def checkpoint_saving(fn: Callable[..., Any], names: tuple[str, ...]) -> Callable[..., Any]:
         """``jax.checkpoint`` with the policy ``save_only_these_names(*names)``."""
         policy = jax.checkpoint_policies.save_only_these_names(*names)

@@ -221,9 +221,25 @@ class Adjoint:
 
         Unchanged here; :class:`CheckpointAdjoint` rematerialises it on traced
         contexts.  The solvers call it once per solve (``integrate``), for the
-        stages inside the loop only.
+        stages inside the loop only.  On traced contexts it is
+        :meth:`~simdiff.backends.Ops.traced_once`: the stages of a step share
+        one trace of the right-hand side and its derivatives.
         """
+        return _traced_once(rhs, ops)
+
+
+def _traced_once(rhs: Rhs, ops: Any) -> Rhs:
+    """``rhs`` through ``ops.traced_once`` where it is called with ``ops`` itself (the
+    solver's stages); a call with another context (a Taylor context over ``ops``) runs it
+    as it is."""
+    if ops.eager:
         return rhs
+    once = ops.traced_once(lambda t, y, p: rhs(t, y, p, ops))
+
+    def stage_rhs(t: Any, y: Any, p: Any, ops_: Any) -> Any:
+        return once(t, y, p) if ops_ is ops else rhs(t, y, p, ops_)
+
+    return stage_rhs
 
 
 @dataclass(frozen=True)
@@ -334,12 +350,12 @@ class CheckpointAdjoint(Adjoint):
     def step_rhs(self, rhs: Rhs, ops: Any) -> Rhs:
         """``rhs`` under ``ops.checkpoint`` on traced contexts with ``remat_rhs`` (else ``rhs``)."""
         if ops.eager or not self.remat_rhs:
-            return rhs
+            return _traced_once(rhs, ops)
 
         def rematerialised(t: Any, y: Any, p: Any, ops_: Any) -> Any:
             return ops.checkpoint(lambda t_, y_, p_: rhs(t_, y_, p_, ops_))(t, y, p)
 
-        return rematerialised
+        return _traced_once(rematerialised, ops)
 
     def event_rhs(self, rhs: Rhs, ops: Any) -> Rhs:
         """``rhs`` itself where :meth:`event_branch` rematerialises the location as a whole.
@@ -349,7 +365,7 @@ class CheckpointAdjoint(Adjoint):
         compiled again.  Else :meth:`step_rhs`'s.
         """
         if self.remat_events:
-            return rhs
+            return _traced_once(rhs, ops)
         return self.step_rhs(rhs, ops)
 
     def event_branch(self, fire: Callable[..., Any], ops: Any) -> Callable[..., Any]:
