@@ -303,7 +303,7 @@ def test_group_default_is_smaller_where_steps_locate_events() -> None:
 def test_the_stages_of_a_step_share_one_trace_of_the_rhs_on_jax(solver, adjoint) -> None:
     """``ops.traced_once``: a Hessian through Dopri5 (7 stages a step) or Rodas5P (8, and
     the Jacobian) runs the right-hand side's Python once per argument signature, not once
-    per stage (inlined: 8 and 11 runs), and differentiates exactly as before."""
+    per stage (inlined: 8 and 11 runs); the second derivative is still y(1) = exp(-p)'s."""
     traced = []
 
     def rhs(t, y, p, ops):

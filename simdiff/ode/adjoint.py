@@ -219,11 +219,11 @@ class Adjoint:
     def step_rhs(self, rhs: Rhs, ops: Any) -> Rhs:
         """The right-hand side a solver's step evaluates inside this strategy's loop.
 
-        Unchanged here; :class:`CheckpointAdjoint` rematerialises it on traced
-        contexts.  The solvers call it once per solve (``integrate``), for the
-        stages inside the loop only.  On traced contexts it is
-        :meth:`~simdiff.backends.Ops.traced_once`: the stages of a step share
-        one trace of the right-hand side and its derivatives.
+        Here ``rhs`` itself on eager contexts, and on traced ones ``rhs``
+        through ``ops.traced_once``: the stages of a step share one trace of it
+        and of its derivatives (:class:`CheckpointAdjoint` also rematerialises
+        it).  The solvers call it once per solve (``integrate``), for the
+        stages inside the loop only.
         """
         return _traced_once(rhs, ops)
 
@@ -348,7 +348,8 @@ class CheckpointAdjoint(Adjoint):
         self.block_size(max_steps)
 
     def step_rhs(self, rhs: Rhs, ops: Any) -> Rhs:
-        """``rhs`` under ``ops.checkpoint`` on traced contexts with ``remat_rhs`` (else ``rhs``)."""
+        """``rhs`` under ``ops.checkpoint`` on traced contexts with ``remat_rhs``, through
+        ``ops.traced_once`` on every traced context (eager contexts: ``rhs``)."""
         if ops.eager or not self.remat_rhs:
             return _traced_once(rhs, ops)
 
@@ -358,7 +359,8 @@ class CheckpointAdjoint(Adjoint):
         return _traced_once(rematerialised, ops)
 
     def event_rhs(self, rhs: Rhs, ops: Any) -> Rhs:
-        """``rhs`` itself where :meth:`event_branch` rematerialises the location as a whole.
+        """``rhs`` (through ``ops.traced_once``) where :meth:`event_branch` rematerialises
+        the location as a whole.
 
         Its reverse pass recomputes the evaluations already: a checkpoint around
         each of them inside it would only be traced, differentiated and
