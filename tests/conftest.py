@@ -39,7 +39,8 @@ os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 # its whole Python stack (a hundred frames deep inside simdiff's solver loops): locations
 # serve debugging and profiling, not results.  With whole stacks the JAX ODE tests took 3%
 # more CPU (tests/test_ode_loop.py: 32.9 s against 32.0 s, twice, interleaved), most of it
-# in XLA's compile.  Exported, for the processes the tests start.
+# in XLA's compile.  JAX reads the variable when it is imported (below, and in the
+# processes the tests start).
 os.environ.setdefault("JAX_INCLUDE_FULL_TRACEBACKS_IN_LOCATIONS", "0")
 
 import jax
@@ -53,10 +54,6 @@ from xdist.scheduler import WorkStealingScheduling
 import simdiff.backends.jax  # noqa: F401  (switches on x64)
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
-jax.config.update(
-    "jax_include_full_tracebacks_in_locations",
-    os.environ["JAX_INCLUDE_FULL_TRACEBACKS_IN_LOCATIONS"] not in ("0", "false", "False"),
-)
 # XLA compiles the suite's programs with most optimisations off (LLVM at -O0, no expensive
 # passes) and generates their code the cheaper way (tests/_xla.py: older emitters, one LLVM
 # module): about 3,200 compiles are a third of the suite's CPU time.  Off and on interleaved,
