@@ -62,7 +62,8 @@ import simdiff.backends.jax  # noqa: F401  (switches on x64)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 # XLA compiles the suite's programs with most optimisations off (LLVM at -O0, no expensive
 # passes) and generates their code the cheaper way (tests/_xla.py: older emitters, one LLVM
-# module): about 3,200 compiles are a third of the suite's CPU time.  Off and on interleaved,
+# module); even so its 3,200 compiles are a quarter of the suite's CPU time (176 s of 705 s,
+# tests/_jax_times.py, docs/contributing.md).  Off and on interleaved,
 # the optimisation setting took 15-22% less CPU on the JAX ODE test files; the code
 # generation a third less XLA compile time (tests/test_ode_rejected_step.py and
 # test_taylor_ops.py: 13.6 s of compiling, 8.7 s).  The tests check derivatives, not XLA's
