@@ -90,9 +90,10 @@ getattr(warm, kind)(warm.backend.from_numpy(np.linspace(0.1, 0.4, 4), np.float64
 p = seed(n)
 d = simdiff.Derivatives(p, backend, check_finite=False)
 x = d.backend.from_numpy(p.x0, np.float64)
-from simdiff.evidence._memory import PeakRSS
+from simdiff.evidence._memory import PeakRSS, release_free_memory
 deltas = []
 for _ in range(2):  # first call (with compilation), then the steady-state call
+    release_free_memory()  # from a baseline that holds no freed memory of the last call
     with PeakRSS(0.0005) as probe:
         y = d.backend.block_until_ready(getattr(d, kind)(x))
     deltas.append(probe.delta_mb)
