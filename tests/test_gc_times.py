@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-TESTS = Path(__file__).parent
+from _plugin_run import run_with_plugin
 
 
 def test_the_gc_plugin_reports_each_generation_under_the_thresholds_asked(tmp_path: Path) -> None:
     (tmp_path / "test_one.py").write_text("import gc\n\ndef test_collects():\n    gc.collect()\n")
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(TESTS),
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # no other plugin's imports: a second, not five
-        "SIMDIFF_GC_THRESHOLDS": "5000,20,30",
-    }
-    env.pop("PYTEST_XDIST_WORKER", None)
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "_gc_times", "-p", "no:cacheprovider",
-         str(tmp_path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    out = run_with_plugin("_gc_times", tmp_path, SIMDIFF_GC_THRESHOLDS="5000,20,30")
     assert out.returncode == 0, out.stdout + out.stderr
     line = re.search(
         r"^GC main seconds \[(.*)\] counts \[(\d+), (\d+), (\d+)\] thresholds \((.*)\)$",

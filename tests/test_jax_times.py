@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-TESTS = Path(__file__).parent
+from _plugin_run import run_with_plugin
 
 TWO_PROGRAMS = """
 import jax
@@ -23,17 +20,7 @@ def test_compiles_two_programs():
 
 def test_the_jax_plugin_reports_cpu_and_each_phase_of_the_compiles(tmp_path: Path) -> None:
     (tmp_path / "test_two.py").write_text(TWO_PROGRAMS)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(TESTS),
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # no other plugin's imports
-    }
-    env.pop("PYTEST_XDIST_WORKER", None)
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "_jax_times", "-p", "no:cacheprovider",
-         str(tmp_path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    out = run_with_plugin("_jax_times", tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     number = r"(\d+\.\d) s"
     line = re.search(
