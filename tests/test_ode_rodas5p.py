@@ -80,8 +80,16 @@ def test_hires_exact_references_are_independent_solves_that_agree() -> None:
     assert po._hires_value(x) == pytest.approx(po.HIRES_REFERENCE[7], rel=1e-10)
     k = po.HIRES_K
     jy, jk = (lambda y, k: po.hires_jacobians(y, k)[0]), (lambda y, k: po.hires_jacobians(y, k)[1])
-    _, S = po.sensitivities(po.hires_rhs, jy, jk, po.HIRES_Y0, k, np.array([po.HIRES_T]), "BDF",
-                            1e-12, 1e-16, newton_jac=True)  # fmt: skip
+    # SciPy's BDF (1.17) keeps its difference table in np.empty and, on its first step,
+    # subtracts the one row not yet written from the new difference; the row written there
+    # is overwritten before it is read, but where the heap held the bits of a signalling NaN
+    # (depending on what the process did before) the subtraction warned "invalid value
+    # encountered in subtract", an error under the suite's filters (seen once in a full run;
+    # reproduced by filling SciPy's np.empty with a signalling NaN).  A NaN of the solve
+    # itself still fails the comparison below.
+    with np.errstate(invalid="ignore"):
+        _, S = po.sensitivities(po.hires_rhs, jy, jk, po.HIRES_Y0, k, np.array([po.HIRES_T]),
+                                "BDF", 1e-12, 1e-16, newton_jac=True)  # fmt: skip
     bdf = S[-1, 7] * k  # d y8 / d ln k
     # measured 4e-12 apart; both solvers' global error is a few times their rtol of 1e-12
     np.testing.assert_allclose(po._hires_grad(x), bdf, rtol=1e-10)
