@@ -836,7 +836,42 @@ class TorchOps(LoopOps):
 #: A tracked zero made outside every compiled region (Dynamo refuses to create a leaf
 #: that requires grad inside one): :func:`_graph_while_loop` adds ``0 * _ANCHOR`` to each
 #: floating carry leaf.
-_ANCHOR = torch.zeros((), dtype=torch.float64, requires_grad=True)
+_ANCHOR = torch.zeros((1,), dtype=torch.float64, requires_grad=True)
+
+
+def _scalars_lifted(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+    """``args`` with each 0-d float64 CPU tensor as a 1-element vector, and their positions.
+
+    Dynamo's fake tensor of a 0-d float64 CPU input carries a symbolic float
+    for its ``item()``; when the graph does not turn that float into tensor
+    arithmetic, torch 2.13 specialises it and traces the whole function again
+    ("Restarting analysis due to ... _tensorify_python_scalars"): the
+    compiled dopri5 loop, whose step size is such an input, spent 4.3-6.1 s of
+    its 24 s compile in the discarded first trace.  A 1-element vector has no
+    such float; :func:`_scalars_restored` makes it 0-d again inside the graph
+    (a view, no copy).  Not a tensor that requires grad: its vector would be a
+    view outside the graph, a non-leaf input whose ``.grad`` Dynamo reads
+    (torch warns).
+    """
+    scalars = tuple(
+        i for i, a in enumerate(args)
+        if isinstance(a, torch.Tensor) and a.dim() == 0 and a.dtype == torch.float64
+        and a.device.type == "cpu" and not a.requires_grad
+    )  # fmt: skip
+    if not scalars:
+        return args, scalars
+    return tuple(a.reshape(1) if i in scalars else a for i, a in enumerate(args)), scalars
+
+
+def _scalars_restored(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` called with the arguments :func:`_scalars_lifted` made vectors back at 0-d."""
+
+    @functools.wraps(fn)
+    def restored(*args: Any, _simdiff_scalars: tuple[int, ...] = (), **kwargs: Any) -> Any:
+        args = tuple(a.reshape(()) if i in _simdiff_scalars else a for i, a in enumerate(args))
+        return fn(*args, **kwargs)
+
+    return restored
 
 
 def _graph_while_loop(
@@ -866,7 +901,7 @@ def _graph_while_loop(
     def entering(x: Any) -> Any:
         x = x if isinstance(x, torch.Tensor) else torch.as_tensor(x)
         if x.is_floating_point():
-            return x + 0.0 * _ANCHOR.to(x.dtype)
+            return x + 0.0 * _ANCHOR.to(x.dtype).reshape(())
         return x
 
     def running(i: Any, *xs: Any) -> Any:
@@ -1279,7 +1314,7 @@ class TorchBackend(Backend):
         if not dynamo:
             return TracedGraph(fn, {**_inductor_options(pointwise_cat), "cpp_wrapper": True})
         compiled = torch.compile(  # type: ignore[call-overload]  # torch 2.13 keywords, not in stubs
-            fn,
+            _scalars_restored(fn),
             fullgraph=fullgraph,
             dynamic=False,
             isolate_recompiles=True,
@@ -1290,9 +1325,10 @@ class TorchBackend(Backend):
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
             if torch.compiler.is_compiling():  # inside another trace: Dynamo inlines it
-                return compiled(*args, **kwargs)
+                return fn(*args, **kwargs)
+            args, scalars = _scalars_lifted(args)
             with dispatch_paused():
-                return compiled(*args, **kwargs)
+                return compiled(*args, _simdiff_scalars=scalars, **kwargs)
 
         return call
 
