@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+
 import pytest
 
 from simdiff.evidence._memory import release_free_memory, rss
@@ -25,3 +27,15 @@ def test_freed_heap_memory_stays_resident_until_it_is_released() -> None:
     release_free_memory()
     assert freed - rss() > 40 * MB  # and goes back to the system when released
     del keepers
+
+
+@pytest.mark.parametrize("error", [OSError, AttributeError, TypeError])
+def test_without_malloc_trim_nothing_is_released(monkeypatch, error) -> None:
+    """No glibc (AttributeError: no ``malloc_trim``), no C library (OSError), or no
+    ``CDLL(None)`` at all (TypeError, as on Windows): False, not an exception."""
+
+    def unavailable(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise error("not here")
+
+    monkeypatch.setattr(ctypes, "CDLL", unavailable)
+    assert release_free_memory() is False

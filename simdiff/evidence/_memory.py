@@ -28,12 +28,13 @@ def release_free_memory() -> bool:
     Hessian of the 1000-input seed function: 0.01 MB to 61 MB over seven fresh
     processes, with the 7.6 MB result among its allocations).  Called before a
     measurement, the increase counts the memory the measured call itself takes.
-    False where the C library has no ``malloc_trim`` (not glibc).
+    False where the C library has no ``malloc_trim`` (not glibc), or where the process's
+    own symbols cannot be opened (Windows: ``CDLL(None)`` raises TypeError).
     """
     try:
         libc = ctypes.CDLL(None)
         trim = libc.malloc_trim
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):
         return False
     trim.argtypes = [ctypes.c_size_t]
     trim(0)
