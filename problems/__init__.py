@@ -10,7 +10,7 @@ new entry needs only a new module (or a line in an existing one).
 In the repository this package is ``problems`` (pytest's ``pythonpath``); the
 distribution ships it as ``simdiff.problems`` (so ``simdiff list`` and
 ``simdiff report`` work from an installed wheel).  Code inside simdiff reaches
-it through ``simdiff._catalogue.catalogue()``.  It is reference material, not
+it through ``simdiff.core.catalogue.catalogue()``.  It is reference material, not
 part of simdiff's public API.
 """
 

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import InputTypeError
+from simdiff.errors import InputTypeError
 
 __all__ = ["ProgressCounter", "check_progress", "get_logger", "logger", "progress"]
 

@@ -31,7 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ._catalogue import (
+from simdiff.core.catalogue import (
     CatalogueUnavailable,
     ProblemNotFound,
     catalogue,
@@ -39,7 +39,7 @@ from ._catalogue import (
     resolve,
     validation,
 )
-from .errors import StoreError, UsageError
+from simdiff.errors import StoreError, UsageError
 
 __all__ = ["UsageError", "main"]
 
@@ -57,7 +57,7 @@ def _build(names: Sequence[str]) -> list[tuple[str, Any]]:
 
 def _progress(items: Iterable[Any], desc: str) -> Any:
     """Bars on standard error when it is a terminal (simdiff._log.progress)."""
-    from ._log import progress
+    from simdiff._log import progress
 
     return progress(items, desc=desc, enabled=sys.stderr.isatty())
 
@@ -122,13 +122,13 @@ def _orders(s: str) -> tuple[int, ...]:
 
 
 def _store(out: str) -> Any:
-    from .store import Store
+    from simdiff.store import Store
 
     return Store(Path(out) / STORE_DIR)
 
 
 def _fingerprints(problems: Sequence[tuple[str, Any]]) -> dict[str, str | None]:
-    from .store import fingerprint
+    from simdiff.store import fingerprint
 
     return {label: fingerprint(p) for label, p in problems}
 
@@ -174,7 +174,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .evidence._check import DERIVATIVES, check
+    from simdiff.evidence._check import DERIVATIVES, check
 
     kw: dict[str, Any] = {
         "derivatives": _subset("--derivatives", args.derivatives, DERIVATIVES) or DERIVATIVES,
@@ -223,7 +223,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .evidence._compare import CONFIGS, compare, config_backend, make_task
+    from simdiff.evidence._compare import CONFIGS, compare, config_backend, make_task
 
     configs = _subset("--configs", args.configs, sorted(CONFIGS)) or [
         "jax-jit",
@@ -330,7 +330,7 @@ def _run_claims(
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .evidence.report import write_report
+    from simdiff.evidence.report import write_report
 
     run_catalogue = validation("catalogue").run_catalogue
     claims_mod = validation("claims")
@@ -383,7 +383,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .store import Store
+    from simdiff.store import Store
 
     store = Store(args.store)
     if not store.path.exists():
@@ -500,12 +500,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse printed the usage error (status 2) or --help (0)
         return int(exc.code or 0)
     if getattr(args, "frameworks", True):  # list and show need neither jax nor torch
-        from .backends import set_threads  # before jax is imported: XLA reads its flags once
+        from simdiff.backends import set_threads  # before jax is imported: XLA reads its flags once
 
         set_threads(args.threads)
     try:
         if args.fn in (cmd_report, cmd_compare):  # their compile times are from cold caches
-            from .backends import cold_compiler_caches
+            from simdiff.backends import cold_compiler_caches
 
             with cold_compiler_caches():
                 return int(args.fn(args))

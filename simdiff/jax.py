@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from simdiff import _functions
 from simdiff.backends import get_backend
+from simdiff.core import functions as _functions
 
 get_backend("jax")  # imports jax through simdiff.backends.jax (x64 on), or says how to install it
 

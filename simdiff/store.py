@@ -48,10 +48,10 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ._fingerprint import fingerprint
-from ._log import get_logger
-from .errors import StoreError
-from .evidence._environment import environment, now
+from simdiff._log import get_logger
+from simdiff.core.fingerprint import fingerprint
+from simdiff.environment import environment, now
+from simdiff.errors import StoreError
 
 __all__ = ["FORMAT", "SCHEMA_VERSION", "Store", "StoreError", "environment", "fingerprint"]
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from simdiff import _functions
 from simdiff.backends import get_backend
+from simdiff.core import functions as _functions
 
 get_backend("torch")  # imports torch through simdiff.backends.torch, or says how to install it
 

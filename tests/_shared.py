@@ -1,6 +1,6 @@
 """Catalogue problems shared by the tests of one process, with what simdiff built for them.
 
-A problem owns its derivative cache (simdiff/_cache.py): a test that builds
+A problem owns its derivative cache (simdiff/core/cache.py): a test that builds
 its own with ``problems.get`` traces and compiles every derivative it asks
 for, although an earlier test in the process compiled the same ones for the
 same definition.  :func:`shared_problem` hands every test of the process the
@@ -23,7 +23,7 @@ from typing import Any
 
 import problems
 import simdiff
-from simdiff._fingerprint import _digest, fingerprint
+from simdiff.core.fingerprint import _digest, fingerprint
 
 __all__ = ["changed", "shared_problem"]
 

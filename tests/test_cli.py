@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from simdiff._catalogue import code_digest
 from simdiff.cli import main
+from simdiff.core.catalogue import code_digest
 from simdiff.store import Store
 
 USER = """

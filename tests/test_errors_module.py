@@ -106,8 +106,8 @@ def test_all_lists_every_public_class_of_errors() -> None:
     ("old_path", "name"),
     [
         ("simdiff.cli", "UsageError"),
-        ("simdiff._catalogue", "CatalogueUnavailable"),
-        ("simdiff._catalogue", "ProblemNotFound"),
+        ("simdiff.core.catalogue", "CatalogueUnavailable"),
+        ("simdiff.core.catalogue", "ProblemNotFound"),
         ("simdiff.sensitivity", "MomentWarning"),
     ],
 )
@@ -133,7 +133,7 @@ def test_builtin_bases_are_kept(name: str, builtin: type[BaseException]) -> None
 
 
 def test_an_unknown_problem_raises_problem_not_found() -> None:
-    from simdiff._catalogue import resolve
+    from simdiff.core.catalogue import resolve
 
     with pytest.raises(simdiff.ProblemNotFound, match="unknown problem 'no-such'; valid"):
         resolve("no-such")

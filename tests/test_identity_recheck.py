@@ -1,4 +1,4 @@
-"""The shallow identity recheck (simdiff._fingerprint.Identity) watches each thing that can
+"""The shallow identity recheck (simdiff.core.fingerprint.Identity) watches each thing that can
 change in place once, skips temporaries no one else can change, and still sees every
 in-place change of what defines a problem."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import simdiff
-from simdiff._fingerprint import Identity
+from simdiff.core.fingerprint import Identity
 
 
 class Settings:
@@ -244,7 +244,7 @@ def test_a_versioned_instance_is_watched_by_its_counter_and_hashed_without_it() 
     """A Versioned instance (a pair term) is one counter in the recheck, not its class and
     attributes; the counter is not part of its fingerprint (two equal terms set up by
     different numbers of assignments are the same)."""
-    from simdiff._fingerprint import fingerprint
+    from simdiff.core.fingerprint import fingerprint
     from simdiff.pes import lennard_jones
     from simdiff.pes.cluster import PairTerm
 

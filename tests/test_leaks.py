@@ -7,8 +7,8 @@ import pytest
 
 import problems
 import simdiff
-from simdiff._probe import probe
 from simdiff.backends import get_backend
+from simdiff.core.probe import probe
 
 X0 = np.array([2.0, 3.0])
 TRUE_GRAD = np.array([21.0, 12.0])  # of 3 x0^2 + x1^2 x0 at (2, 3)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import simdiff
-from simdiff._compile import CompiledCall
+from simdiff.core.compile import CompiledCall
 from simdiff.errors import InputTypeError
 from simdiff.sensitivity import batched_value_and_grad, dgsm, moments
 

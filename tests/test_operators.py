@@ -14,8 +14,8 @@ import pytest
 import problems.ode
 import problems.pde
 import simdiff
-from simdiff._operators_core import biharmonic_directions, covariance_factor
 from simdiff.backends.taylor import TaylorArray
+from simdiff.core.operator_builders import biharmonic_directions, covariance_factor
 from simdiff.errors import OptionError, ShapeError, SimdiffError
 from simdiff.pde import Grid, burgers_equation, solve
 

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse
 
 import simdiff
-import simdiff._api as api
+import simdiff.core.api as api
 import simdiff.pes.terms as terms_module
 from problems.pes import fcc_cluster
 from simdiff.pes import (

@@ -107,7 +107,7 @@ def test_the_stored_report_was_made_by_the_code_as_it_is() -> None:
     """The stored run's sources sha256 is the code's: a change to simdiff/, problems/ or
     validation/ without a new ``simdiff report --quick`` (copied to docs/results/quick/,
     README section updated) fails here."""
-    from simdiff._catalogue import code_digest
+    from simdiff.core.catalogue import code_digest
 
     stored = re.search(r"sources sha256 `([0-9a-f]{64})`", REPORT.read_text()).group(1)
     assert stored == code_digest(), (

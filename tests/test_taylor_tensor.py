@@ -16,7 +16,7 @@ import pytest
 from _shared import shared_problem
 
 import simdiff
-from simdiff.taylor_tensor import _multi_indices, interpolation_weights
+from simdiff.core.taylor_tensor import _multi_indices, interpolation_weights
 
 
 def _close(a, b, rtol=1e-10):

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendUnavailable, InputError, UnsupportedError
-from ._base import CAPABILITIES, CONSTANTS, OP_NAMES, Array, Backend, Ops, OpsBase
-from ._caches import cold_compiler_caches, compiler_caches
-from ._threads import SINGLE_THREAD_XLA_FLAGS, thread_info
+from simdiff.backends._base import CAPABILITIES, CONSTANTS, OP_NAMES, Array, Backend, Ops, OpsBase
+from simdiff.backends._caches import cold_compiler_caches, compiler_caches
+from simdiff.backends._threads import SINGLE_THREAD_XLA_FLAGS, thread_info
+from simdiff.errors import BackendUnavailable, InputError, UnsupportedError
 
 __all__ = [
     "AD_BACKENDS",

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from .._tree import tree_flatten, tree_map, tree_unflatten
-from ..errors import InputError, UnsupportedError
+from simdiff.backends._tree import tree_flatten, tree_map, tree_unflatten
+from simdiff.errors import InputError, UnsupportedError
 
 __all__ = ["CAPABILITIES", "OP_NAMES", "Array", "Backend", "LoopOps", "Namespace", "Ops", "OpsBase"]
 
@@ -596,7 +596,7 @@ class Backend:
     name: str = "base"
     differentiable: bool = True
     #: True where compiling is a choice (torch.compile); False where the backend
-    #: always compiles (jax.jit) or never does (numpy).  See ``simdiff._compile``.
+    #: always compiles (jax.jit) or never does (numpy).  See ``simdiff.core.compile``.
     optional_compiler: bool = False
     #: What an uncompiled call runs as (``cache_info()``'s ``path``): "jit" or "eager".
     plain_path: str = "eager"

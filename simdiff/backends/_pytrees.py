@@ -1,4 +1,4 @@
-"""The frameworks' own pytree registries, for structured parameters (simdiff._params).
+"""The frameworks' own pytree registries, for structured parameters (simdiff.core.params).
 
 JAX keeps a registry of pytree node types (``jax.tree_util``); a parameter
 object of such a type is flattened by JAX's rules, and simdiff's own result

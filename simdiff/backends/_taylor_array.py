@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ..errors import InputTypeError
+from simdiff.errors import InputTypeError
 
 __all__ = ["TaylorArray", "register_jax_pytree"]
 

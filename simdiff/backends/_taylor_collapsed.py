@@ -60,9 +60,9 @@ import math
 from collections.abc import Callable
 from typing import Any, cast
 
-from ..errors import InputError, UnsupportedError
-from ._taylor_series import Series
-from .taylor import TaylorArray, TaylorOps
+from simdiff.backends._taylor_series import Series
+from simdiff.backends.taylor import TaylorArray, TaylorOps
+from simdiff.errors import InputError, UnsupportedError
 
 __all__ = ["CollapsedOps", "CollapsedSeries", "collapsed_function"]
 

@@ -16,8 +16,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InputError, UnsupportedError
-from ._taylor_array import TaylorArray
+from simdiff.backends._taylor_array import TaylorArray
+from simdiff.errors import InputError, UnsupportedError
 
 __all__ = ["einsum", "fft", "jax_scan", "matmul", "solve"]
 

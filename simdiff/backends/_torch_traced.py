@@ -36,8 +36,8 @@ import torch
 import torch._inductor
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from .._tree import tree_flatten, tree_unflatten
-from ._torch_leaks import paused
+from simdiff.backends._torch_leaks import paused
+from simdiff.backends._tree import tree_flatten, tree_unflatten
 
 __all__ = ["TracedGraph"]
 
@@ -76,7 +76,7 @@ def _quiet_build() -> Iterator[None]:
 
 def _signature(x: Any, tensors: list[Any]) -> Any:
     """The signature of ``x`` (hashable), its tensors appended to ``tensors`` in the order of
-    :func:`~simdiff._tree.tree_flatten`'s leaves."""
+    :func:`~simdiff.backends._tree.tree_flatten`'s leaves."""
     if isinstance(x, torch.Tensor):
         tensors.append(x)
         return (x.shape, x.stride(), x.dtype, x.device)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import BINARY, REDUCTIONS, UNARY, Namespace, OpsBase
+from simdiff.backends._base import BINARY, REDUCTIONS, UNARY, Namespace, OpsBase
 
 _DIRECT = (
     *UNARY, *BINARY, *REDUCTIONS,

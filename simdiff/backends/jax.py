@@ -19,10 +19,10 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from ..errors import UnsupportedError
-from ._base import Backend
-from ._threads import xla_threads
-from ._xp import XPOps
+from simdiff.backends._base import Backend
+from simdiff.backends._threads import xla_threads
+from simdiff.backends._xp import XPOps
+from simdiff.errors import UnsupportedError
 
 jax.config.update("jax_enable_x64", True)
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedError
-from ._base import Backend, LoopOps
-from ._xp import XPOps
+from simdiff.backends._base import Backend, LoopOps
+from simdiff.backends._xp import XPOps
+from simdiff.errors import UnsupportedError
 
 #: ``dtype -> dtype.name``, read once per dtype.
 _DTYPE_NAMES: dict[Any, str] = {}

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, InputTypeError, UnsupportedError
-from . import _taylor_linear as linear
-from ._base import LoopOps, Namespace
-from ._taylor_array import TaylorArray, register_jax_pytree
-from ._taylor_series import Series
+from simdiff.backends import _taylor_linear as linear
+from simdiff.backends._base import LoopOps, Namespace
+from simdiff.backends._taylor_array import TaylorArray, register_jax_pytree
+from simdiff.backends._taylor_series import Series
+from simdiff.errors import InputError, InputTypeError, UnsupportedError
 
 __all__ = ["TaylorArray", "TaylorOps", "taylor_function"]
 

@@ -22,17 +22,17 @@ import torch._functorch.config
 import torch.func
 import torch.utils.checkpoint
 
-from .._tree import tree_flatten, tree_unflatten
-from ..errors import InputTypeError, UnsupportedError
-from ._base import BINARY, UNARY, Backend, LoopOps, Namespace
-from ._torch_leaks import (
+from simdiff.backends._base import BINARY, UNARY, Backend, LoopOps, Namespace
+from simdiff.backends._torch_leaks import (
     LeakGuard,
     dispatch_paused,
     guard_message,
     paused,
     watching_grad_mode,
 )
-from ._torch_traced import TracedGraph
+from simdiff.backends._torch_traced import TracedGraph
+from simdiff.backends._tree import tree_flatten, tree_unflatten
+from simdiff.errors import InputTypeError, UnsupportedError
 
 __all__ = ["TorchBackend", "TorchOps"]
 
@@ -1204,7 +1204,7 @@ def _forward_levels(kind: str, params: dict[str, Any], scalar: bool = True) -> i
     if kind == "hessian":
         return {"fwd-fwd": 2, "fwd-rev": 1}.get(params.get("method", ""), 0)
     if kind == "derivative_sum_nested" and order == 2 and scalar:
-        return 1  # forward over reverse (simdiff._operators_core._nested_order_k)
+        return 1  # forward over reverse (simdiff.core.operator_builders._nested_order_k)
     if kind in ("derivative", "derivative_sum_nested"):
         return order
     if kind == "derivative_tensor":

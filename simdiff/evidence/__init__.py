@@ -5,19 +5,19 @@ The public names of :mod:`simdiff.evidence._check` and :mod:`simdiff.evidence._c
 are private so that a module and a function never share the name.
 """
 
-from ._check import DERIVATIVES as DERIVATIVES
-from ._check import CheckEntry as CheckEntry
-from ._check import CheckResult as CheckResult
-from ._check import check as check
-from ._check import rtols as rtols
-from ._check import tolerance as tolerance
-from ._check_tol import compare_arrays as compare_arrays
-from ._compare import CONFIGS as CONFIGS
-from ._compare import CompareEntry as CompareEntry
-from ._compare import CompareResult as CompareResult
-from ._compare import Task as Task
-from ._compare import compare as compare
-from ._compare import config_backend as config_backend
-from ._compare import register_config as register_config
-from ._compare import set_threads as set_threads
-from ._compare import thread_info as thread_info
+from simdiff.evidence._check import DERIVATIVES as DERIVATIVES
+from simdiff.evidence._check import CheckEntry as CheckEntry
+from simdiff.evidence._check import CheckResult as CheckResult
+from simdiff.evidence._check import check as check
+from simdiff.evidence._check import rtols as rtols
+from simdiff.evidence._check import tolerance as tolerance
+from simdiff.evidence._check_tol import compare_arrays as compare_arrays
+from simdiff.evidence._compare import CONFIGS as CONFIGS
+from simdiff.evidence._compare import CompareEntry as CompareEntry
+from simdiff.evidence._compare import CompareResult as CompareResult
+from simdiff.evidence._compare import Task as Task
+from simdiff.evidence._compare import compare as compare
+from simdiff.evidence._compare import config_backend as config_backend
+from simdiff.evidence._compare import register_config as register_config
+from simdiff.evidence._compare import set_threads as set_threads
+from simdiff.evidence._compare import thread_info as thread_info

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import to_host
-from ..errors import ShapeError
+from simdiff.backends import to_host
+from simdiff.errors import ShapeError
 
 
 def rel_error(got: Any, ref: Any, *, floor: float = 0.0) -> float:

@@ -31,13 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from .._api import Derivatives
-from .._problem import Problem, validate_exact
-from ..backends import AD_BACKENDS
-from ..errors import InputError, InputTypeError, ShapeError, SimdiffError
-from ._check_fd import FiniteDifferences, batched, default_fd_step, numpy_vectorized
-from ._check_plans import SCALAR_ONLY, Plan, plans
-from ._check_tol import (
+from simdiff.backends import AD_BACKENDS
+from simdiff.core.api import Derivatives
+from simdiff.core.problem import Problem, validate_exact
+from simdiff.errors import InputError, InputTypeError, ShapeError, SimdiffError
+from simdiff.evidence._check_fd import FiniteDifferences, batched, default_fd_step, numpy_vectorized
+from simdiff.evidence._check_plans import SCALAR_ONLY, Plan, plans
+from simdiff.evidence._check_tol import (
     C_ERR,
     ERR_FRAC,
     FLOOR,

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import scipy.differentiate as sd
 
-from .._api import Derivatives
-from .._problem import Problem
-from ..backends import get_backend
-from ..errors import NonFiniteError
+from simdiff.backends import get_backend
+from simdiff.core.api import Derivatives
+from simdiff.core.problem import Problem
+from simdiff.errors import NonFiniteError
 
 __all__ = ["FD_CHUNK", "FiniteDifferences", "batched", "default_fd_step", "numpy_vectorized"]
 

@@ -16,13 +16,20 @@ from typing import Any
 
 import numpy as np
 
-from .._problem import Problem
-from ..backends import get_backend, set_threads, thread_info, to_host
-from ..errors import InputError, UnsupportedError
-from ._compare_configs import CONFIGS, Builder, Task, config_backend, make_task, register_config
-from ._compare_result import CompareEntry, CompareResult
-from ._memory import NoProbe, PeakRSS
-from ._timing import Summary, first_call, timed
+from simdiff.backends import get_backend, set_threads, thread_info, to_host
+from simdiff.core.problem import Problem
+from simdiff.errors import InputError, UnsupportedError
+from simdiff.evidence._compare_configs import (
+    CONFIGS,
+    Builder,
+    Task,
+    config_backend,
+    make_task,
+    register_config,
+)
+from simdiff.evidence._compare_result import CompareEntry, CompareResult
+from simdiff.evidence._memory import NoProbe, PeakRSS
+from simdiff.evidence._timing import Summary, first_call, timed
 
 __all__ = [
     "CONFIGS",

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .._api import Derivatives
-from .._problem import Problem
-from ..errors import InputError, ShapeError, UnsupportedError
+from simdiff.core.api import Derivatives
+from simdiff.core.problem import Problem
+from simdiff.errors import InputError, ShapeError, UnsupportedError
 
 __all__ = [
     "CONFIGS",
@@ -176,7 +176,7 @@ def _contract(u: np.ndarray, jac: np.ndarray) -> np.ndarray:
 
 
 def _scipy_fd(problem: Problem, task: Task) -> Callable[[], Any]:
-    from ._check import FiniteDifferences, default_fd_step, numpy_vectorized
+    from simdiff.evidence._check import FiniteDifferences, default_fd_step, numpy_vectorized
 
     if task.batch:
         raise UnsupportedError("scipy-fd is compared at single points only, not batched x")

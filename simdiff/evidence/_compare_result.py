@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import NotFoundError
+from simdiff.errors import NotFoundError
 
 __all__ = ["CompareEntry", "CompareResult"]
 

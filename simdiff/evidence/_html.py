@@ -15,7 +15,7 @@ import mimetypes
 import re
 from pathlib import Path
 
-from ..errors import InputError
+from simdiff.errors import InputError
 
 __all__ = ["render_html"]
 

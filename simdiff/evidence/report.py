@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..store import Store, _write_text_atomic
-from ._figures import fig_claims, fig_first_call, fig_ratio_to_jax
-from ._html import render_html
+from simdiff.errors import InputError
+from simdiff.evidence._figures import fig_claims, fig_first_call, fig_ratio_to_jax
+from simdiff.evidence._html import render_html
+from simdiff.store import Store, _write_text_atomic
 
 __all__ = ["write_report"]
 

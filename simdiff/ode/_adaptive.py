@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from .._tree import tree_map
-from ..errors import InputError
-from ._base import Rhs, SolveInfo, Solver
-from ._driver import drive
-from .adjoint import DECISION, Adjoint, make_adjoint
+from simdiff.backends._tree import tree_map
+from simdiff.errors import InputError
+from simdiff.ode._base import Rhs, SolveInfo, Solver
+from simdiff.ode._driver import drive
+from simdiff.ode.adjoint import DECISION, Adjoint, make_adjoint
 
 __all__ = [
     "AdaptiveController",

@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from .._tree import tree_flatten, tree_map
-from ..backends.numpy import NumpyOps
-from ..errors import InputError
-from ._base import SolveInfo
-from .adjoint import DECISION
-from .events import ZERO, EventRecord
+from simdiff.backends._tree import tree_flatten, tree_map
+from simdiff.backends.numpy import NumpyOps
+from simdiff.errors import InputError
+from simdiff.ode._base import SolveInfo
+from simdiff.ode.adjoint import DECISION
+from simdiff.ode.events import ZERO, EventRecord
 
 __all__ = ["drive"]
 

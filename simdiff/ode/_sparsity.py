@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import get_ops
-from ..errors import InputError, InputTypeError, ShapeError, UnsupportedError
-from ._base import Rhs
+from simdiff.backends import get_ops
+from simdiff.errors import InputError, InputTypeError, ShapeError, UnsupportedError
+from simdiff.ode._base import Rhs
 
 __all__ = [
     "JacobianSparsity",

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from .._tree import tree_map
-from ..errors import InputError
+from simdiff.backends._tree import tree_map
+from simdiff.errors import InputError
 
 __all__ = [
     "DECISION",

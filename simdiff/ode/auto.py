@@ -41,15 +41,15 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.numpy import NumpyOps
-from ..errors import InputError
-from ._adaptive import initial_step
-from ._base import Rhs, Solver
-from .dopri5 import DOPRI5, ERROR_WEIGHTS, Dopri5
-from .rk import rk_stages, tableau_arrays
-from .rodas5p import Rodas5P
-from .rosenbrock import Rodas3
-from .stability import real_stability_interval, rhs_spectral_radius
+from simdiff.backends.numpy import NumpyOps
+from simdiff.errors import InputError
+from simdiff.ode._adaptive import initial_step
+from simdiff.ode._base import Rhs, Solver
+from simdiff.ode.dopri5 import DOPRI5, ERROR_WEIGHTS, Dopri5
+from simdiff.ode.rk import rk_stages, tableau_arrays
+from simdiff.ode.rodas5p import Rodas5P
+from simdiff.ode.rosenbrock import Rodas3
+from simdiff.ode.stability import real_stability_interval, rhs_spectral_radius
 
 __all__ = [
     "LIMITED",

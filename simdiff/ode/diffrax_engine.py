@@ -34,10 +34,10 @@ import diffrax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import InputError, InputTypeError, UnsupportedError
-from ._adaptive import check_tolerances
-from ._base import Rhs, SolveInfo, Solver
-from .problem import ODEProblem
+from simdiff.errors import InputError, InputTypeError, UnsupportedError
+from simdiff.ode._adaptive import check_tolerances
+from simdiff.ode._base import Rhs, SolveInfo, Solver
+from simdiff.ode.problem import ODEProblem
 
 __all__ = ["ADJOINTS", "DERIVATIVES", "Diffrax", "choose_adjoint", "diffrax_problem"]
 

@@ -49,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from .._tree import tree_map
-from ..errors import InputError, InputTypeError, ShapeError
+from simdiff.backends._tree import tree_map
+from simdiff.errors import InputError, InputTypeError, ShapeError
 
 __all__ = ["BISECTIONS", "DELTA", "POLISH", "Event", "EventRecord", "EventSet"]
 

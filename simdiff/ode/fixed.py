@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.numpy import NumpyOps
-from ..errors import InputError, InputTypeError
-from ._base import Rhs, SolveInfo, Solver
-from ._driver import drive
-from .adjoint import Adjoint, CheckpointAdjoint, make_adjoint
-from .rk import RK4, ButcherTableau, combination, fuses, rk_stages, tableau_arrays
-from .stability import check_explicit_step, rhs_spectral_radius
+from simdiff.backends.numpy import NumpyOps
+from simdiff.errors import InputError, InputTypeError
+from simdiff.ode._base import Rhs, SolveInfo, Solver
+from simdiff.ode._driver import drive
+from simdiff.ode.adjoint import Adjoint, CheckpointAdjoint, make_adjoint
+from simdiff.ode.rk import RK4, ButcherTableau, combination, fuses, rk_stages, tableau_arrays
+from simdiff.ode.stability import check_explicit_step, rhs_spectral_radius
 
 __all__ = ["FixedController", "FixedStep", "step_grid"]
 

@@ -10,18 +10,18 @@ from typing import Any
 
 import numpy as np
 
-from .._params import ParamSpec, TreeRhs, is_tree
-from .._problem import CheckOptions, Problem
-from ..backends import get_backend
-from ..errors import InputError, InputTypeError, ShapeError, SimdiffError, SolverError
-from ._base import Rhs, SolveInfo, Solver, status_message
-from .adjoint import Adjoint, make_adjoint
-from .auto import SolverChoice, choose_solver, stiffness_note
-from .dopri5 import Dopri5
-from .events import Event, EventSet, takes_event
-from .fixed import FixedStep
-from .rodas5p import Rodas5P
-from .rosenbrock import Rodas3
+from simdiff.backends import get_backend
+from simdiff.core.params import ParamSpec, TreeRhs, is_tree
+from simdiff.core.problem import CheckOptions, Problem
+from simdiff.errors import InputError, InputTypeError, ShapeError, SimdiffError, SolverError
+from simdiff.ode._base import Rhs, SolveInfo, Solver, status_message
+from simdiff.ode.adjoint import Adjoint, make_adjoint
+from simdiff.ode.auto import SolverChoice, choose_solver, stiffness_note
+from simdiff.ode.dopri5 import Dopri5
+from simdiff.ode.events import Event, EventSet, takes_event
+from simdiff.ode.fixed import FixedStep
+from simdiff.ode.rodas5p import Rodas5P
+from simdiff.ode.rosenbrock import Rodas3
 
 __all__ = ["SOLVERS", "WRT", "ODEProblem", "make_solver", "solve"]
 
@@ -68,7 +68,9 @@ def make_solver(solver: str | Solver, **options: Any) -> Solver:
             "pass it to ODEProblem(..., solver='auto') or simdiff.ode.solve(..., solver='auto')"
         )
     if isinstance(solver, str) and solver.startswith("diffrax-"):
-        from .diffrax_engine import Diffrax  # imports jax and diffrax: only when asked for
+        from simdiff.ode.diffrax_engine import (
+            Diffrax,  # imports jax and diffrax: only when asked for
+        )
 
         return Diffrax(solver=solver.removeprefix("diffrax-"), **options)
     raise InputError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)} or a Solver")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputError
+from simdiff.errors import InputError
 
 __all__ = [
     "EULER",

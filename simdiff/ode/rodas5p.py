@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputError
-from ._adaptive import AdaptiveController
-from ._base import Rhs
-from .rosenbrock import Jac, RosenbrockMethod, RosenbrockTableau
+from simdiff.errors import InputError
+from simdiff.ode._adaptive import AdaptiveController
+from simdiff.ode._base import Rhs
+from simdiff.ode.rosenbrock import Jac, RosenbrockMethod, RosenbrockTableau
 
 __all__ = ["RODAS5P", "RODAS5P_DENSE", "Rodas5P", "rodas5p_dense"]
 

@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, InputTypeError, UnsupportedError
-from ._adaptive import EmbeddedPair, check_tolerances
-from ._banded import BlockLayout, banded_w_solver, block_layout
-from ._base import Rhs, SolveInfo
-from ._sparsity import (
+from simdiff.errors import InputError, InputTypeError, UnsupportedError
+from simdiff.ode._adaptive import EmbeddedPair, check_tolerances
+from simdiff.ode._banded import BlockLayout, banded_w_solver, block_layout
+from simdiff.ode._base import Rhs, SolveInfo
+from simdiff.ode._sparsity import (
     JacobianSparsity,
     compressed_rhs_jacobian,
     detected,

@@ -13,8 +13,8 @@ from functools import cache
 
 import numpy as np
 
-from ..errors import StabilityError
-from .rk import ButcherTableau
+from simdiff.errors import StabilityError
+from simdiff.ode.rk import ButcherTableau
 
 __all__ = [
     "check_explicit_step",

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from .._problem import Problem
-from ..backends import Ops
-from ..errors import ShapeError
-from .grid import Grid
-from .problem import Discretization, Equation, pde_problem
-from .spectral import from_fourier, to_fourier
+from simdiff.backends import Ops
+from simdiff.core.problem import Problem
+from simdiff.errors import ShapeError
+from simdiff.pde.grid import Grid
+from simdiff.pde.problem import Discretization, Equation, pde_problem
+from simdiff.pde.spectral import from_fourier, to_fourier
 
 __all__ = [
     "burgers",

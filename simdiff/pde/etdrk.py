@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from .._cache import RecentlyUsed
-from ..backends import Ops
-from ..errors import InputError
-from .marching import march
-from .spectral import as_complex
+from simdiff.backends import Ops
+from simdiff.core.cache import RecentlyUsed
+from simdiff.errors import InputError
+from simdiff.pde.marching import march
+from simdiff.pde.spectral import as_complex
 
 __all__ = ["etdrk4_coefficients", "etdrk4_integrate", "etdrk4_step"]
 
@@ -113,7 +113,7 @@ _CONSTANT: RecentlyUsed[tuple[Any, ...], Any] = RecentlyUsed(16)
 
 def _constant_coefficients(hL: np.ndarray, h: float, n_points: int) -> dict[str, np.ndarray]:
     """The coefficients of a numpy ``h*L``: complex, the non-exponential ones times ``h``."""
-    from ..backends import get_ops
+    from simdiff.backends import get_ops
 
     coeffs = etdrk4_coefficients(hL, get_ops("numpy"), n_points)
     c = {

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import Ops
-from ..errors import InputError, InputTypeError, ShapeError, UnsupportedError
+from simdiff.backends import Ops
+from simdiff.errors import InputError, InputTypeError, ShapeError, UnsupportedError
 
 __all__ = ["BOUNDARIES", "Grid"]
 

@@ -6,8 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InputError
-from ..ode.adjoint import Adjoint, CheckpointAdjoint, DirectAdjoint
+from simdiff.errors import InputError
+from simdiff.ode.adjoint import Adjoint, CheckpointAdjoint, DirectAdjoint
 
 __all__ = ["block_size", "march"]
 

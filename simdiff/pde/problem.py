@@ -17,15 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from .._cache import RecentlyUsed
-from .._problem import CheckOptions, Problem
-from ..backends import Ops, get_ops
-from ..errors import InputError, UnsupportedError
-from ..ode.rk import EULER, HEUN, RK4, ButcherTableau, rk_step
-from .etdrk import constant_operands, etdrk4_integrate
-from .grid import Grid
-from .marching import block_size, march
-from .spectral import (
+from simdiff.backends import Ops, get_ops
+from simdiff.core.cache import RecentlyUsed
+from simdiff.core.problem import CheckOptions, Problem
+from simdiff.errors import InputError, UnsupportedError
+from simdiff.ode.rk import EULER, HEUN, RK4, ButcherTableau, rk_step
+from simdiff.pde.etdrk import constant_operands, etdrk4_integrate
+from simdiff.pde.grid import Grid
+from simdiff.pde.marching import block_size, march
+from simdiff.pde.spectral import (
     apply_symbol,
     derivative_orders,
     from_fourier,
@@ -33,8 +33,8 @@ from .spectral import (
     laplacian_symbol,
     to_fourier,
 )
-from .stability import check_explicit_step
-from .stencils import fd_derivative, fd_laplacian, stencil_spectral_radius
+from simdiff.pde.stability import check_explicit_step
+from simdiff.pde.stencils import fd_derivative, fd_laplacian, stencil_spectral_radius
 
 __all__ = ["METHODS", "STEPPERS", "Discretization", "Equation", "pde_problem", "solve"]
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from .._cache import RecentlyUsed
-from ..backends import Ops
-from ..errors import InputError, ShapeError, UnsupportedError
-from .grid import Grid
+from simdiff.backends import Ops
+from simdiff.core.cache import RecentlyUsed
+from simdiff.errors import InputError, ShapeError, UnsupportedError
+from simdiff.pde.grid import Grid
 
 __all__ = [
     "as_complex",

@@ -6,7 +6,7 @@ use it too; it is re-exported here for the PDE layer.
 
 from __future__ import annotations
 
-from ..errors import StabilityError
-from ..ode.stability import check_explicit_step, real_stability_interval
+from simdiff.errors import StabilityError
+from simdiff.ode.stability import check_explicit_step, real_stability_interval
 
 __all__ = ["StabilityError", "check_explicit_step", "real_stability_interval"]

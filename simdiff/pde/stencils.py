@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import Ops
-from ..errors import InputError, ShapeError
-from .grid import Grid
+from simdiff.backends import Ops
+from simdiff.errors import InputError, ShapeError
+from simdiff.pde.grid import Grid
 
 __all__ = [
     "ORDERS",

@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 from ase.neighborlist import primitive_neighbor_list
 
-from .._api import cached_derivatives
-from .._cache import RecentlyUsed
-from .._fingerprint import _digest
-from .._problem import Problem
-from ..errors import InputError, NonFiniteError, _Opaque
-from .cluster import PairTerm
-from .potentials import PairPotential
-from .terms import TermEnergy, bucket_size
+from simdiff.core.api import cached_derivatives
+from simdiff.core.cache import RecentlyUsed
+from simdiff.core.fingerprint import _digest
+from simdiff.core.problem import Problem
+from simdiff.errors import InputError, NonFiniteError, _Opaque
+from simdiff.pes.cluster import PairTerm
+from simdiff.pes.potentials import PairPotential
+from simdiff.pes.terms import TermEnergy, bucket_size
 
 __all__ = ["CellPairs", "StrainedPairSum", "image_pairs", "voigt_stress"]
 

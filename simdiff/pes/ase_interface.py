@@ -24,16 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from .._api import hessian as _hessian
-from .._api import value_and_grad as _value_and_grad
-from .._problem import Problem
-from ..errors import BackendUnavailable, InputError, ShapeError, UnsupportedError
-from ._ase_pairs import CellPairs, voigt_stress
-from .cluster import PairTerm, cluster_problem
-from .geometry import Cell, cluster_info
-from .images import ImagePairEnergy
-from .potentials import PairPotential
-from .terms import TermEnergy
+from simdiff.core.api import hessian as _hessian
+from simdiff.core.api import value_and_grad as _value_and_grad
+from simdiff.core.problem import Problem
+from simdiff.errors import BackendUnavailable, InputError, ShapeError, UnsupportedError
+from simdiff.pes._ase_pairs import CellPairs, voigt_stress
+from simdiff.pes.cluster import PairTerm, cluster_problem
+from simdiff.pes.geometry import Cell, cluster_info
+from simdiff.pes.images import ImagePairEnergy
+from simdiff.pes.potentials import PairPotential
+from simdiff.pes.terms import TermEnergy
 
 try:
     from ase import Atoms

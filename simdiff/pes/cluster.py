@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .._fingerprint import Versioned
-from .._problem import CheckOptions, Problem
-from ..errors import InputError, ShapeError
-from .geometry import (
+from simdiff.core.fingerprint import Versioned
+from simdiff.core.problem import CheckOptions, Problem
+from simdiff.errors import InputError, ShapeError
+from simdiff.pes.geometry import (
     Cell,
     ClusterInfo,
     check_box,
@@ -28,9 +28,9 @@ from .geometry import (
     image_displacement,
     pair_index,
 )
-from .images import ImagePairEnergy
-from .potentials import PairPotential
-from .terms import TermEnergy, check_term
+from simdiff.pes.images import ImagePairEnergy
+from simdiff.pes.potentials import PairPotential
+from simdiff.pes.terms import TermEnergy, check_term
 
 __all__ = ["PairTerm", "cluster_energy", "cluster_problem"]
 

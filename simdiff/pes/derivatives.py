@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from .._api import cached_derivatives
-from .._api import grad as _grad
-from .._problem import Problem
-from ..backends import get_backend
-from ..backends.taylor import taylor_function
-from ..errors import InputError, NonFiniteError, ShapeError
-from .geometry import check_positions, cluster_info
-from .normal_modes import warn_if_not_stationary
+from simdiff.backends import get_backend
+from simdiff.backends.taylor import taylor_function
+from simdiff.core.api import cached_derivatives
+from simdiff.core.api import grad as _grad
+from simdiff.core.problem import Problem
+from simdiff.errors import InputError, NonFiniteError, ShapeError
+from simdiff.pes.geometry import check_positions, cluster_info
+from simdiff.pes.normal_modes import warn_if_not_stationary
 
 __all__ = ["cubic_directions", "cubic_force_constants", "forces", "quartic_force_constants"]
 

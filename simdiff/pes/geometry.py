@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .._problem import Problem
-from ..errors import InputError, ShapeError
+from simdiff.core.problem import Problem
+from simdiff.errors import InputError, ShapeError
 
 __all__ = [
     "Cell",

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, NeighbourListError
-from .geometry import Cell, image_pair_index
+from simdiff.errors import InputError, NeighbourListError
+from simdiff.pes.geometry import Cell, image_pair_index
 
 __all__ = ["ImagePairEnergy"]
 

@@ -31,12 +31,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._log import get_logger
-from ..backends import get_ops
-from ..errors import InputError, NeighbourListError
-from .cluster import PairTerm
-from .geometry import Cell, check_box, check_positions, image_displacement, pair_index
-from .potentials import PairPotential
+from simdiff._log import get_logger
+from simdiff.backends import get_ops
+from simdiff.errors import InputError, NeighbourListError
+from simdiff.pes.cluster import PairTerm
+from simdiff.pes.geometry import Cell, check_box, check_positions, image_displacement, pair_index
+from simdiff.pes.potentials import PairPotential
 
 __all__ = ["NeighbourList", "Neighbours"]
 

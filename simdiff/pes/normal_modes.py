@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from .._api import grad as _grad
-from .._api import hessian as _hessian
-from .._problem import Problem
-from ..errors import InputError, ShapeError, StationarityWarning
-from .geometry import check_positions, cluster_info
-from .terms import TermEnergy
+from simdiff.core.api import grad as _grad
+from simdiff.core.api import hessian as _hessian
+from simdiff.core.problem import Problem
+from simdiff.errors import InputError, ShapeError, StationarityWarning
+from simdiff.pes.geometry import check_positions, cluster_info
+from simdiff.pes.terms import TermEnergy
 
 __all__ = [
     "NormalModes",

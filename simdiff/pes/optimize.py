@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from .._api import hessian as _hessian
-from .._api import value_and_grad as _value_and_grad
-from .._problem import Problem
-from ..errors import InputError, InvalidIndexError
-from .derivatives import _point
-from .geometry import cluster_info
-from .normal_modes import _normal_modes, internal_basis, rigid_body_basis
+from simdiff.core.api import hessian as _hessian
+from simdiff.core.api import value_and_grad as _value_and_grad
+from simdiff.core.problem import Problem
+from simdiff.errors import InputError, InvalidIndexError
+from simdiff.pes.derivatives import _point
+from simdiff.pes.geometry import cluster_info
+from simdiff.pes.normal_modes import _normal_modes, internal_basis, rigid_body_basis
 
 __all__ = ["MINIMIZE_METHODS", "StationaryPoint", "find_minimum", "find_saddle", "stationary_index"]
 
@@ -196,7 +196,9 @@ def find_minimum(
     if method == "trust-exact" and cluster_info(problem) is not None:
         res = _projected_trust_exact(problem, start, backend, options, compile)
     else:
-        from ..sensitivity import minimize  # here, so `simdiff list` does not import scipy.stats
+        from simdiff.sensitivity import (
+            minimize,  # here, so `simdiff list` does not import scipy.stats
+        )
 
         res = minimize(problem, start, method, backend=backend, options=options, compile=compile)
     return _result(problem, res.x, backend, res.success, str(res.message), res.nit, method)

@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 from ase import Atoms, units
 
-from ..errors import InputError
-from ._ase_pairs import CellPairs
-from .potentials import PairPotential
+from simdiff.errors import InputError
+from simdiff.pes._ase_pairs import CellPairs
+from simdiff.pes.potentials import PairPotential
 
 __all__ = ["PhononBands", "phonons"]
 

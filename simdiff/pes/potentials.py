@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..backends import Ops
-from ..errors import InputError
+from simdiff.backends import Ops
+from simdiff.errors import InputError
 
 __all__ = ["PairPotential", "SmoothCutoff", "lennard_jones", "morse", "smooth_cutoff", "switch_c2"]
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .._problem import Problem
-from ..backends import Ops
+from simdiff.backends import Ops
+from simdiff.core.problem import Problem
 
 __all__ = ["MULLER_BROWN_PARAMS", "muller_brown", "muller_brown_energy"]
 

@@ -24,19 +24,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._api import cached_derivatives
-from .._cache import RecentlyUsed
-from .._fingerprint import Versioned
-from .._problem import Problem
-from ..backends import get_backend
-from ..errors import (
+from simdiff.backends import get_backend
+from simdiff.core.api import cached_derivatives
+from simdiff.core.cache import RecentlyUsed
+from simdiff.core.fingerprint import Versioned
+from simdiff.core.problem import Problem
+from simdiff.errors import (
     InputError,
     InvalidIndexError,
     NeighbourListError,
     NonFiniteError,
     ShapeError,
 )
-from .geometry import (
+from simdiff.pes.geometry import (
     Cell,
     ClusterInfo,
     check_masses,

@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from .._api import Derivatives, cached_derivatives
-from .._labelled import Labelled, columns_table
-from .._params import ParamSpec
-from .._problem import Problem
-from ..errors import InputTypeError, ShapeError
+from simdiff.core.api import Derivatives, cached_derivatives
+from simdiff.core.labelled import Labelled, columns_table
+from simdiff.core.params import ParamSpec
+from simdiff.core.problem import Problem
+from simdiff.errors import InputTypeError, ShapeError
 
 
 def check_problem(problem: Any) -> Problem:

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from .._api import Derivatives
-from .._log import progress as progress_bar
-from .._problem import Problem
-from ..errors import InputError, InputTypeError, NonFiniteError, ShapeError
-from ._common import Named, check_problem, spec_of
-from ._common import derivatives as _derivatives
-from ._distributions import Distribution, LogUniform, as_distributions, sample
+from simdiff._log import progress as progress_bar
+from simdiff.core.api import Derivatives
+from simdiff.core.problem import Problem
+from simdiff.errors import InputError, InputTypeError, NonFiniteError, ShapeError
+from simdiff.sensitivity._common import Named, check_problem, spec_of
+from simdiff.sensitivity._common import derivatives as _derivatives
+from simdiff.sensitivity._distributions import Distribution, LogUniform, as_distributions, sample
 
 __all__ = ["DGSMResult", "batched_value_and_grad", "dgsm"]
 

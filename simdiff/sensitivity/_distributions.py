@@ -17,7 +17,7 @@ import numpy as np
 import scipy.special
 import scipy.stats
 
-from ..errors import InputError, InputTypeError
+from simdiff.errors import InputError, InputTypeError
 
 __all__ = [
     "SAMPLING_METHODS",

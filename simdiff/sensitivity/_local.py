@@ -17,9 +17,9 @@ import numpy as np
 import scipy.linalg
 import scipy.stats
 
-from .._problem import Problem
-from ..errors import InputError, ShapeError
-from ._common import Named, check_problem, derivatives, point, spec_of
+from simdiff.core.problem import Problem
+from simdiff.errors import InputError, ShapeError
+from simdiff.sensitivity._common import Named, check_problem, derivatives, point, spec_of
 
 __all__ = [
     "FisherInformation",

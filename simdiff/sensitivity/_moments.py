@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from .._log import ProgressCounter
-from .._operators_core import covariance_factor
-from ..errors import MomentWarning, OptionError, ShapeError
-from ._common import Named, check_problem, derivatives, point, spec_of
+from simdiff._log import ProgressCounter
+from simdiff.core.operator_builders import covariance_factor
+from simdiff.errors import MomentWarning, OptionError, ShapeError
+from simdiff.sensitivity._common import Named, check_problem, derivatives, point, spec_of
 
 __all__ = ["MomentWarning", "Moments", "moments"]
 

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import scipy.optimize
 
-from .._api import Derivatives
-from .._labelled import columns_table
-from .._log import ProgressCounter, get_logger
-from .._problem import Problem
-from ..errors import InputError, InputTypeError, ShapeError
-from ._common import check_problem, derivatives, point, spec_of
+from simdiff._log import ProgressCounter, get_logger
+from simdiff.core.api import Derivatives
+from simdiff.core.labelled import columns_table
+from simdiff.core.problem import Problem
+from simdiff.errors import InputError, InputTypeError, ShapeError
+from simdiff.sensitivity._common import check_problem, derivatives, point, spec_of
 
 __all__ = [
     "FED",

@@ -30,12 +30,12 @@ import scipy.linalg
 import scipy.optimize
 import scipy.stats
 
-from .._api import Derivatives
-from .._problem import Problem
-from ..errors import InputError, InputTypeError, OutOfRangeError
-from ._common import derivatives
-from ._local import LaplaceResult, laplace
-from ._optimize import _bounds
+from simdiff.core.api import Derivatives
+from simdiff.core.problem import Problem
+from simdiff.errors import InputError, InputTypeError, OutOfRangeError
+from simdiff.sensitivity._common import derivatives
+from simdiff.sensitivity._local import LaplaceResult, laplace
+from simdiff.sensitivity._optimize import _bounds
 
 __all__ = ["Profile", "ProfileLikelihood", "profile_likelihood"]
 

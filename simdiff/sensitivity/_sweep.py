@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from .._api import Derivatives, cached_derivatives
-from .._catalogue import resolve
-from .._log import ProgressCounter, check_progress, get_logger
-from .._problem import Problem
-from ..backends import get_backend
-from ..errors import (
+from simdiff._log import ProgressCounter, check_progress, get_logger
+from simdiff.backends import get_backend
+from simdiff.core.api import Derivatives, cached_derivatives
+from simdiff.core.catalogue import resolve
+from simdiff.core.problem import Problem
+from simdiff.errors import (
     InputError,
     InputTypeError,
     NonFiniteError,
@@ -38,7 +38,7 @@ from ..errors import (
     SimdiffError,
     SolverError,
 )
-from ..store import Store, fingerprint
+from simdiff.store import Store, fingerprint
 
 __all__ = [
     "STATUS",

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simdiff.evidence._environment import _git_revision
+from simdiff.environment import _git_revision
 from simdiff.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 Every call of a :class:`simdiff.Derivatives` rechecks the problem's
 fingerprint (a shallow check of what could have changed in place, see
-simdiff/_fingerprint.py): ``DerivativeCache.refresh``, once per call.  For
+simdiff/core/fingerprint.py): ``DerivativeCache.refresh``, once per call.  For
 each problem, backend and derivative (the gradient, or the Jacobian of a
 vector-valued problem, and the Hessian of a scalar one) this prints:
 
@@ -29,8 +29,8 @@ import argparse
 import numpy as np
 
 import simdiff
-from simdiff._cache import DerivativeCache
-from simdiff._catalogue import catalogue
+from simdiff.core.cache import DerivativeCache
+from simdiff.core.catalogue import catalogue
 from simdiff.evidence._timing import first_call, interleaved, timed
 
 #: the smallest call of each family first (the hardest for a 5 % target), then larger ones

@@ -268,7 +268,7 @@ def mlp_memory(p: simdiff.Problem, Xn: np.ndarray, points: int) -> dict[str, flo
     import jax
     import jax.numpy as jnp
 
-    from simdiff._operators_core import build_operator
+    from simdiff.core.operator_builders import build_operator
 
     be = get_backend("jax")
     ops = be.ops()
@@ -321,7 +321,7 @@ def sigma_probe(points: int, repeats: int) -> str:
     import jax
     import jax.numpy as jnp
 
-    from simdiff._operators_core import build_operator
+    from simdiff.core.operator_builders import build_operator
 
     be = get_backend("jax")  # float64 on (before any array is made)
     p = mlp_problem()

@@ -35,7 +35,7 @@ import scipy.optimize
 import simdiff.problems as problems
 
 import simdiff
-from simdiff.evidence._environment import _git_revision
+from simdiff.environment import _git_revision
 from simdiff.evidence._timing import Summary, interleaved
 from simdiff.sensitivity import profile_likelihood
 

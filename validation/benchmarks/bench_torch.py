@@ -55,7 +55,7 @@ import torch
 
 import problems
 import simdiff
-from simdiff._structure import StructuredHessian
+from simdiff.core.structure import StructuredHessian
 from simdiff.evidence import _timing
 from simdiff.evidence._accuracy import rel_error
 

@@ -1,6 +1,6 @@
 """Run every catalogue problem through the leak probe on torch; it must never fire.
 
-For each problem with a torch context, two forms of the probe (simdiff/_probe.py):
+For each problem with a torch context, two forms of the probe (simdiff/core/probe.py):
 
 * ``vjp``: its own VJP at a shifted point (what a first Hessian/HVP call costs);
 * ``reuse``: the first ``grad`` (or ``jacobian``) call of a ``Derivatives``
@@ -19,8 +19,8 @@ import numpy as np
 
 import problems
 import simdiff
-from simdiff._probe import probe
 from simdiff.backends import get_backend
+from simdiff.core.probe import probe
 from simdiff.evidence._timing import first_call
 
 

@@ -58,7 +58,7 @@ PROBLEM = "lotka_volterra_fit"
 
 def _chunked_ops(K: int, cpp_wrapper: bool) -> Any:
     """A ``TorchOps`` whose ``while_loop`` runs compiled chunks of ``K`` masked iterations."""
-    from simdiff._tree import tree_map
+    from simdiff.backends._tree import tree_map
     from simdiff.backends.torch import INDUCTOR_MIN_CHUNK, TorchOps, _numpy_guards_dropped
 
     def chunk(cond: Callable, body: Callable, carry: Any) -> Any:

@@ -45,7 +45,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import problems
 import simdiff
 import simdiff.ode._driver as driver
-from simdiff._tree import tree_flatten, tree_unflatten
+from simdiff.backends._tree import tree_flatten, tree_unflatten
 from simdiff.backends.taylor import TaylorArray, TaylorOps, taylor_function
 from simdiff.backends.torch import TorchOps
 from simdiff.evidence._timing import first_call

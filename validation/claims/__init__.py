@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import simdiff
-from simdiff._catalogue import catalogue
 from simdiff.backends import cold_compiler_caches, compiler_caches
+from simdiff.core.catalogue import catalogue
 
 from ._common import ClaimsContext, failed
 from ._records import ARTICLE, RECORDS, Verdict, decide_claim, decide_fact, says

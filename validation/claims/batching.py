@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 import simdiff
-from simdiff._catalogue import catalogue
+from simdiff.core.catalogue import catalogue
 from simdiff.evidence._compare import CONFIGS, make_task
 
 from ..simulators import lotka_volterra, lotka_volterra_broadcast

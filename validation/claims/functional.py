@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 import simdiff
-from simdiff._catalogue import catalogue
+from simdiff.core.catalogue import catalogue
 
 from ._common import ClaimsContext, part
 from ._measure import measure

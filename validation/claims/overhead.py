@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 import simdiff
-from simdiff._catalogue import catalogue
+from simdiff.core.catalogue import catalogue
 
 from ..simulators import lotka_volterra, op_chain
 from ._common import ClaimsContext, failed, ms, part, per_round, us
@@ -83,7 +83,7 @@ import json, sys
 import numpy as np
 backend, kind, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 import simdiff
-from simdiff._catalogue import catalogue
+from simdiff.core.catalogue import catalogue
 seed = catalogue("basic").seed
 warm = simdiff.Derivatives(seed(4), backend)
 getattr(warm, kind)(warm.backend.from_numpy(np.linspace(0.1, 0.4, 4), np.float64))

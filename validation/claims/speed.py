@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from simdiff._catalogue import catalogue
+from simdiff.core.catalogue import catalogue
 
 from ._common import ClaimsContext, failed, ms, part, per_round
 from ._measure import Measured, measure

@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ._log import get_logger
-from .errors import OptionError, UnsupportedError
+from simdiff._log import get_logger
+from simdiff.errors import OptionError, UnsupportedError
 
 __all__ = ["COMPILE_PRIOR_S", "COMPILE_VALUES", "CompiledCall", "check_compile", "compile_estimate"]
 

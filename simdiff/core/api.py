@@ -17,17 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from . import _arrays as A
-from ._compile import CompiledCall, check_compile
-from ._log import get_logger
-from ._operators_core import OPERATOR_KINDS, OperatorMethods, build_operator
-from ._probe import probe
-from ._problem import Problem, bad_output
-from ._structure import StructuredHessian, memory_budget
-from ._tree import tree_map
-from .backends import Ops, get_backend
-from .backends.taylor import taylor_function
-from .errors import (
+from simdiff._log import get_logger
+from simdiff.backends import Ops, get_backend
+from simdiff.backends._tree import tree_map
+from simdiff.backends.taylor import taylor_function
+from simdiff.core import arrays as A
+from simdiff.core.compile import CompiledCall, check_compile
+from simdiff.core.operator_builders import OPERATOR_KINDS, OperatorMethods, build_operator
+from simdiff.core.probe import probe
+from simdiff.core.problem import Problem, bad_output
+from simdiff.core.structure import StructuredHessian, memory_budget
+from simdiff.core.taylor_tensor import assemble_tensor
+from simdiff.errors import (
     ArgumentOrderError,
     InputError,
     InputTypeError,
@@ -39,7 +40,6 @@ from .errors import (
     SimdiffError,
     UnsupportedError,
 )
-from .taylor_tensor import assemble_tensor
 
 __all__ = [
     "HESSIAN_METHODS",
@@ -370,7 +370,7 @@ class Derivatives(OperatorMethods):
         #: Whether results of a problem with structured parameters come back in their
         #: structure (False: flat arrays, what simdiff's own analyses compute on).
         self.structured = bool(structured)
-        #: The leak probe's findings (None until it ran; see simdiff._probe).
+        #: The leak probe's findings (None until it ran; see simdiff.core.probe).
         self.probe_result: dict[str, Any] | None = None
         self._fns: dict[tuple, Callable] = {}
         #: The compiled tree calls of :meth:`_fused_call`, by the key of their flat derivative.
@@ -476,7 +476,7 @@ class Derivatives(OperatorMethods):
         """Hessian, shape ``(out..., n, n)``; ``method`` is fwd-rev, rev-rev, fwd-fwd or structured.
 
         ``"auto"`` is ``"structured"`` when the problem's ``fn`` assembles its
-        Hessian from structure (:class:`~simdiff._structure.StructuredHessian`,
+        Hessian from structure (:class:`~simdiff.core.structure.StructuredHessian`,
         e.g. a sum of terms from :mod:`simdiff.pes`); otherwise the backend
         decides (:func:`auto_hessian_method`), and the method that ran is the
         ``method`` field of :meth:`cache_info`.  A dense AD Hessian whose
@@ -640,7 +640,7 @@ class Derivatives(OperatorMethods):
         ``method="nested"`` nests Jacobians (``jacrev`` inside, ``jacfwd``
         outside; batched ``x`` is vmapped); ``"taylor"`` interpolates Taylor
         coefficients along ``binom(n+order-1, order)`` directions
-        (:func:`simdiff.taylor_tensor.assemble_tensor`; one point at a time).
+        (:func:`simdiff.core.taylor_tensor.assemble_tensor`; one point at a time).
         """
         out = self._derivative_tensor(order, x, method=method)
         return self._out("derivative_tensor", out, _check_order(order))
@@ -844,7 +844,7 @@ class Derivatives(OperatorMethods):
         return self.problem.cache.refresh() == self._generation
 
     def _has_structure(self) -> bool:
-        """Whether the problem's ``fn`` is a :class:`~simdiff._structure.StructuredHessian`,
+        """Whether the problem's ``fn`` is a :class:`~simdiff.core.structure.StructuredHessian`,
         kept per ``fn`` object (a check against a runtime protocol walks its members: tens
         of microseconds, on every Hessian call)."""
         fn = self.problem.fn
@@ -1229,7 +1229,7 @@ class Derivatives(OperatorMethods):
             raise self._leak(exc, kind) from exc
 
     def _probe(self, kind: str, x: Any, batched: bool, out: Any, device: Any) -> None:
-        """Run the leak probe once (simdiff._probe) where the backend's tracer does not.
+        """Run the leak probe once (simdiff.core.probe) where the backend's tracer does not.
 
         A gradient or Jacobian just computed gives the probe its directional
         derivative; other first calls cost the probe one VJP.
@@ -1365,7 +1365,7 @@ def cached_derivatives(
     simdiff's analyses compute on); the functions of the API put them in the
     parameters' structure (:func:`_structured`).
 
-    Kept in the problem's :class:`~simdiff._cache.DerivativeCache`
+    Kept in the problem's :class:`~simdiff.core.cache.DerivativeCache`
     (``problem.cache``), so every function of the API and every analysis built
     on it (sensitivity, optimisation, sweeps) compile each derivative once, and
     the compiled functions live exactly as long as the problem.

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import LeakError, UnsupportedError
+from simdiff.errors import LeakError, UnsupportedError
 
 __all__ = ["LEAK_CAUSES", "probe"]
 

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .backends import backend_of
-from .backends._pytrees import register_node
-from .errors import StructureError
+from simdiff.backends import backend_of
+from simdiff.backends._pytrees import register_node
+from simdiff.errors import StructureError
 
 if TYPE_CHECKING:
-    from ._params import ParamSpec
+    from simdiff.core.params import ParamSpec
 
 __all__ = ["Labelled", "columns_table", "labelled_table"]
 

@@ -2,7 +2,7 @@
 ``derivative_sum``, and their stochastic (Hutchinson, STDE) estimates.
 
 The deterministic operators are :class:`~simdiff.Derivatives` methods
-(:mod:`simdiff._operators_core`); these functions call the problem's cached
+(:mod:`simdiff.core.operator_builders`); these functions call the problem's cached
 ``Derivatives``, so each operator is compiled once per shape.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ._api import cached_derivatives
-from ._operators_core import covariance_factor
-from .errors import OptionError, ShapeError
+from simdiff.core.api import cached_derivatives
+from simdiff.core.operator_builders import covariance_factor
+from simdiff.errors import OptionError, ShapeError
 
 __all__ = [
     "StochasticEstimate",

@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from .backends import backend_of
-from .errors import InputTypeError
-from .errors import _Opaque as Opaque
+from simdiff.backends import backend_of
+from simdiff.errors import InputTypeError
+from simdiff.errors import _Opaque as Opaque
 
 __all__ = ["Identity", "Opaque", "Versioned", "fingerprint", "why_opaque"]
 
@@ -588,7 +588,7 @@ def why_opaque(obj: Any) -> str | None:
     Examples
     --------
     >>> import threading
-    >>> from simdiff._fingerprint import why_opaque
+    >>> from simdiff.core.fingerprint import why_opaque
     >>> why_opaque({"a": 1.0}) is None
     True
     >>> why_opaque(threading.Lock())
@@ -670,7 +670,7 @@ class Identity:
     Examples
     --------
     >>> import numpy as np, simdiff
-    >>> from simdiff._fingerprint import Identity
+    >>> from simdiff.core.fingerprint import Identity
     >>> c = np.array([1.0])
     >>> p = simdiff.Problem(lambda x, ops: ops.sum(c * x), x0=np.ones(1))
     >>> ident = Identity()

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ..backends import compiler_caches, thread_info
+from simdiff.backends import compiler_caches, thread_info
 
 __all__ = ["environment"]
 
@@ -82,7 +82,7 @@ def environment() -> dict[str, Any]:
     >>> sorted(k for k in env if k in ("cpu", "git", "versions"))
     ['cpu', 'git', 'versions']
     """
-    from .. import __version__
+    from simdiff import __version__
 
     versions: dict[str, str | None] = {"simdiff": __version__, "python": platform.python_version()}
     for pkg in _PACKAGES:

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from ._cache import DerivativeCache
-from ._fingerprint import Versioned
-from ._params import ParamSpec, TreeFunction, is_tree
-from .backends import BACKENDS, Ops, get_backend
-from .errors import (
+from simdiff.backends import BACKENDS, Ops, get_backend
+from simdiff.core.cache import DerivativeCache
+from simdiff.core.fingerprint import Versioned
+from simdiff.core.params import ParamSpec, TreeFunction, is_tree
+from simdiff.errors import (
     DTypeError,
     InputError,
     InputTypeError,
@@ -242,7 +242,7 @@ class Problem(Versioned):
         #: derivative call on torch (the leak guard, :mod:`simdiff.backends._torch_leaks`).
         self.trusted_packages: frozenset[str] = _trusted(trusted_packages, fn)
         self._output_shape: tuple[int, ...] | None = None
-        #: What simdiff builds for this problem (see :class:`~simdiff._cache.DerivativeCache`):
+        #: What simdiff builds for this problem (see :class:`~simdiff.core.cache.DerivativeCache`):
         #: owned by the problem, freed with it.
         self.cache = DerivativeCache(self)
 

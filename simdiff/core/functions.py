@@ -2,7 +2,7 @@
 
 ``transform(kind, fn, backend)`` returns a plain function of framework
 arrays built by the same builders as :class:`simdiff.Derivatives`
-(``simdiff._api._build``: simdiff's Hessian-method rule, the Taylor and
+(``simdiff.core.api._build``: simdiff's Hessian-method rule, the Taylor and
 collapsed-Taylor passes, the Laplacian).  Unlike the problem face it has no
 numpy boundary: no conversion, no finite checks, no cache of compiled
 callables, no batching; the framework's own transforms (``jax.jit``,
@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _arrays as A
-from ._api import HESSIAN_METHODS, JACOBIAN_MODES, _build, _check_order
-from ._problem import Problem
-from .backends import Backend, get_backend
-from .errors import (
+from simdiff.backends import Backend, get_backend
+from simdiff.core import arrays as A
+from simdiff.core.api import HESSIAN_METHODS, JACOBIAN_MODES, _build, _check_order
+from simdiff.core.problem import Problem
+from simdiff.errors import (
     DTypeError,
     InputError,
     InputTypeError,

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from ._problem import Problem
-from .errors import CatalogueUnavailable, ProblemNotFound
+from simdiff.core.problem import Problem
+from simdiff.errors import CatalogueUnavailable, ProblemNotFound
 
 __all__ = [
     "CatalogueUnavailable",
@@ -55,7 +55,7 @@ def catalogue(submodule: str | None = None) -> ModuleType:
 
     Examples
     --------
-    >>> from simdiff._catalogue import catalogue
+    >>> from simdiff.core.catalogue import catalogue
     >>> "rosenbrock4" in catalogue().names()
     True
     >>> catalogue("basic").rosenbrock(4).n
@@ -135,7 +135,7 @@ def resolve(spec: str) -> tuple[str, Callable[[], Problem]]:
 
     Examples
     --------
-    >>> from simdiff._catalogue import resolve
+    >>> from simdiff.core.catalogue import resolve
     >>> label, factory = resolve("rosenbrock4")
     >>> factory().n
     4

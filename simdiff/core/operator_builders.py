@@ -12,7 +12,7 @@ methods compute the same number:
 - ``"nested"``: nested AD per direction (vmapped): forward over reverse
   ``v^T H v`` for ``K = 2`` on scalar problems, nested ``jvp`` otherwise.
 
-The public functions live in :mod:`simdiff._operators`.
+The public functions live in :mod:`simdiff.core.operators`.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _arrays as A
-from ._cache import RecentlyUsed
-from .backends._taylor_collapsed import collapsed_function
-from .backends.taylor import taylor_function
-from .errors import OptionError, ShapeError
+from simdiff.backends._taylor_collapsed import collapsed_function
+from simdiff.backends.taylor import taylor_function
+from simdiff.core import arrays as A
+from simdiff.core.cache import RecentlyUsed
+from simdiff.errors import OptionError, ShapeError
 
 __all__ = ["OPERATOR_KINDS", "OPERATOR_METHODS", "OperatorMethods", "build_operator"]
 

@@ -17,7 +17,7 @@ frees them earlier; a pickled problem travels without its cache.
 Validity
 --------
 What is built is valid for the problem's definition at build time, so the
-cache is keyed by the problem's fingerprint (:mod:`simdiff._fingerprint`)
+cache is keyed by the problem's fingerprint (:mod:`simdiff.core.fingerprint`)
 less what no derivative reads (the exact references and the check options,
 which :func:`simdiff.check` uses; results stored by :mod:`simdiff.store`
 are keyed by the whole fingerprint):
@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
-from ._fingerprint import Identity
+from simdiff.core.fingerprint import Identity
 
 __all__ = ["DerivativeCache", "RecentlyUsed"]
 
@@ -105,7 +105,7 @@ class DerivativeCache:
         """Drop what was built if the owner's fingerprint changed (or is None), or its
         evaluation state (``owner.evaluation_state()``: a neighbour list rebuilt); the generation.
 
-        The check is shallow while nothing changed (:class:`~simdiff._fingerprint.Identity`;
+        The check is shallow while nothing changed (:class:`~simdiff.core.fingerprint.Identity`;
         the evaluation state is one more entry of what it watches): one call.
         """
         unchanged = self._unchanged

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .backends import Backend, backend_of
-from .errors import DTypeError, InputError, NonFiniteError, PrecisionWarning
+from simdiff.backends import Backend, backend_of
+from simdiff.errors import DTypeError, InputError, NonFiniteError, PrecisionWarning
 
 __all__ = [
     "backend_of",

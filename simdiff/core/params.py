@@ -9,7 +9,7 @@ and offset of every leaf, and one name per scalar (``"alpha"``, ``"k[0]"``,
 a flat vector back into the tree (:meth:`ParamSpec.unflatten`, also inside a
 traced function, by slicing) and a tree into the flat vector
 (:meth:`ParamSpec.flatten`, in the leaves' own framework, so traced leaves
-stay traced).  :class:`~simdiff.Labelled` (simdiff/_labelled.py) is an array
+stay traced).  :class:`~simdiff.Labelled` (simdiff/core/labelled.py) is an array
 whose last axes are indexed by those names (a Hessian: ``H["alpha", "beta"]``).
 
 Leaves are flattened in the order of ``jax.tree_util``: dict keys sorted,
@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from ._labelled import Labelled
-from .backends import backend_of
-from .backends._pytrees import describe_node, node_children, unflatten_node
-from .errors import (
+from simdiff.backends import backend_of
+from simdiff.backends._pytrees import describe_node, node_children, unflatten_node
+from simdiff.core.labelled import Labelled
+from simdiff.errors import (
     DTypeError,
     InputError,
     InputTypeError,

@@ -1,0 +1,1 @@
+"""The derivative engine: problems, the derivative API, caches, compile policy and identity."""
