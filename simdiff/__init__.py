@@ -36,6 +36,7 @@ from simdiff.core.params import ParamSpec as ParamSpec
 from simdiff.core.problem import CheckOptions as CheckOptions
 from simdiff.core.problem import Problem as Problem
 from simdiff.errors import ArgumentOrderError as ArgumentOrderError
+from simdiff.errors import AttributeNotFoundError as AttributeNotFoundError
 from simdiff.errors import BackendUnavailable as BackendUnavailable
 from simdiff.errors import CatalogueUnavailable as CatalogueUnavailable
 from simdiff.errors import DTypeError as DTypeError
@@ -67,6 +68,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentOrderError",
+    "AttributeNotFoundError",
     "BackendUnavailable",
     "CatalogueUnavailable",
     "CheckOptions",
@@ -150,7 +152,7 @@ def __getattr__(name: str) -> _Any:
         return getattr(_importlib.import_module(f"simdiff.{module}"), attr)
     if name in _LAZY_MODULES:
         return _importlib.import_module(f"simdiff.{name}")
-    raise AttributeError(f"module 'simdiff' has no attribute {name!r}")
+    raise AttributeNotFoundError(f"module 'simdiff' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArgumentOrderError",
+    "AttributeNotFoundError",
     "BackendUnavailable",
     "CatalogueUnavailable",
     "DTypeError",
@@ -166,6 +167,12 @@ class CatalogueUnavailable(SimdiffError, ImportError):
     """Neither ``simdiff.<name>`` nor the checkout's top-level ``<name>`` package imports
     (the reference catalogue ``problems`` or the ``validation`` package); the message says
     how to reinstall."""
+
+
+class AttributeNotFoundError(SimdiffError, AttributeError):
+    """A module or namespace has no attribute of this name (``simdiff.nope``,
+    ``ops.nope``); an ``AttributeError`` too, so ``hasattr`` and ``getattr(..., default)``
+    work as usual."""
 
 
 class UsageError(SimdiffError, ValueError):

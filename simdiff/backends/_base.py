@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from simdiff.backends._tree import tree_flatten, tree_map, tree_unflatten
-from simdiff.errors import InputError, UnsupportedError
+from simdiff.errors import AttributeNotFoundError, InputError, UnsupportedError
 
 __all__ = ["CAPABILITIES", "OP_NAMES", "Array", "Backend", "LoopOps", "Namespace", "Ops", "OpsBase"]
 
@@ -56,7 +56,7 @@ class Namespace:
     def __getattr__(self, item: str) -> Any:
         # Only reached for missing members; typed Any so that a Namespace satisfies the
         # sub-namespace protocols (its members are set at run time).
-        raise AttributeError(f"namespace has no member {item!r}")
+        raise AttributeNotFoundError(f"namespace has no member {item!r}")
 
 
 #: An array of the active context: ``numpy.ndarray``, ``jax.Array``,
@@ -616,7 +616,7 @@ class Backend:
     jacrev: Callable[..., Any]
 
     def vmap(self, fn: Callable[..., Any], in_axes: Any = 0) -> Callable[..., Any]:
-        raise NotImplementedError
+        raise UnsupportedError(f"{type(self).__name__} does not implement this method")
 
     #: The tracer itself raises when a problem leaves the traced computation
     #: (``float(x)``, ``.item()``, numpy): JAX.  Where it does not (torch), the
@@ -666,7 +666,7 @@ class Backend:
     leak_warnings: tuple[str, ...] = ()
 
     def ops(self, dtype: Any = None, device: Any = None) -> Ops:
-        raise NotImplementedError
+        raise UnsupportedError(f"{type(self).__name__} does not implement this method")
 
     def ops_compiling_parts(self, dtype: Any = None, device: Any = None) -> Ops | None:
         """A context that compiles parts (``OpsBase.compile_part``: an ODE's step loop), or None.
@@ -777,7 +777,7 @@ class Backend:
                 for (a, b), s in zip(bounds, shapes, strict=True)]  # fmt: skip
 
     def is_native(self, x: Any) -> bool:
-        raise NotImplementedError
+        raise UnsupportedError(f"{type(self).__name__} does not implement this method")
 
     def concrete_leaves(
         self, parts: Sequence[Any], shapes: Sequence[tuple[int, ...]], dtype: Any
@@ -790,10 +790,10 @@ class Backend:
         return True
 
     def from_numpy(self, a: Any, dtype: Any, device: Any = None) -> Any:
-        raise NotImplementedError
+        raise UnsupportedError(f"{type(self).__name__} does not implement this method")
 
     def to_numpy(self, x: Any) -> Any:
-        raise NotImplementedError
+        raise UnsupportedError(f"{type(self).__name__} does not implement this method")
 
     def dtype_name(self, x: Any) -> str:
         """The dtype of native array ``x`` as numpy spells it (``"float32"``, ``"bool"``, ...)."""

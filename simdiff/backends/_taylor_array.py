@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from simdiff.errors import InputTypeError
+from simdiff.errors import BackendUnavailable, InputTypeError
 
 __all__ = ["TaylorArray", "register_jax_pytree"]
 
@@ -198,7 +198,7 @@ def register_jax_pytree() -> None:
         return
     jax = sys.modules.get("jax")
     if jax is None:  # the jax base context imports jax before any TaylorOps over it exists
-        raise RuntimeError("register_jax_pytree() called before jax was imported")
+        raise BackendUnavailable("register_jax_pytree() called before jax was imported")
     jax.tree_util.register_pytree_node(
         TaylorArray,
         lambda t: ((t.coeffs,), t.ops),

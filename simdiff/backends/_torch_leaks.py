@@ -88,6 +88,8 @@ from typing import Any
 
 import torch
 
+from simdiff.errors import LeakError
+
 __all__ = [
     "GUARDED",
     "LeakGuard",
@@ -369,7 +371,7 @@ def _watching_switch(original: Callable[..., Any]) -> Callable[..., Any]:
             and _guarding()
             and _switched_by_problem(sys._getframe(1).f_globals.get("__name__"))
         ):
-            raise RuntimeError(
+            raise LeakError(
                 f"{_PREFIX}torch._C._set_grad_enabled(False) called by the problem: what it "
                 "computes is cut from the derivative's graph"
             )
@@ -404,7 +406,7 @@ def watching_grad_mode(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
             state.grad_at_call = saved
         if on and not torch.is_grad_enabled() and _guarding():
             torch._C._set_grad_enabled(True)  # back as it was, for the caller's code
-            raise RuntimeError(
+            raise LeakError(
                 f"{_PREFIX}grad_mode(): the problem returned with gradients switched off; "
                 "what it computed after the switch is cut from the derivative's graph"
             )

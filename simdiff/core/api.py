@@ -219,7 +219,7 @@ def _build(kind: str, params: dict[str, Any], problem: Problem, ops: Ops, T: Any
         g, k = taylor_function(problem, ops, params["order"]), params["order"]
         scale = float(math.factorial(k))
         return lambda x, v: g(x, v)[k] * scale
-    raise AssertionError(kind)
+    raise UnsupportedError(f"unknown derivative kind {kind!r}")
 
 
 def auto_hessian_method(backend: Any, n: int, m: int, compiled: bool = False) -> str:

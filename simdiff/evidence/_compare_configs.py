@@ -167,7 +167,7 @@ def _ad_builder(backend: str, compile: bool = False) -> Builder:
 
 def _given(a: np.ndarray | None, what: str, task: Task) -> np.ndarray:
     if a is None:
-        raise ValueError(f"task {task.label!r} needs {what}; it was built without one")
+        raise InputError(f"task {task.label!r} needs {what}; it was built without one")
     return a
 
 

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from simdiff.errors import InputError
+
 __all__ = [
     "CPU_CLOCK",
     "Summary",
@@ -73,7 +75,7 @@ def first_call_cpu(call: Callable[[], Any]) -> tuple[Any, float, float]:
 def median_time(call: Callable[[], Any], repeats: int, inner: int = 1) -> float:
     """Median seconds per call over ``repeats`` samples of ``inner`` calls each."""
     if repeats < 1 or inner < 1:
-        raise ValueError(f"repeats and inner must be >= 1; got {repeats}, {inner}")
+        raise InputError(f"repeats and inner must be >= 1; got {repeats}, {inner}")
     return statistics.median(timed(call, inner) / inner for _ in range(repeats))
 
 
@@ -153,7 +155,7 @@ class Summary:
     def of(cls, samples: list[float]) -> Summary:
         """The summary of ``samples`` (at least one)."""
         if not samples:
-            raise ValueError("no samples to summarise")
+            raise InputError("no samples to summarise")
         s = sorted(samples)
         q = np.quantile(s, [0.25, 0.75])
         return cls(statistics.median(s), float(q[0]), float(q[1]), s[0], s[-1], len(s))

@@ -7,6 +7,7 @@ of its parameters and/or initial state; the solvers (:class:`FixedStep`
 on JAX.
 """
 
+from simdiff.errors import AttributeNotFoundError
 from simdiff.ode._base import STATUS as STATUS
 from simdiff.ode._base import SolveInfo as SolveInfo
 from simdiff.ode._base import Solver as Solver
@@ -40,4 +41,4 @@ def __getattr__(name: str):  # the diffrax engine imports jax: load it on first 
         from simdiff.ode import diffrax_engine
 
         return getattr(diffrax_engine, name)
-    raise AttributeError(f"module 'simdiff.ode' has no attribute {name!r}")
+    raise AttributeNotFoundError(f"module 'simdiff.ode' has no attribute {name!r}")

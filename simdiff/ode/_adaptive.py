@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from simdiff.backends._tree import tree_map
-from simdiff.errors import InputError
+from simdiff.errors import InputError, UnsupportedError
 from simdiff.ode._base import Rhs, SolveInfo, Solver
 from simdiff.ode._driver import drive
 from simdiff.ode.adjoint import DECISION, Adjoint, make_adjoint
@@ -233,7 +233,7 @@ class EmbeddedPair(Solver):
         self, rhs: Rhs, t: Any, y: Any, h: Any, p: Any, state: Any, ops: Any
     ) -> tuple[Any, Any, Any]:
         """One step: ``(y_new, err, state_new)``."""
-        raise NotImplementedError
+        raise UnsupportedError(f"{type(self).__name__} does not implement this method")
 
     def stepper(self, rhs: Rhs, p: Any, ops: Any) -> Any:
         """``step(t, y, h, state)`` for the driver; constants are made here, once per solve."""

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from simdiff.errors import UnsupportedError
+
 __all__ = ["STATUS", "Rhs", "SolveInfo", "Solver", "status_message"]
 
 Rhs = Callable[[Any, Any, Any, Any], Any]
@@ -129,7 +131,7 @@ class Solver:
         :class:`~simdiff.ode.events.EventSet`, solvers with ``supports_events``)
         the events to locate.
         """
-        raise NotImplementedError
+        raise UnsupportedError(f"{type(self).__name__} does not implement this method")
 
 
 def hermite(theta: Any, data: tuple[Any, Any, Any, Any]) -> Any:

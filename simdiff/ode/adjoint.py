@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from simdiff.backends._tree import tree_map
-from simdiff.errors import InputError
+from simdiff.errors import InputError, UnsupportedError
 
 __all__ = [
     "DECISION",
@@ -178,7 +178,7 @@ class Adjoint:
         self, cond: Cond, body: Body, carry: Any, max_steps: int, ops: Any, *, events: bool = False
     ) -> Any:
         """Run the loop; ``events``: its steps locate events (:mod:`simdiff.ode.events`)."""
-        raise NotImplementedError
+        raise UnsupportedError(f"{type(self).__name__} does not implement this method")
 
     def event_branch(self, fire: Callable[..., Any], ops: Any) -> Callable[..., Any]:
         """The function that locates an event inside a step, as this strategy runs it.

@@ -72,9 +72,9 @@ class RosenbrockTableau:
             len(r) == i for i, r in enumerate(self.C)
         )
         if not (rows_ok and len(self.a) == len(self.C) == len(self.d) == s):
-            raise ValueError(f"tableau {self.name!r}: row lengths do not match {s} stages")
+            raise InputError(f"tableau {self.name!r}: row lengths do not match {s} stages")
         if len(self.m) != s or len(self.e) != s:
-            raise ValueError(f"tableau {self.name!r}: m and e need {s} entries")
+            raise InputError(f"tableau {self.name!r}: m and e need {s} entries")
 
     @property
     def stages(self) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.special
 import scipy.stats
 
-from simdiff.errors import InputError, InputTypeError
+from simdiff.errors import InputError, InputTypeError, UnsupportedError
 
 __all__ = [
     "SAMPLING_METHODS",
@@ -60,16 +60,16 @@ class Distribution:
     kind: str = "base"
 
     def ppf(self, u: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise UnsupportedError(f"{type(self).__name__} does not implement this method")
 
     @property
     def variance(self) -> float:  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise UnsupportedError(f"{type(self).__name__} does not implement this method")
 
     @property
     def poincare(self) -> float:  # pragma: no cover - abstract
         """The Poincare constant of the DGSM bound."""
-        raise NotImplementedError
+        raise UnsupportedError(f"{type(self).__name__} does not implement this method")
 
 
 @dataclass(frozen=True)

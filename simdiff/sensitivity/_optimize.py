@@ -25,7 +25,7 @@ from simdiff._log import ProgressCounter, get_logger
 from simdiff.core.api import Derivatives
 from simdiff.core.labelled import columns_table
 from simdiff.core.problem import Problem
-from simdiff.errors import InputError, InputTypeError, ShapeError
+from simdiff.errors import InputError, InputTypeError, OptionError, ShapeError
 from simdiff.sensitivity._common import check_problem, derivatives, point, spec_of
 
 __all__ = [
@@ -170,20 +170,20 @@ def _method_options(
     typed = {}
     if gtol is not None:
         if key not in GTOL_OPTION:
-            raise ValueError(
+            raise OptionError(
                 f"minimize: method {method!r} has no gradient tolerance; gtol applies to "
                 f"{sorted(GTOL_OPTION)}"
             )
         if not (isinstance(gtol, (int, float)) and gtol > 0):
-            raise ValueError(f"minimize: gtol must be a positive number; got {gtol!r}")
+            raise OptionError(f"minimize: gtol must be a positive number; got {gtol!r}")
         typed[GTOL_OPTION[key]] = float(gtol)
     if maxiter is not None:
         if isinstance(maxiter, bool) or not isinstance(maxiter, (int, np.integer)) or maxiter < 1:
-            raise ValueError(f"minimize: maxiter must be a positive integer; got {maxiter!r}")
+            raise OptionError(f"minimize: maxiter must be a positive integer; got {maxiter!r}")
         typed[MAXITER_OPTION[key]] = int(maxiter)
     clash = sorted(set(typed) & set(out))
     if clash:
-        raise ValueError(
+        raise OptionError(
             f"minimize: options {clash} are also set by gtol=/maxiter=; give each once"
         )
     return {**out, **typed}
