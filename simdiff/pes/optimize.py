@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.optimize
 
 from simdiff.core.api import hessian as _hessian
 from simdiff.core.api import value_and_grad as _value_and_grad
+from simdiff.core.config import Config
+from simdiff.core.optimize import minimize
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, InvalidIndexError
 from simdiff.pes.derivatives import _point
@@ -148,8 +151,9 @@ def find_minimum(
 ) -> StationaryPoint:
     """Local minimum by :func:`scipy.optimize.minimize` with exact derivatives.
 
-    The derivatives reach SciPy through :func:`simdiff.minimize`, simdiff's one
-    optimiser adapter (it compiles each derivative once and counts the calls).
+    The derivatives reach SciPy through :func:`simdiff.minimize`
+    (:mod:`simdiff.core.optimize`), simdiff's one optimiser adapter (it
+    compiles each derivative once and counts the calls).
 
     Parameters
     ----------
@@ -193,18 +197,17 @@ def find_minimum(
         options = {"maxiter": maxiter, "gtol": gtol, "ftol": 0.0, "maxcor": 30}
     else:
         options = {"maxiter": maxiter, "gtol": gtol}
+    config = Config(backend=backend, compile=compile)
     if method == "trust-exact" and cluster_info(problem) is not None:
-        res = _projected_trust_exact(problem, start, backend, options, compile)
+        res = _projected_trust_exact(problem, start, config, options)
     else:
-        from simdiff.sensitivity import (
-            minimize,  # here, so `simdiff list` does not import scipy.stats
-        )
-
         res = minimize(problem, start, method, backend=backend, options=options, compile=compile)
     return _result(problem, res.x, backend, res.success, str(res.message), res.nit, method)
 
 
-def _projected_trust_exact(problem, start, backend, options, compile) -> Any:
+def _projected_trust_exact(
+    problem: Problem, start: np.ndarray, config: Config, options: dict[str, Any]
+) -> Any:
     """``trust-exact`` on the internal coordinates of a cluster.
 
     The rigid-body modes (3 translations and 3 rotations of a free cluster,
@@ -215,7 +218,7 @@ def _projected_trust_exact(problem, start, backend, options, compile) -> Any:
     ``Q Q^T H Q Q^T + s (I - Q Q^T)`` with ``s`` the largest curvature: the
     rigid directions are stiff and no step follows them.
     """
-    import scipy.optimize
+    backend, compile = config.backend, config.compile
 
     def proj(x):
         q = _search_basis(problem, x)

@@ -8,6 +8,9 @@
 - sweeps: :func:`sweep` (in process or on a ``dask.distributed`` cluster, HDF5, resumable)
 """
 
+from simdiff.core.optimize import FitResult as FitResult
+from simdiff.core.optimize import least_squares as least_squares
+from simdiff.core.optimize import minimize as minimize
 from simdiff.sensitivity._dgsm import DGSMResult as DGSMResult
 from simdiff.sensitivity._dgsm import batched_value_and_grad as batched_value_and_grad
 from simdiff.sensitivity._dgsm import dgsm as dgsm
@@ -26,9 +29,6 @@ from simdiff.sensitivity._local import local_sensitivity as local_sensitivity
 from simdiff.sensitivity._moments import Moments as Moments
 from simdiff.sensitivity._moments import MomentWarning as MomentWarning
 from simdiff.sensitivity._moments import moments as moments
-from simdiff.sensitivity._optimize import FitResult as FitResult
-from simdiff.sensitivity._optimize import least_squares as least_squares
-from simdiff.sensitivity._optimize import minimize as minimize
 from simdiff.sensitivity._profile import SIDE_STATUS as SIDE_STATUS
 from simdiff.sensitivity._profile import Profile as Profile
 from simdiff.sensitivity._profile import ProfileLikelihood as ProfileLikelihood

@@ -31,11 +31,11 @@ import scipy.optimize
 import scipy.stats
 
 from simdiff.core.api import Derivatives
+from simdiff.core.optimize import check_bounds
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, InputTypeError, OutOfRangeError
 from simdiff.sensitivity._common import derivatives
 from simdiff.sensitivity._local import LaplaceResult, laplace
-from simdiff.sensitivity._optimize import _bounds
 
 __all__ = ["Profile", "ProfileLikelihood", "profile_likelihood"]
 
@@ -859,7 +859,7 @@ def profile_likelihood(
     which = _indices(params, labels)
     b = fit.get("bounds") if bounds is None else bounds
     if b is not None:
-        b = _bounds(b, x, "profile_likelihood")
+        b = check_bounds(b, x, "profile_likelihood")
     d = derivatives(objective, backend)
     threshold = 0.5 * float(scale) * float(scipy.stats.chi2.ppf(level, 1))
     f0 = float(np.asarray(d.value(x)))

@@ -1,4 +1,4 @@
-"""``simdiff.minimize`` and ``simdiff.least_squares``: SciPy optimisers fed exact derivatives.
+"""The optimiser adapter: SciPy's optimisers fed exact derivatives (``simdiff.minimize``).
 
 Each method gets the derivatives it can use: gradients for quasi-Newton and
 bound-constrained methods, the exact Hessian for ``trust-exact``, ``dogleg``
@@ -7,9 +7,12 @@ Hessian never formed) for ``Newton-CG``, ``trust-ncg`` and ``trust-krylov``.
 One :class:`simdiff.Derivatives` object (cached on the problem) serves the
 whole run, so each derivative is compiled once; the result carries the evaluation counts.
 
-This is simdiff's one adapter to ``scipy.optimize``: other modules (the PES
-minimiser) call :func:`minimize` with the typed ``gtol``/``maxiter`` keywords,
-which it maps to each method's own option names (:data:`GTOL_OPTION`,
+This is simdiff's one adapter to ``scipy.optimize``, below both of its users:
+the PES minimiser (:mod:`simdiff.pes.optimize`) and the sensitivity analyses
+(:mod:`simdiff.sensitivity` re-exports :func:`minimize`, :func:`least_squares`
+and :class:`FitResult`; profile likelihoods reuse :func:`check_bounds`).  They
+call :func:`minimize` with the typed ``gtol``/``maxiter`` keywords, which it
+maps to each method's own option names (:data:`GTOL_OPTION`,
 :data:`MAXITER_OPTION`), instead of keeping a method table of their own.
 """
 
@@ -22,11 +25,12 @@ import numpy as np
 import scipy.optimize
 
 from simdiff._log import ProgressCounter, get_logger
-from simdiff.core.api import Derivatives
+from simdiff.core.api import Derivatives, cached_derivatives
+from simdiff.core.config import Config
 from simdiff.core.labelled import columns_table
+from simdiff.core.params import ParamSpec
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, InputTypeError, OptionError, ShapeError
-from simdiff.sensitivity._common import check_problem, derivatives, point, spec_of
 
 __all__ = [
     "FED",
@@ -35,6 +39,7 @@ __all__ = [
     "HVP_METHODS",
     "MAXITER_OPTION",
     "FitResult",
+    "check_bounds",
     "least_squares",
     "minimize",
 ]
@@ -79,14 +84,37 @@ MAXITER_OPTION: dict[str, str] = {**dict.fromkeys(_ALL, "maxiter"), "tnc": "maxf
 
 
 def _start(problem: Any, x0: Any, what: str) -> np.ndarray:
-    x0 = point(check_problem(problem), x0, f"{what}: x0")
+    """``x0`` (default ``problem.x0``; flat or in the parameters' structure), finite, ``(n,)``."""
+    if not isinstance(problem, Problem):
+        raise InputTypeError(f"expected a simdiff.Problem; got {type(problem).__name__}")
+    if x0 is None:
+        x0 = problem.x0
+    else:
+        x0 = np.asarray(problem.flatten(x0, f"{what}: x0"), dtype=np.float64)
+    if x0.shape != (problem.n,):
+        raise ShapeError(
+            f"{what}: x0 for problem {problem.name!r} must have shape ({problem.n},); "
+            f"got {x0.shape}"
+        )
     if not np.all(np.isfinite(x0)):
         i = int(np.flatnonzero(~np.isfinite(x0))[0])
         raise InputError(f"{what}: x0 must be finite; x0[{i}] = {x0[i]}")
     return x0
 
 
-def _bounds(bounds: Any, x0: np.ndarray, what: str, spec: Any = None) -> np.ndarray | None:
+def _spec(problem: Problem) -> ParamSpec:
+    """The problem's parameter structure, or a flat one named by ``problem.param_names``."""
+    return problem.param_spec or ParamSpec.named(problem.param_names)
+
+
+def _derivatives(problem: Problem, config: Config) -> Derivatives:
+    """The problem's shared :class:`~simdiff.Derivatives` for ``config``."""
+    return cached_derivatives(problem, config.backend, dtype=config.dtype,
+                              check_finite=config.check_finite,
+                              compile=config.compile)  # fmt: skip
+
+
+def check_bounds(bounds: Any, x0: np.ndarray, what: str, spec: Any = None) -> np.ndarray | None:
     """Validate ``bounds`` as an (n, 2) array of (low, high) with low <= x0 <= high.
 
     A mapping gives ``(low, high)`` by parameter name or leaf path
@@ -307,7 +335,7 @@ def minimize(
             f"minimize needs a scalar-valued problem; {problem.name!r} returns shape "
             f"{problem.output_shape} (use simdiff.least_squares for residual vectors)"
         )
-    b = _bounds(bounds, x0, "minimize", spec_of(problem))
+    b = check_bounds(bounds, x0, "minimize", _spec(problem))
     if method is None:
         method = (
             "L-BFGS-B" if b is not None else ("trust-exact" if problem.n <= 500 else "trust-krylov")
@@ -325,7 +353,8 @@ def minimize(
     kwargs: dict[str, Any] = dict(options)
     kwargs["options"] = _method_options(key, method, gtol, maxiter, kwargs.get("options"))
     bar = ProgressCounter(desc=f"minimize {problem.name}", enabled=progress)
-    c = _Counted(derivatives(problem, backend, dtype=dtype, compile=compile), bar)
+    config = Config(backend=backend, dtype=dtype, compile=compile)
+    c = _Counted(_derivatives(problem, config), bar)
     if b is not None:
         kwargs["bounds"] = scipy.optimize.Bounds(b[:, 0], b[:, 1])
     fed = FED[key]
@@ -402,13 +431,14 @@ def least_squares(
             f"least_squares needs a vector of residuals; {problem.name!r} returns "
             "a scalar (use simdiff.minimize)"
         )
-    b = _bounds(bounds, x0, "least_squares", spec_of(problem))
+    b = check_bounds(bounds, x0, "least_squares", _spec(problem))
     if method not in ("trf", "dogbox", "lm"):
         raise InputError(f"unknown method {method!r}; expected one of ['trf', 'dogbox', 'lm']")
     if b is not None and method == "lm":
         raise InputError("method 'lm' does not accept bounds; use 'trf' or 'dogbox'")
     bar = ProgressCounter(desc=f"least_squares {problem.name}", enabled=progress)
-    c = _Counted(derivatives(problem, backend, dtype=dtype, compile=compile), bar)
+    config = Config(backend=backend, dtype=dtype, compile=compile)
+    c = _Counted(_derivatives(problem, config), bar)
     kwargs: dict[str, Any] = dict(options)
     if b is not None:
         kwargs["bounds"] = (b[:, 0], b[:, 1])
