@@ -12,7 +12,7 @@ version :data:`SCHEMA_VERSION`)::
       runs/<id>/owner.lock        held (flock) by the process writing the run, released
                                   when the run finishes or the process ends
       runs/<id>/entries/<h>.h5    one entry: attrs problem, kind, config, written, seq,
-                                  record (JSON); datasets: its arrays
+                                  record (JSON), checksum; datasets: its arrays
       runs/<id>/finished.h5       written last: the run is complete
 
 Every segment is written to a temporary file in its final directory, flushed
@@ -29,6 +29,15 @@ different files, so no entry is ever lost.
 A directory that is not empty and has no format tag, a file, a tag of another
 format or version, or a damaged segment is refused with a
 :class:`~simdiff.errors.StoreError` that names the path and what to do.
+
+Integrity: each entry carries the SHA-256 of its arrays (name, dtype, shape
+and bytes of each; :func:`checksum`) and its own key.  Reading an entry
+recomputes the checksum and compares the stored key with the key asked for, so
+a flipped bit or an entry file copied over another's name is a
+:class:`~simdiff.errors.StoreError` naming the file, never a wrong value.  A
+sweep that meets such an entry on resume recomputes its chunk and writes it
+back (:meth:`Store.put` with ``repair=True``, which a complete run accepts for
+a missing or damaged entry).
 """
 
 from __future__ import annotations
@@ -53,7 +62,15 @@ from simdiff.core.fingerprint import fingerprint
 from simdiff.environment import environment, now
 from simdiff.errors import StoreError
 
-__all__ = ["FORMAT", "SCHEMA_VERSION", "Store", "StoreError", "environment", "fingerprint"]
+__all__ = [
+    "FORMAT",
+    "SCHEMA_VERSION",
+    "Store",
+    "StoreError",
+    "checksum",
+    "environment",
+    "fingerprint",
+]
 
 #: Format tag written in the store's tag file and in every segment.
 FORMAT = "simdiff-store"
@@ -81,6 +98,24 @@ def _jsonable(obj: Any) -> Any:
 
 def _params_json(params: Mapping[str, Any] | None) -> str:
     return json.dumps(_jsonable(params or {}), sort_keys=True)
+
+
+def checksum(arrays: Mapping[str, Any] | None) -> str:
+    """SHA-256 (hex) of named arrays: each name, dtype, shape and C-order bytes, in name order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = checksum({"x": np.arange(3.0)})
+    >>> a == checksum({"x": np.arange(3.0)}), a == checksum({"x": np.arange(3.0) + 1e-300})
+    (True, False)
+    """
+    h = hashlib.sha256()
+    for name in sorted(arrays or {}):
+        arr = np.ascontiguousarray(np.asarray((arrays or {})[name]))
+        h.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
 
 
 def _entry_file(problem: str, kind: str, config: str) -> str:
@@ -408,22 +443,30 @@ class Store:
         config: str,
         record: Mapping[str, Any],
         arrays: Mapping[str, Any] | None = None,
+        *,
+        repair: bool = False,
     ) -> None:
         """Append one entry; a later entry with the same ``(problem, kind, config)`` replaces it.
 
         The entry is one segment written beside its final name and renamed into
         place: when ``put`` returns it is in the store, whole, and no other
         file was touched.  A complete run (:meth:`finish_run`) is closed:
-        writing into it raises :class:`~simdiff.errors.StoreError`.
+        writing into it raises :class:`~simdiff.errors.StoreError`, except with
+        ``repair=True`` for an entry that is missing or damaged (a recomputed
+        value replacing one that was deleted or failed its checksum).
         """
         d = self._run_dir(run)
-        if (d / "finished.h5").exists():
+        path = d / "entries" / _entry_file(problem, kind, config)
+        if (d / "finished.h5").exists() and not (
+            repair and not self._intact(path, problem, kind, config)
+        ):
             raise StoreError(
                 f"{self.path}: run {run!r} is complete and closed to new entries; "
                 "start a new run (Store.start_run)"
             )
+        arrays = {k: np.asarray(v) for k, v in (arrays or {}).items()}
         _write_segment(
-            d / "entries" / _entry_file(problem, kind, config),
+            path,
             "entry",
             {
                 "problem": problem,
@@ -432,6 +475,7 @@ class Store:
                 "written": now(),
                 "seq": time.time_ns(),
                 "record": json.dumps(_jsonable(record)),
+                "checksum": checksum(arrays),
             },
             arrays,
         )
@@ -506,11 +550,14 @@ class Store:
         """Whether the entry exists (a resumed run skips it)."""
         return (self._run_dir(run) / "entries" / _entry_file(problem, kind, config)).exists()
 
-    def _entry(self, path: Path, arrays: bool) -> dict[str, Any]:
+    def _entry(
+        self, path: Path, arrays: bool, key: tuple[str, str, str] | None = None
+    ) -> dict[str, Any]:
+        """Read one entry; with ``arrays``, verify its checksum; with ``key``, verify its key."""
         with self._segment(path, "entry") as f:
             a = f.attrs
             try:
-                return {
+                e = {
                     "problem": str(a["problem"]),
                     "kind": str(a["kind"]),
                     "config": str(a["config"]),
@@ -519,15 +566,44 @@ class Store:
                     "record": json.loads(a["record"]),
                     "arrays": {k: f[k][()] for k in f} if arrays else {},
                 }
+                stored = a.get("checksum")
             except (KeyError, OSError, ValueError) as exc:
                 raise self._damaged(path, exc) from exc
+        if key is not None and (e["problem"], e["kind"], e["config"]) != key:
+            raise self._damaged(
+                path,
+                StoreError(
+                    f"the entry holds {(e['problem'], e['kind'], e['config'])!r} where "
+                    f"{key!r} belongs (an entry file copied or renamed over another)"
+                ),
+            )
+        if arrays and stored is not None and str(stored) != checksum(e["arrays"]):
+            raise self._damaged(path, StoreError("its arrays do not match their checksum"))
+        return e
+
+    def _intact(self, path: Path, problem: str, kind: str, config: str) -> bool:
+        """Whether the entry at ``path`` exists, holds its key and passes its checksum."""
+        if not path.exists():
+            return False
+        try:
+            self._entry(path, True, (problem, kind, config))
+        except StoreError:
+            return False
+        return True
 
     def get(
         self, run: str, problem: str, kind: str, config: str, *, arrays: bool = True
     ) -> dict[str, Any] | None:
-        """One entry (a dict as in :meth:`entries`), or None if it is not there."""
+        """One entry (a dict as in :meth:`entries`), or None if it is not there.
+
+        Raises
+        ------
+        simdiff.errors.StoreError
+            The entry is damaged: unreadable, its arrays fail their checksum, or
+            it holds another key than ``(problem, kind, config)``.
+        """
         path = self._run_dir(run) / "entries" / _entry_file(problem, kind, config)
-        return self._entry(path, arrays) if path.exists() else None
+        return self._entry(path, arrays, (problem, kind, config)) if path.exists() else None
 
     def entries(self, run: str, *, arrays: bool = True) -> list[dict[str, Any]]:
         """The run's entries in the order written.
@@ -538,5 +614,18 @@ class Store:
             ``problem, kind, config, written, seq, record, arrays``.
         """
         d = self._run_dir(run) / "entries"
-        out = [self._entry(p, arrays) for p in d.iterdir() if not p.name.startswith(".")]
+        out = []
+        for p in d.iterdir():
+            if p.name.startswith("."):
+                continue
+            e = self._entry(p, arrays)
+            if _entry_file(e["problem"], e["kind"], e["config"]) != p.name:
+                raise self._damaged(
+                    p,
+                    StoreError(
+                        f"the entry holds {(e['problem'], e['kind'], e['config'])!r}, whose "
+                        "file has another name (an entry file copied or renamed over another)"
+                    ),
+                )
+            out.append(e)
         return sorted(out, key=lambda e: e["seq"])

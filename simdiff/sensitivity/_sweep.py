@@ -37,6 +37,7 @@ from simdiff.errors import (
     ShapeError,
     SimdiffError,
     SolverError,
+    StoreError,
 )
 from simdiff.store import Store, fingerprint
 
@@ -321,14 +322,21 @@ def _chunk_key(i: int) -> tuple[str, str, str]:
     return ("sweep", "chunk", f"{i:06d}")
 
 
-def _write_chunk(db: Store, run: str, i: int, chunk: dict[str, Any]) -> None:
+def _write_chunk(db: Store, run: str, i: int, chunk: dict[str, Any], repair: bool) -> None:
+    """Store chunk ``i``; ``repair``: the run is complete and this chunk replaces a missing or
+    damaged entry (:meth:`Store.put` accepts that, and only that, in a complete run)."""
     messages = {str(k): v for k, v in chunk["messages"].items()}
     arrays = {**chunk["results"], "status": chunk["status"]}
-    db.put(run, *_chunk_key(i), {"messages": messages}, arrays=arrays)
+    db.put(run, *_chunk_key(i), {"messages": messages}, arrays=arrays, repair=repair)
 
 
 def _read_chunk(db: Store, run: str, i: int, derivatives: Sequence[str]) -> dict[str, Any] | None:
-    e = db.get(run, *_chunk_key(i))
+    """Stored chunk ``i``, or None where it is missing or damaged (it is then recomputed)."""
+    try:
+        e = db.get(run, *_chunk_key(i))
+    except StoreError as exc:
+        _log.warning("sweep: chunk %d of run %s is recomputed: %s", i, run, exc)
+        return None
     if e is None:
         return None
     messages = {int(k): v for k, v in e["record"]["messages"].items()}
@@ -513,7 +521,7 @@ def sweep(
         messages.update({start + j: m for j, m in chunk["messages"].items()})
         compile_info[:] = chunk.get("compile_info", compile_info)
         if fresh and db is not None and run is not None:
-            _write_chunk(db, run, i, chunk)
+            _write_chunk(db, run, i, chunk, repair=complete)
         counts["computed" if fresh else "resumed"] += 1
         bad = int(np.count_nonzero(chunk["status"]))
         if fresh and bad:
