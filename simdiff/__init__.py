@@ -11,20 +11,21 @@ from typing import Any as _Any
 
 from simdiff import backends as backends
 from simdiff import errors as errors
+from simdiff._version import __version__ as __version__
 from simdiff.backends import get_backend as get_backend
 from simdiff.backends import get_ops as get_ops
 from simdiff.core import taylor_tensor as taylor_tensor
-from simdiff.core.api import Derivatives as Derivatives
-from simdiff.core.api import derivative as derivative
-from simdiff.core.api import derivative_tensor as derivative_tensor
-from simdiff.core.api import grad as grad
-from simdiff.core.api import hessian as hessian
-from simdiff.core.api import hvp as hvp
-from simdiff.core.api import jacobian as jacobian
-from simdiff.core.api import jvp as jvp
-from simdiff.core.api import taylor as taylor
-from simdiff.core.api import value_and_grad as value_and_grad
-from simdiff.core.api import vjp as vjp
+from simdiff.core.derivatives import Derivatives as Derivatives
+from simdiff.core.kinds import derivative as derivative
+from simdiff.core.kinds import derivative_tensor as derivative_tensor
+from simdiff.core.kinds import grad as grad
+from simdiff.core.kinds import hessian as hessian
+from simdiff.core.kinds import hvp as hvp
+from simdiff.core.kinds import jacobian as jacobian
+from simdiff.core.kinds import jvp as jvp
+from simdiff.core.kinds import taylor as taylor
+from simdiff.core.kinds import value_and_grad as value_and_grad
+from simdiff.core.kinds import vjp as vjp
 from simdiff.core.labelled import Labelled as Labelled
 from simdiff.core.operators import StochasticEstimate as StochasticEstimate
 from simdiff.core.operators import biharmonic as biharmonic
@@ -63,8 +64,6 @@ from simdiff.errors import StoreError as StoreError
 from simdiff.errors import StructureError as StructureError
 from simdiff.errors import UnsupportedError as UnsupportedError
 from simdiff.errors import UsageError as UsageError
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ArgumentOrderError",

@@ -174,7 +174,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from simdiff.evidence._check import DERIVATIVES, check
+    from simdiff.evidence.check.run import DERIVATIVES, check
 
     kw: dict[str, Any] = {
         "derivatives": _subset("--derivatives", args.derivatives, DERIVATIVES) or DERIVATIVES,
@@ -223,7 +223,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from simdiff.evidence._compare import CONFIGS, compare, config_backend, make_task
+    from simdiff.evidence.compare.run import CONFIGS, compare, config_backend, make_task
 
     configs = _subset("--configs", args.configs, sorted(CONFIGS)) or [
         "jax-jit",

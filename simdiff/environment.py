@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from simdiff._version import __version__
 from simdiff.backends import compiler_caches, thread_info
 
 __all__ = ["environment"]
@@ -82,8 +83,6 @@ def environment() -> dict[str, Any]:
     >>> sorted(k for k in env if k in ("cpu", "git", "versions"))
     ['cpu', 'git', 'versions']
     """
-    from simdiff import __version__
-
     versions: dict[str, str | None] = {"simdiff": __version__, "python": platform.python_version()}
     for pkg in _PACKAGES:
         try:

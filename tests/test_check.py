@@ -10,7 +10,7 @@ from _shared import shared_problem
 
 import problems
 import simdiff
-from simdiff.evidence._check import (
+from simdiff.evidence.check.run import (
     FLOOR,
     RTOL_CROSS,
     RTOL_EXACT,
@@ -20,7 +20,7 @@ from simdiff.evidence._check import (
     rtols,
     tolerance,
 )
-from simdiff.evidence._check_tol import compare_arrays
+from simdiff.evidence.check.tolerance import compare_arrays
 
 
 def _by(res: CheckResult, derivative: str, reference: str | None = None):
@@ -197,9 +197,9 @@ def test_input_validation() -> None:
 
 def test_simdiff_check_stays_the_function_after_imports() -> None:
     import simdiff.evidence
-    import simdiff.evidence._check
+    from simdiff.evidence.check import run
 
-    assert simdiff.check is simdiff.evidence.check is simdiff.evidence._check.check
+    assert simdiff.check is simdiff.evidence.check is run.check
     assert simdiff.check(shared_problem("seed"), derivatives=("grad",), backends=("jax",)).passed
 
 

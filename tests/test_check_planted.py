@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 import simdiff
-from simdiff.evidence._check import check
-from simdiff.evidence._check_tol import Comparison, compare_arrays
+from simdiff.evidence.check.run import check
+from simdiff.evidence.check.tolerance import Comparison, compare_arrays
 
 A = np.array([1.0, 1e-1, 1e-2, 1.2e-3])  # element scales: the last is ~1e-3 of the first
 B = np.array([1.0, 0.5, 2.0, 1.5])

@@ -11,7 +11,7 @@ import pytest
 import problems
 import simdiff
 from simdiff.errors import UnsupportedError
-from simdiff.evidence._compare import (
+from simdiff.evidence.compare.run import (
     CONFIGS,
     CompareResult,
     Task,
@@ -180,7 +180,7 @@ def test_numdifftools_one_parameter_gradient_has_the_gradient_shape() -> None:
 
 
 def test_simdiff_compare_is_the_function() -> None:
-    import simdiff.evidence._compare as module
+    from simdiff.evidence.compare import run as module
 
     assert simdiff.compare is module.compare
     r = simdiff.compare(problems.get("seed"), ["grad"], ["jax-jit"], repeats=1, memory=False)

@@ -14,10 +14,10 @@ import pytest
 import problems
 import simdiff.evidence.report as report_mod
 from simdiff.errors import InputError
-from simdiff.evidence._check import check
-from simdiff.evidence._compare import compare
 from simdiff.evidence._figures import claim_label, claims_figure
 from simdiff.evidence._html import render_html
+from simdiff.evidence.check.run import check
+from simdiff.evidence.compare.run import compare
 from simdiff.evidence.report import write_report
 from simdiff.store import Store
 from validation.claims import decide

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 import simdiff
-from simdiff.evidence._check import check
-from simdiff.evidence._compare import compare
+from simdiff.evidence.check.run import check
+from simdiff.evidence.compare.run import compare
 from simdiff.store import Store
 
 from .literature import reproduce

@@ -1,7 +1,7 @@
 """Record the comparisons ``simdiff.check`` makes on the catalogue's problems.
 
 ``tests/test_check_planted.py`` plants errors into these recorded arrays and
-feeds them back to :func:`simdiff.evidence._check_tol.compare_arrays`, so the sweep over
+feeds them back to :func:`simdiff.evidence.check.tolerance.compare_arrays`, so the sweep over
 catalogue problems runs in a second instead of the minutes ``check`` takes.
 Each record holds what ``check`` passed to ``compare_arrays`` (the AD result,
 the reference, SciPy's error estimate and status, the measured solver gap,
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 import problems
-import simdiff.evidence._check as check_module
-from simdiff.evidence._check_tol import compare_arrays
+from simdiff.evidence.check import run as check_module
+from simdiff.evidence.check.tolerance import compare_arrays
 
 __all__ = ["LIMITED", "MAX_N", "plan", "record"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import simdiff
-from simdiff.evidence._compare import CONFIGS, Builder, CompareEntry, CompareResult, compare
+from simdiff.evidence.compare.run import CONFIGS, Builder, CompareEntry, CompareResult, compare
 
 from ._verdict import Interval, bootstrap_ratio, threads_used
 

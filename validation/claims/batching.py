@@ -11,7 +11,7 @@ import numpy as np
 
 import simdiff
 from simdiff.core.catalogue import catalogue
-from simdiff.evidence._compare import CONFIGS, make_task
+from simdiff.evidence.compare.run import CONFIGS, make_task
 
 from ..simulators import lotka_volterra, lotka_volterra_broadcast
 from ._common import ClaimsContext, failed, ms, part, per_round

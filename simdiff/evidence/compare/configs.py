@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from simdiff.core.api import Derivatives
+from simdiff.core.derivatives import Derivatives
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, ShapeError, UnsupportedError
 
@@ -54,7 +54,7 @@ def register_config(
     Examples
     --------
     >>> import numpy as np
-    >>> from simdiff.evidence._compare_configs import register_config, CONFIGS
+    >>> from simdiff.evidence.compare.configs import register_config, CONFIGS
     >>> register_config("zeros", lambda problem, task: (lambda: np.zeros(problem.n)),
     ...                 replace=True)
     >>> "zeros" in CONFIGS
@@ -74,7 +74,7 @@ def config_backend(name: str) -> str | None:
 
     Examples
     --------
-    >>> from simdiff.evidence._compare_configs import config_backend
+    >>> from simdiff.evidence.compare.configs import config_backend
     >>> config_backend("torch-compile"), config_backend("scipy-fd")
     ('torch', None)
     """
@@ -176,7 +176,7 @@ def _contract(u: np.ndarray, jac: np.ndarray) -> np.ndarray:
 
 
 def _scipy_fd(problem: Problem, task: Task) -> Callable[[], Any]:
-    from simdiff.evidence._check import FiniteDifferences, default_fd_step, numpy_vectorized
+    from simdiff.evidence.check.fd import FiniteDifferences, default_fd_step, numpy_vectorized
 
     if task.batch:
         raise UnsupportedError("scipy-fd is compared at single points only, not batched x")

@@ -1,7 +1,7 @@
 """``simdiff.compare``: the same derivatives under several configurations, timed side by side.
 
-The configurations and tasks live in :mod:`simdiff.evidence._compare_configs`, the
-result types in :mod:`simdiff.evidence._compare_result`, the memory probe in
+The configurations and tasks live in :mod:`simdiff.evidence.compare.configs`, the
+result types in :mod:`simdiff.evidence.compare.result`, the memory probe in
 :mod:`simdiff.evidence._memory` and thread settings in :mod:`simdiff.backends`; this
 module is the timing protocol.  Their public names are re-exported here and
 in :mod:`simdiff.evidence`.
@@ -19,7 +19,9 @@ import numpy as np
 from simdiff.backends import get_backend, set_threads, thread_info, to_host
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, UnsupportedError
-from simdiff.evidence._compare_configs import (
+from simdiff.evidence._memory import NoProbe, PeakRSS
+from simdiff.evidence._timing import Summary, first_call, timed
+from simdiff.evidence.compare.configs import (
     CONFIGS,
     Builder,
     Task,
@@ -27,9 +29,7 @@ from simdiff.evidence._compare_configs import (
     make_task,
     register_config,
 )
-from simdiff.evidence._compare_result import CompareEntry, CompareResult
-from simdiff.evidence._memory import NoProbe, PeakRSS
-from simdiff.evidence._timing import Summary, first_call, timed
+from simdiff.evidence.compare.result import CompareEntry, CompareResult
 
 __all__ = [
     "CONFIGS",

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from simdiff.core.api import Derivatives
+from simdiff.core.derivatives import Derivatives
 from simdiff.core.problem import Problem
-from simdiff.evidence._check_fd import FiniteDifferences, batched, chunk_for
+from simdiff.evidence.check.fd import FiniteDifferences, batched, chunk_for
 
 __all__ = ["SCALAR_ONLY", "Plan", "Ref", "plans"]
 

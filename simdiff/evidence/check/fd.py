@@ -5,7 +5,7 @@ inputs, trailing axes are independent points).  Each reference comes back as
 ``(values, error_estimate, converged)``.  ``converged`` is SciPy's per-element
 status ``0`` (converged to its tolerance) or ``-1`` (the error estimate began
 to increase: the rounding floor was reached, and the value is the best one
-with its estimate, which :func:`simdiff.evidence._check_tol.compare_arrays` then
+with its estimate, which :func:`simdiff.evidence.check.tolerance.compare_arrays` then
 judges); ``-2`` (iteration limit) and ``-3`` (non-finite values) are not, and
 such an element is never counted as a pass.
 """
@@ -19,7 +19,7 @@ import numpy as np
 import scipy.differentiate as sd
 
 from simdiff.backends import get_backend
-from simdiff.core.api import Derivatives
+from simdiff.core.derivatives import Derivatives
 from simdiff.core.problem import Problem
 from simdiff.errors import NonFiniteError
 

@@ -16,9 +16,9 @@ References, in decreasing independence from the code under test:
 ``nested``
     Taylor mode against nested forward mode.
 
-The comparison rule is :func:`simdiff.evidence._check_tol.compare_arrays`; the
-finite-difference machinery is :mod:`simdiff.evidence._check_fd`; the plans (which
-derivative against which reference) are :mod:`simdiff.evidence._check_plans`.
+The comparison rule is :func:`simdiff.evidence.check.tolerance.compare_arrays`; the
+finite-difference machinery is :mod:`simdiff.evidence.check.fd`; the plans (which
+derivative against which reference) are :mod:`simdiff.evidence.check.plans`.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 
 from simdiff.backends import AD_BACKENDS
-from simdiff.core.api import Derivatives
+from simdiff.core.derivatives import Derivatives
 from simdiff.core.problem import Problem, validate_exact
 from simdiff.errors import InputError, InputTypeError, ShapeError, SimdiffError
-from simdiff.evidence._check_fd import FiniteDifferences, batched, default_fd_step, numpy_vectorized
-from simdiff.evidence._check_plans import SCALAR_ONLY, Plan, plans
-from simdiff.evidence._check_tol import (
+from simdiff.evidence.check.fd import FiniteDifferences, batched, default_fd_step, numpy_vectorized
+from simdiff.evidence.check.plans import SCALAR_ONLY, Plan, plans
+from simdiff.evidence.check.tolerance import (
     C_ERR,
     ERR_FRAC,
     FLOOR,
@@ -95,7 +95,7 @@ class CheckEntry:
 
     ``verdict`` is ``"pass"``, ``"fail"``, ``"error"`` (the computation or the
     reference raised or was not finite), ``"inconclusive"`` (the reference
-    cannot resolve some element: see :func:`~simdiff.evidence._check_tol.compare_arrays`)
+    cannot resolve some element: see :func:`~simdiff.evidence.check.tolerance.compare_arrays`)
     or ``"n/a"`` (not checked; ``message`` says why).  ``n_pass``, ``n_fail``
     and ``n_inconclusive`` count the elements of each kind; ``resolution`` is
     the largest ``tol_i / |ref_i|`` over the passed elements (a larger relative
@@ -273,7 +273,7 @@ def rtols(
     Examples
     --------
     >>> import numpy as np, simdiff
-    >>> from simdiff.evidence._check import rtols
+    >>> from simdiff.evidence.check.run import rtols
     >>> p = simdiff.Problem(lambda x, ops: ops.sum(x), x0=np.ones(2),
     ...                     check_options=simdiff.CheckOptions(solver_rtol=1e-4))
     >>> {k: f"{v:.1e}" for k, v in rtols(p).items()}
@@ -348,7 +348,7 @@ def check(
         Seed of the random directions and cotangents.
     fd_step : float, optional
         SciPy's initial finite-difference step (default
-        :func:`~simdiff.evidence._check_fd.default_fd_step`; along a direction ``v``
+        :func:`~simdiff.evidence.check.fd.default_fd_step`; along a direction ``v``
         it is divided by ``max |v|``).
     tighten : float or None
         Factor by which the tight-tolerance variant divides an adaptive
@@ -383,7 +383,7 @@ def check(
     ad'_i|`` against the tight-tolerance variant (0 without one, and for
     cross references) and ``S`` the larger of the array's largest converged
     reference and the function's scale ``max|f(x)| max|v|^k / max(1,
-    max|x|)^k`` for an order-``k`` derivative (:func:`~simdiff.evidence._check_tol.tolerance`
+    max|x|)^k`` for an order-``k`` derivative (:func:`~simdiff.evidence.check.tolerance.tolerance`
     justifies the floor).  An element SciPy did not converge on, or whose
     ``c * err_i`` exceeds ``1e-3 (|ref_i| + 10^{-2} S)``, makes the entry
     ``"inconclusive"``: the estimate would otherwise widen its own tolerance.

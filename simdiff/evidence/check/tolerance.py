@@ -111,7 +111,7 @@ def tolerance(
     Examples
     --------
     >>> import numpy as np
-    >>> from simdiff.evidence._check_tol import tolerance
+    >>> from simdiff.evidence.check.tolerance import tolerance
     >>> tolerance(np.zeros(2), np.array([1.0, 0.0]), 1.0, rtol=1e-8)
     array([1.01e-08, 1.00e-10])
     """
@@ -220,7 +220,7 @@ def compare_arrays(
     Examples
     --------
     >>> import numpy as np
-    >>> from simdiff.evidence._check_tol import compare_arrays
+    >>> from simdiff.evidence.check.tolerance import compare_arrays
     >>> ref = np.array([1.0, 1e-3])
     >>> compare_arrays(ref * [1, 1 + 1e-8], ref, rtol=2e-12).verdict
     'fail'
