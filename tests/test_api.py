@@ -31,7 +31,7 @@ def test_grad_matches_closed_form(cat, name, backend):
     np.testing.assert_allclose(simdiff.grad(p, backend=backend), p.exact["grad"](p.x0), rtol=RTOL)
 
 
-@pytest.mark.parametrize("method", simdiff.core.api.HESSIAN_METHODS)
+@pytest.mark.parametrize("method", simdiff.core.builders.HESSIAN_METHODS)
 @pytest.mark.parametrize("name", SCALAR)
 def test_hessian_matches_closed_form(cat, name, backend, method):
     p = cat[name]
@@ -42,7 +42,7 @@ def test_hessian_matches_closed_form(cat, name, backend, method):
     np.testing.assert_allclose(h, h.T, rtol=1e-14, atol=1e-14 * np.abs(h).max())
 
 
-@pytest.mark.parametrize("mode", simdiff.core.api.JACOBIAN_MODES)
+@pytest.mark.parametrize("mode", simdiff.core.builders.JACOBIAN_MODES)
 def test_jacobian_matches_closed_form(cat, backend, mode):
     p = cat["spherical"]
     np.testing.assert_allclose(

@@ -95,14 +95,14 @@ def test_the_problem_owns_what_is_built_for_it() -> None:
     # the PES contraction: every built object of this problem is in its own cache
     assert ("pes.cubic_force_constants", "torch") in keys
     assert sum(k[0] == "derivatives" for k in keys) == 2
-    d = simdiff.core.api.cached_derivatives(p, "torch")
-    assert d is simdiff.core.api.cached_derivatives(p, "torch")
+    d = simdiff.core.derivatives.cached_derivatives(p, "torch")
+    assert d is simdiff.core.derivatives.cached_derivatives(p, "torch")
     before = d.compilations
     simdiff.grad(p, backend="torch")
     assert d.compilations == before  # reused, not rebuilt
     p.cache.clear()
     assert len(p.cache) == 0
-    assert simdiff.core.api.cached_derivatives(p, "torch") is not d
+    assert simdiff.core.derivatives.cached_derivatives(p, "torch") is not d
 
 
 def test_cache_get_builds_once() -> None:

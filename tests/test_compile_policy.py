@@ -17,7 +17,7 @@ import simdiff
 from problems.pes import fcc_cluster
 from simdiff.backends import get_backend
 from simdiff.core import compile as _compile
-from simdiff.core.api import auto_hessian_method
+from simdiff.core.builders import auto_hessian_method
 from simdiff.errors import OptionError, UnsupportedError
 from simdiff.pes import cluster_problem, lennard_jones, morse, terms
 

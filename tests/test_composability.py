@@ -99,7 +99,7 @@ def test_jitted_vmapped_pes_hessian_differentiated_again_equals_nested_jax(
     assert isinstance(g, jax.Array) and g.shape == (16, 9)
     _close(g, jax_reference)
     # the structured Hessian (the default for a cluster) cannot run on tracers: it says so
-    info = simdiff.core.api.cached_derivatives(lj3, "jax").cache_info()
+    info = simdiff.core.derivatives.cached_derivatives(lj3, "jax").cache_info()
     (traced,) = [r for r in info if r["traced_calls"]]
     assert traced["method"] == "fwd-rev" and "structured Hessian" in traced["method_reason"]
 
@@ -235,7 +235,7 @@ def test_from_jax_operators_fall_back_to_nested_and_say_why():
     _close(simdiff.laplacian(p, x), np.trace(H), path_rtol(50))
     v = np.array([1.0, 2.0])
     _close(simdiff.derivative(p, 2, v, x), v @ H @ v, path_rtol(50))
-    info = simdiff.core.api.cached_derivatives(p, "jax").cache_info()
+    info = simdiff.core.derivatives.cached_derivatives(p, "jax").cache_info()
     reasons = {r["kind"]: r.get("method_reason", "") for r in info}
     assert "Taylor context" in reasons["derivative_sum_nested"]
     assert "'nested' ran instead of 'collapsed'" in reasons["derivative_sum_nested"]

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse
 
 import simdiff
-import simdiff.core.api as api
+import simdiff.core.paths as paths
 import simdiff.pes.terms as terms_module
 from problems.pes import fcc_cluster
 from simdiff.pes import (
@@ -224,10 +224,10 @@ def test_chunked_dense_hessian_within_memory_budget(monkeypatch):
     p = cluster_problem(lennard_jones, fcc_cluster(13))
     full = simdiff.hessian(p, method="rev-rev")
     need = p.fn.dense_hessian_bytes(p.n)
-    monkeypatch.setattr(api, "memory_budget", lambda: need // 7)
+    monkeypatch.setattr(paths, "memory_budget", lambda: need // 7)
     np.testing.assert_allclose(simdiff.hessian(p, method="fwd-rev", backend="torch"), full,
                                atol=1e-12)  # fmt: skip
-    monkeypatch.setattr(api, "memory_budget", lambda: need // 1000)
+    monkeypatch.setattr(paths, "memory_budget", lambda: need // 1000)
     with pytest.raises(simdiff.errors.MemoryBudgetError, match="method='structured'") as info:
         simdiff.hessian(p, method="fwd-rev")
     assert isinstance(info.value, MemoryError)

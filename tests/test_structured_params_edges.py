@@ -123,7 +123,7 @@ def test_steady_tree_points_take_one_call_with_the_general_results(case):
     tree, flat = _fresh_pair()
     point, x = make(0.5, K0 + 0.1), np.r_[0.5, K0 + 0.1]
     kind = type(make(0.5, K0)["k"])
-    d = simdiff.core.api.cached_derivatives(tree, backend, point)
+    d = simdiff.core.derivatives.cached_derivatives(tree, backend, point)
     host_calls, joined_calls = [], []  # numpy leaves: one vector on the host; torch: joined
     host_call, joined_call = d._host_call, d._joined_call
     d._host_call = lambda kind, *rest: host_calls.append(kind) or host_call(kind, *rest)
@@ -191,7 +191,7 @@ def test_steady_tree_points_of_a_problem_that_checks_its_points(case):
     ode = ODEProblem(decay, [1.0], (0.0, 1.0), {"a": 1.0, "k": K0}, solver=FixedStep(n_steps=20),
                      observable=lambda ys, ops: ys[-1, 0])  # fmt: skip
     assert ode.checks_points
-    d = simdiff.core.api.cached_derivatives(ode, backend, make(1.0, K0))
+    d = simdiff.core.derivatives.cached_derivatives(ode, backend, make(1.0, K0))
     joined = []
     joined_call = d._joined_call
     d._joined_call = lambda kind, *rest: joined.append(kind) or joined_call(kind, *rest)
@@ -509,7 +509,7 @@ def test_steady_torch_tree_call_at_leaves_that_require_grad_stays_differentiable
     # first (general) call and on the steady ones alike
     tree = simdiff.Problem(lambda q, ops: q["a"] ** 2 * ops.sum(ops.sin(q["k"])),
                            x0={"a": 0.7, "k": K0})  # fmt: skip
-    d = simdiff.core.api.cached_derivatives(tree, "torch", {"a": 0.7, "k": K0})
+    d = simdiff.core.derivatives.cached_derivatives(tree, "torch", {"a": 0.7, "k": K0})
     joined = []
     joined_call = d._joined_call
     d._joined_call = lambda kind, *rest: joined.append(kind) or joined_call(kind, *rest)

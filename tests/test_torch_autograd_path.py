@@ -167,7 +167,7 @@ def test_a_refused_reverse_pass_still_raises_its_message() -> None:
 
 @pytest.mark.parametrize("name", ["seed", "heat_diffusivity", "ode_rk4_decay"])
 def test_one_parameter_rev_rev_hessian_by_one_hvp_is_the_nested_jacobian(name, backend):
-    """n = 1: the reverse-over-reverse Hessian is one HVP (simdiff.core.api._hessian_by_hvps);
+    """n = 1: the reverse-over-reverse Hessian is one HVP (simdiff.core.builders.hessian_by_hvps);
     the same numbers as jacrev(jacrev f) on both backends, the method still named rev-rev."""
     p = shared_problem(name)
     assert p.n == 1 and p.is_scalar

@@ -2,7 +2,7 @@
 
 ``transform(kind, fn, backend)`` returns a plain function of framework
 arrays built by the same builders as :class:`simdiff.Derivatives`
-(``simdiff.core.api._build``: simdiff's Hessian-method rule, the Taylor and
+(:func:`simdiff.core.builders.build`: simdiff's Hessian-method rule, the Taylor and
 collapsed-Taylor passes, the Laplacian).  Unlike the problem face it has no
 numpy boundary: no conversion, no finite checks, no cache of compiled
 callables, no batching; the framework's own transforms (``jax.jit``,
@@ -27,7 +27,7 @@ import numpy as np
 
 from simdiff.backends import Backend, get_backend
 from simdiff.core import arrays as A
-from simdiff.core.api import HESSIAN_METHODS, JACOBIAN_MODES, _build, _check_order
+from simdiff.core.builders import HESSIAN_METHODS, JACOBIAN_MODES, build, check_order, choice
 from simdiff.core.problem import Problem
 from simdiff.errors import (
     DTypeError,
@@ -177,7 +177,7 @@ class _Transform:
         with T.building():  # constants made now are values, not tracers of this call
             if kind == "laplacian":
                 return _laplacian(params["method"], target, ops, T, n)
-            return _build(kind, params, target, ops, T)
+            return build(kind, params, target, ops, T)
 
 
 def _laplacian(method: str, target: Any, ops: Any, T: Backend, n: int) -> Callable[[Any], Any]:
@@ -185,7 +185,7 @@ def _laplacian(method: str, target: Any, ops: Any, T: Backend, n: int) -> Callab
     nested = method == "nested"
     kind = "derivative_sum_nested" if nested else "derivative_sum"
     params = {"order": 2, "method": method, "grouped": False, "unit": True}
-    g = _build(kind, params, target, ops, T)
+    g = build(kind, params, target, ops, T)
     return lambda x: g(x, ops.eye(n), ops.ones((n,)))  # made per call: no tracer kept
 
 
@@ -225,8 +225,8 @@ def transform(kind: str, fn: Any, backend: str, **options: Any) -> Callable[...,
                              f"{list(JACOBIAN_MODES)}")  # fmt: skip
         params = {"mode": options["mode"]}
     elif kind == "derivative":
-        order = _check_order(options["order"])
-        method = _choice(options["method"], ("auto", "taylor", "nested"), "derivative method")
+        order = check_order(options["order"])
+        method = choice(options["method"], ("auto", "taylor", "nested"), "derivative method")
         method = _uses_taylor(fn, method, "taylor", "nested", what)
         kind = "taylor_derivative" if method == "taylor" else "derivative"
         params = {"order": order}
@@ -237,14 +237,9 @@ def transform(kind: str, fn: Any, backend: str, **options: Any) -> Callable[...,
                 "a simdiff.Problem written with ops (fn(x, ops)); for a plain function use "
                 "derivative(fn, k) (nested AD) and c_k = derivative / k!"
             )
-        params = {"order": _check_order(options["order"])}
+        params = {"order": check_order(options["order"])}
     elif kind == "laplacian":
-        method = _choice(options["method"], ("auto", "collapsed", "taylor", "nested"), "method")
+        method = choice(options["method"], ("auto", "collapsed", "taylor", "nested"), "method")
         params = {"method": _uses_taylor(fn, method, "collapsed", "nested", what)}
     return _Transform(kind, fn, T, params, what)
 
-
-def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
-    if value not in allowed:
-        raise InputError(f"unknown {what} {value!r}; expected one of {list(allowed)}")
-    return value

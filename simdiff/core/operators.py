@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from simdiff.core.api import cached_derivatives
+from simdiff.core.derivatives import cached_derivatives
 from simdiff.core.operator_builders import covariance_factor
 from simdiff.errors import OptionError, ShapeError
 

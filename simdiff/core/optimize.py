@@ -25,8 +25,8 @@ import numpy as np
 import scipy.optimize
 
 from simdiff._log import ProgressCounter, get_logger
-from simdiff.core.api import Derivatives, cached_derivatives
 from simdiff.core.config import Config
+from simdiff.core.derivatives import Derivatives, cached_derivatives
 from simdiff.core.labelled import columns_table
 from simdiff.core.params import ParamSpec
 from simdiff.core.problem import Problem

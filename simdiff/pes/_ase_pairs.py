@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from ase.neighborlist import primitive_neighbor_list
 
-from simdiff.core.api import cached_derivatives
+from simdiff.core.derivatives import cached_derivatives
 from simdiff.core.cache import RecentlyUsed
 from simdiff.core.fingerprint import _digest
 from simdiff.core.problem import Problem

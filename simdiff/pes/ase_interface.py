@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from simdiff.core.api import hessian as _hessian
-from simdiff.core.api import value_and_grad as _value_and_grad
+from simdiff.core.kinds import hessian as _hessian
+from simdiff.core.kinds import value_and_grad as _value_and_grad
 from simdiff.core.problem import Problem
 from simdiff.errors import BackendUnavailable, InputError, ShapeError, UnsupportedError
 from simdiff.pes._ase_pairs import CellPairs, voigt_stress

@@ -19,8 +19,8 @@ import numpy as np
 
 from simdiff.backends import get_backend
 from simdiff.backends.taylor import taylor_function
-from simdiff.core.api import cached_derivatives
-from simdiff.core.api import grad as _grad
+from simdiff.core.derivatives import cached_derivatives
+from simdiff.core.kinds import grad as _grad
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, NonFiniteError, ShapeError
 from simdiff.pes.geometry import check_positions, cluster_info

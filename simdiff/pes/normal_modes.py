@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from simdiff.core.api import grad as _grad
-from simdiff.core.api import hessian as _hessian
+from simdiff.core.kinds import grad as _grad
+from simdiff.core.kinds import hessian as _hessian
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, ShapeError, StationarityWarning
 from simdiff.pes.geometry import check_positions, cluster_info

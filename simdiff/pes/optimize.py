@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import scipy.optimize
 
-from simdiff.core.api import hessian as _hessian
-from simdiff.core.api import value_and_grad as _value_and_grad
 from simdiff.core.config import Config
+from simdiff.core.kinds import hessian as _hessian
+from simdiff.core.kinds import value_and_grad as _value_and_grad
 from simdiff.core.optimize import minimize
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, InvalidIndexError

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from simdiff.backends import get_backend
-from simdiff.core.api import cached_derivatives
+from simdiff.core.derivatives import cached_derivatives
 from simdiff.core.cache import RecentlyUsed
 from simdiff.core.fingerprint import Versioned
 from simdiff.core.problem import Problem

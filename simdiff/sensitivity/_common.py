@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from simdiff.core.api import Derivatives, cached_derivatives
+from simdiff.core.derivatives import Derivatives, cached_derivatives
 from simdiff.core.labelled import Labelled, columns_table
 from simdiff.core.params import ParamSpec
 from simdiff.core.problem import Problem

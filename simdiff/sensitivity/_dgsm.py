@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from simdiff._log import progress as progress_bar
-from simdiff.core.api import Derivatives
+from simdiff.core.derivatives import Derivatives
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, InputTypeError, NonFiniteError, ShapeError
 from simdiff.sensitivity._common import Named, check_problem, spec_of

@@ -30,7 +30,7 @@ import scipy.linalg
 import scipy.optimize
 import scipy.stats
 
-from simdiff.core.api import Derivatives
+from simdiff.core.derivatives import Derivatives
 from simdiff.core.optimize import check_bounds
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, InputTypeError, OutOfRangeError

@@ -27,7 +27,7 @@ import numpy as np
 
 from simdiff._log import ProgressCounter, check_progress, get_logger
 from simdiff.backends import get_backend
-from simdiff.core.api import Derivatives, cached_derivatives
+from simdiff.core.derivatives import Derivatives, cached_derivatives
 from simdiff.core.catalogue import resolve
 from simdiff.core.problem import Problem
 from simdiff.errors import (

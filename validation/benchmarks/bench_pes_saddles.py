@@ -22,7 +22,7 @@ from simdiff.evidence._timing import first_call
 
 
 def _calls(problem, kind: str) -> int:
-    from simdiff.core.api import cached_derivatives
+    from simdiff.core.derivatives import cached_derivatives
 
     info = cached_derivatives(problem, "jax").cache_info()
     return sum(r["calls"] for r in info if r["kind"] == kind)

@@ -6,7 +6,7 @@ on JAX (jit) and on torch (torch.func, eager), interleaved in one run
 (order shuffled each round, median of rounds).  It prints, per problem, the
 input size ``n``, the output size ``m``, each method's time relative to the
 fastest on that backend, and the method ``method="auto"`` picks, so the rule
-in :func:`simdiff.core.api.auto_hessian_method` can be checked against the data.
+in :func:`simdiff.core.builders.auto_hessian_method` can be checked against the data.
 
 With ``--compiled`` the torch configurations run under ``torch.compile``
 (``Derivatives(..., compile=True)``) and the first call of each method (its
@@ -32,7 +32,7 @@ import torch
 
 import problems
 import simdiff
-from simdiff.core.api import HESSIAN_METHODS, auto_hessian_method
+from simdiff.core.builders import HESSIAN_METHODS, auto_hessian_method
 from simdiff.evidence._timing import Summary, first_call, interleaved
 
 DEFAULT = (

@@ -1,7 +1,7 @@
 """torch's reverse-over-reverse Hessian of a scalar problem: ``jacrev(jacrev f)`` vs ``n`` HVPs.
 
 For each entry, interleaved, the median of 7 calls after a warm-up, with
-``simdiff.core.api.HVP_HESSIAN_MAX_N`` set to 0 (always ``jacrev(jacrev f)``) and
+``simdiff.core.builders.HVP_HESSIAN_MAX_N`` set to 0 (always ``jacrev(jacrev f)``) and
 to 8 (``n`` reverse-over-reverse HVPs stacked, up to n = 8); the better of
 two rounds each.  The measured rule (one HVP where n = 1) is in
 docs/performance.md.
@@ -15,7 +15,7 @@ import torch
 
 import problems
 import simdiff
-import simdiff.core.api as api
+import simdiff.core.builders as api
 from validation.benchmarks.bench_torch import median_ms
 
 ENTRIES = (
