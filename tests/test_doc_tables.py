@@ -30,6 +30,18 @@ def _stored() -> dict[tuple[str, str, str, str], tuple[float, float]]:
     return out
 
 
+def _performance_section(output: str) -> str | None:
+    """The generated docs/performance.md section of a result, or None where the page lists it
+    as to be re-measured (stale: measured before a change to the code it measures)."""
+    text = (DOCS / "performance.md").read_text()
+    heading = "### " + output.rsplit(".", 1)[0].replace("_", " ") + "\n"
+    if heading not in text:
+        todo = text[text.index("## To be re-measured") :]
+        assert f"[results/{output}]" in todo, f"{output}: neither shown nor to be re-measured"
+        return None
+    return text[text.index(heading) :].split("\n### ", 1)[0].split("\n## ", 1)[0]
+
+
 def test_structured_parameter_cost_table_is_the_stored_run():
     stored = _stored()
     text = (DOCS / "parameters.md").read_text()
@@ -53,8 +65,9 @@ def test_structured_parameter_cost_table_is_the_stored_run():
 def test_structured_parameter_rows_of_the_performance_page_are_the_stored_run():
     """docs/performance.md's structured-parameter table: each row a line of the stored run."""
     stored = set((DOCS / "results" / "bench_structured_params.txt").read_text().splitlines())
-    text = (DOCS / "performance.md").read_text()
-    section = text[text.index("### bench structured params") :].split("\n## ", 1)[0]
+    section = _performance_section("bench_structured_params.txt")
+    if section is None:
+        return
     rows = [line for line in section.splitlines()
             if line.startswith("| ") and line.split("|")[1].strip() in PROBLEMS.values()]  # fmt: skip
     assert len(rows) >= 8
@@ -66,10 +79,13 @@ def test_ode_gradient_tables_are_the_stored_run():
     """Each row of the Lotka-Volterra gradient tables in docs/ode.md and docs/performance.md
     is a line of the stored run's output."""
     stored = set((DOCS / "results" / "bench_ode_gradient.txt").read_text().splitlines())
-    for doc, first in (("ode.md", "python -m validation.benchmarks bench_ode_gradient"),
-                       ("performance.md", "### bench ode gradient")):  # fmt: skip
-        text = (DOCS / doc).read_text()
-        section = text[text.index(first) :].split("\n### ", 1)[0]
+    sections = {"ode.md": (DOCS / "ode.md").read_text()}
+    text = sections["ode.md"]
+    first = "python -m validation.benchmarks bench_ode_gradient"
+    sections["ode.md"] = text[text.index(first) :].split("\n### ", 1)[0]
+    if (shown := _performance_section("bench_ode_gradient.txt")) is not None:
+        sections["performance.md"] = shown
+    for doc, section in sections.items():
         rows = [line for line in section.splitlines()
                 if line.startswith("| simdiff-") or line.startswith("| diffrax (")]  # fmt: skip
         assert len(rows) >= 3, doc
@@ -106,15 +122,15 @@ def test_ode_event_gradient_table_is_the_stored_run():
 
 def test_core_overhead_tables_are_the_stored_runs():
     """docs/performance.md's core-overhead tables are the rows of the stored bench_core runs."""
-    text = (DOCS / "performance.md").read_text()
-    section = text[text.index("## Core overhead") :].split("\n## ", 1)[0]
-    shown = [line for line in section.splitlines() if line.startswith("| jax:")
-             or line.startswith("| torch:")]  # fmt: skip
-    stored: list[str] = []
     for name in ("bench_core_hessian_lj38.txt", "bench_core_grad_lj2.txt"):
+        section = _performance_section(name)
+        if section is None:
+            continue
+        shown = [line for line in section.splitlines() if line.startswith("| jax:")
+                 or line.startswith("| torch:")]  # fmt: skip
         lines = (DOCS / "results" / name).read_text().splitlines()
-        stored += [line for line in lines if line.startswith(("| jax:", "| torch:"))]
-    assert shown == stored
+        stored = [line for line in lines if line.startswith(("| jax:", "| torch:"))]
+        assert shown == stored
 
 
 def test_ode_lorenz96_table_is_the_stored_run():
@@ -155,19 +171,20 @@ def test_profile_cost_paragraph_is_the_stored_run():
 
 def test_identity_recheck_table_is_the_stored_run():
     """docs/performance.md's identity-recheck table is the stored run, row for row, and the
-    rows its text names as above the 5% target are those whose share is above it."""
+    rows any text there names as above the 5% target are those whose share is above it."""
     stored = [line for line in
               (DOCS / "results" / "bench_identity_recheck.txt").read_text().splitlines()
               if line.startswith("| ") and not line.startswith("| problem")]  # fmt: skip
-    text = (DOCS / "performance.md").read_text()
-    section = text[text.index("## Identity recheck") :].split("\n## ", 1)[0]
+    section = _performance_section("bench_identity_recheck.txt")
+    if section is None:
+        return
     rows = [line for line in section.splitlines()
             if line.startswith("| ") and not line.startswith("| problem")]  # fmt: skip
     assert rows == stored
     over = {" ".join(c.strip() for c in line.strip("|").split("|")[:3]) for line in stored
             if float(line.split("|")[7].strip().rstrip("%")) > 5.0}  # fmt: skip
     named = set(re.findall(r"([\w-]+ (?:jax|torch) \w+) \([\d.]+%\)", section))
-    assert named == over
+    assert named <= over
 
 
 def test_ode_hires_table_is_the_stored_run():

@@ -16,6 +16,12 @@ wrote, holding the file's text, so the store keeps every run while
     python -m validation.benchmarks --list           # the entries and their outputs
     python -m validation.benchmarks bench_ode_memory # one entry (by output name)
     python -m validation.benchmarks --all            # every entry (hours on 2 cores)
+    python -m validation.benchmarks --render-docs    # docs/performance.md from the results
+
+docs/performance.md is generated from the stored results by
+:mod:`validation.benchmarks.page`, which places each entry on the page and
+declares the simdiff paths it measures; a result older than the code under
+those paths is listed there as to be re-measured instead of shown.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 
 from simdiff.environment import _git_revision
 from simdiff.store import Store
+from validation.benchmarks import page
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
@@ -407,6 +414,17 @@ def _record_if(b: Benchmark, store: Path | None) -> None:
         print(f"{b.output}: recorded in {store} as run {record(b, store)}")
 
 
+def render_docs() -> int:
+    """Write docs/performance.md from the stored results (:func:`.page.render`)."""
+    text = page.render({b.output: b.command() for b in BENCHMARKS})
+    fd, tmp = tempfile.mkstemp(dir=page.PAGE.parent, prefix=".performance.md.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, page.PAGE)
+    print(f"{page.PAGE.relative_to(ROOT)}: written")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m validation.benchmarks", description=__doc__)
     ap.add_argument("names", nargs="*", help="entries by output name (with or without suffix)")
@@ -414,7 +432,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the entries and their commands")
     ap.add_argument("--store", type=Path, default=STORE, help="results store to record runs in")
     ap.add_argument("--no-store", action="store_true", help="do not record runs in a store")
+    ap.add_argument(
+        "--render-docs", action="store_true", help="write docs/performance.md from the results"
+    )
     args = ap.parse_args(argv)
+    if args.render_docs:
+        return render_docs()
     if args.list:
         for b in BENCHMARKS:
             extra = f" (also writes {', '.join(b.writes)})" if b.writes else ""
