@@ -155,7 +155,7 @@ def aot_eager(monkeypatch: pytest.MonkeyPatch) -> None:
     Inductor path itself do not take this fixture.
 
     The graphs that simdiff traces without Dynamo
-    (:class:`simdiff.backends._torch_traced.TracedGraph`: a Rosenbrock step and
+    (:class:`simdiff.backends.torch.traced.TracedGraph`: a Rosenbrock step and
     its VJP under ``CheckpointAdjoint``) go to Inductor by
     ``torch._inductor.standalone_compile``; here they run as ``make_fx`` traced
     them, the same graph op by op without Inductor.

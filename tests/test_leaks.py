@@ -179,7 +179,7 @@ def test_guard_leaves_detached_values_and_other_code_alone():
     the methods do what torch does."""
     import torch
 
-    from simdiff.backends._torch_leaks import GUARDED
+    from simdiff.backends.torch.leaks import GUARDED
 
     def fn(x, ops):
         scale = float(ops.stop_gradient(x[0]).item()) + int(ops.stop_gradient(x[1]))

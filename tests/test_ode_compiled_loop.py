@@ -24,9 +24,9 @@ from _numerics import path_rtol
 
 import simdiff
 from simdiff.backends import get_backend
-from simdiff.backends import torch as torch_backend
-from simdiff.backends._torch_traced import TracedGraph
 from simdiff.backends.torch import TorchBackend
+from simdiff.backends.torch import compile as torch_compile
+from simdiff.backends.torch.traced import TracedGraph
 from simdiff.errors import UnsupportedError
 from simdiff.ode import (
     Dopri5,
@@ -297,7 +297,7 @@ def test_compiled_loop_gradient_matches_eager_and_jax(aot_eager, jax_lv) -> None
 @pytest.mark.slow
 def test_without_the_anchor_the_compiled_loop_gradient_is_wrong(monkeypatch, aot_eager) -> None:
     """The test above fails without the anchor (torch 2.13): an untracked zero in its place."""
-    monkeypatch.setattr(torch_backend, "_ANCHOR", torch.zeros((1,), dtype=torch.float64))
+    monkeypatch.setattr(torch_compile, "_ANCHOR", torch.zeros((1,), dtype=torch.float64))
     g, eager = _compiled_and_eager()
     assert not np.allclose(g, eager, rtol=1e-6, atol=0)
 

@@ -18,9 +18,9 @@ from test_taylor_ops import CASES, CASES_ALL, NESTED_REFERENCE, X0
 
 import simdiff
 from simdiff.backends import OP_NAMES, get_backend
-from simdiff.backends._taylor_collapsed import CollapsedOps, CollapsedSeries, collapsed_function
 from simdiff.backends.numpy import NumpyOps
 from simdiff.backends.taylor import taylor_function
+from simdiff.backends.taylor.collapsed import CollapsedOps, CollapsedSeries, collapsed_function
 from simdiff.errors import UnsupportedError
 
 RNG = np.random.default_rng(17)

@@ -15,7 +15,7 @@ import torch
 from _numerics import path_rtol
 
 from simdiff.backends import get_backend
-from simdiff.backends import torch as torch_backend
+from simdiff.backends.torch import compile as torch_compile
 
 
 def _loop(a, b, ops):
@@ -65,7 +65,7 @@ def test_compiled_graph_loop_gradient_wrt_a_closed_over_tensor(aot_eager) -> Non
 @pytest.mark.slow
 def test_without_the_anchor_the_gradient_is_wrong(monkeypatch, aot_eager) -> None:
     """Why the anchor exists: with an untracked zero in its place the gradient is wrong (torch 2.13)."""
-    monkeypatch.setattr(torch_backend, "_ANCHOR", torch.zeros((1,), dtype=torch.float64))
+    monkeypatch.setattr(torch_compile, "_ANCHOR", torch.zeros((1,), dtype=torch.float64))
     torch._dynamo.reset()
     g, want = _compiled_gradient()
     assert not torch.allclose(g, want, rtol=1e-6, atol=0)

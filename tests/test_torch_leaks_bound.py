@@ -18,7 +18,7 @@ import torch.utils.checkpoint
 from _leak_cases import FAR, X0, call, leaking_problem
 
 import simdiff
-from simdiff.backends import _torch_leaks
+from simdiff.backends.torch import leaks as _torch_leaks
 
 WANT = {"grad": [3.0, 8.0], "hessian": [[0.0, 1.0], [1.0, 2.0]], "hvp": [0.0, 1.0]}
 

@@ -168,7 +168,7 @@ def test_stop_gradient_and_values_without_a_derivative_pass():
 
 def test_outside_a_call_torch_is_untouched():
     t = torch.ones(2, dtype=torch.float64, requires_grad=True)
-    with simdiff.backends._torch_leaks.LeakGuard():
+    with simdiff.backends.torch.leaks.LeakGuard():
         pass  # the wrappers are installed now
     assert not t.detach().requires_grad and not t.data.requires_grad
     s = torch.zeros(2, dtype=torch.float64)

@@ -63,7 +63,7 @@ def test_the_data_descriptor_reaches_a_dispatch_mode_only():
     operation (a Python call each: strict's cost class)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from simdiff.backends._torch_leaks import LeakGuard
+    from simdiff.backends.torch.leaks import LeakGuard
 
     x = torch.ones(2, dtype=torch.float64, requires_grad=True)
     # code of a module outside torch and simdiff (the problem's), holding torch's own C methods

@@ -13,8 +13,8 @@ import pytest
 import torch
 from _numerics import path_rtol
 
-from simdiff.backends._torch_traced import TracedGraph
 from simdiff.backends.torch import _inductor_options
+from simdiff.backends.torch.traced import TracedGraph
 
 
 def _solve_scaled(a, b, opts):

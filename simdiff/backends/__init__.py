@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from simdiff.backends._base import CAPABILITIES, CONSTANTS, OP_NAMES, Array, Backend, Ops, OpsBase
+from simdiff.backends._backend import Backend
+from simdiff.backends._base import CAPABILITIES, CONSTANTS, OP_NAMES, Array, Ops
 from simdiff.backends._caches import cold_compiler_caches, compiler_caches
+from simdiff.backends._ops_base import OpsBase
 from simdiff.backends._threads import SINGLE_THREAD_XLA_FLAGS, thread_info
 from simdiff.errors import BackendUnavailable, InputError, UnsupportedError
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from simdiff.backends._base import BINARY, REDUCTIONS, UNARY, Namespace, OpsBase
+from simdiff.backends._base import BINARY, REDUCTIONS, UNARY, Namespace
+from simdiff.backends._ops_base import OpsBase
 
 _DIRECT = (
     *UNARY, *BINARY, *REDUCTIONS,

@@ -19,7 +19,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from simdiff.backends._base import Backend
+from simdiff.backends._backend import Backend
 from simdiff.backends._threads import xla_threads
 from simdiff.backends._xp import XPOps
 from simdiff.errors import UnsupportedError
@@ -29,11 +29,9 @@ jax.config.update("jax_enable_x64", True)
 #: XLA options of the programs of a solver's step loop (``jit(..., step_loop=True)``: the
 #: derivatives of an :class:`~simdiff.ode.ODEProblem`).  XLA:CPU's MLIR fusion emitters
 #: spend most of such a program's compile time on its many small fusions, nested in
-#: loops and branches; the elemental emitters compile it in about half the time (the
-#: Hessian of the catalogue's bouncing ball: 23 to 9 s of CPU), and its steady state was
-#: as fast or faster in an interleaved run (Lotka-Volterra and Lorenz-96 gradients,
-#: 0.75-0.92x; HVPs 1.01-1.06x, within the noise at load 5-8).  Not for every program:
-#: the LJ-38 Hessian ran 2x slower with them.
+#: loops and branches; the elemental emitters compile it in less time, with a steady state
+#: as fast on the solvers' programs (not on every program: the LJ-38 Hessian is slower
+#: with them, so only the step loops use them; figures in docs/performance.md).
 STEP_LOOP_OPTIONS: dict[str, Any] = {"xla_cpu_use_fusion_emitters": False}
 
 #: ``dtype -> its numpy name``, read once per dtype.
@@ -322,8 +320,8 @@ class JaxBackend(Backend):
     )
     catches_leaks = True
     fuses_wrappers = True
-    #: a vmapped Hessian of one term beats HVPs of the term sum 1.1-3x from 4096 pair terms
-    #: up (Lennard-Jones, switched LJ; ``docs/pes.md`` section 11); about equal below
+    #: a vmapped Hessian of one term beats HVPs of the term sum from a few thousand pair
+    #: terms up (Lennard-Jones, switched LJ; ``docs/pes.md`` section 11); about equal below
     term_hessians = "batched"
     grad = staticmethod(jax.grad)
     jvp = staticmethod(jax.jvp)

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from simdiff.backends._base import Backend, LoopOps
+from simdiff.backends._backend import Backend
+from simdiff.backends._ops_base import LoopOps
 from simdiff.backends._xp import XPOps
 from simdiff.errors import UnsupportedError
 
@@ -36,9 +37,9 @@ class NumpyOps(XPOps, LoopOps):
         """``numpy.stack``; along the first axis by ``numpy.array`` where the parts have one shape.
 
         A right-hand side stacks a few scalars at every stage of a numpy ODE
-        step: ``numpy.array`` makes them in a tenth of ``numpy.stack``'s time
-        (0.36 against 3.6 us for two scalars, 1.3 against 5.5 us for seven
-        vectors), the same array.  Parts of different shapes, and anything
+        step: ``numpy.array`` makes them in one call, where ``numpy.stack``
+        first makes each part an array and then concatenates (docs/performance.md),
+        the same array.  Parts of different shapes, and anything
         but a list or tuple, go to ``numpy.stack`` (and its error message).
         """
         if axis == 0 and isinstance(arrays, (list, tuple)) and arrays:

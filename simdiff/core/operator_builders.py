@@ -6,7 +6,7 @@ Laplacian ``tr(Sigma H)`` and the biharmonic operator are sums of this form
 (directions: the columns of a factor ``L`` of ``Sigma = L L^T``).  Three
 methods compute the same number:
 
-- ``"collapsed"``: one collapsed Taylor pass (:mod:`simdiff.backends._taylor_collapsed`),
+- ``"collapsed"``: one collapsed Taylor pass (:mod:`simdiff.backends.taylor.collapsed`),
   ``1 + (K-1) D + 1`` coefficient vectors;
 - ``"taylor"``: ``D`` separate Taylor passes (vmapped), ``D (K+1)`` vectors;
 - ``"nested"``: nested AD per direction (vmapped): forward over reverse
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from simdiff.backends._taylor_collapsed import collapsed_function
 from simdiff.backends.taylor import taylor_function
+from simdiff.backends.taylor.collapsed import collapsed_function
 from simdiff.core import arrays as A
 from simdiff.core.cache import RecentlyUsed
 from simdiff.errors import OptionError, ShapeError
@@ -118,8 +118,8 @@ def covariance_factor(n: int, weights: Any = None, factor: Any = None) -> np.nda
     return _FACTORS.get(S.tobytes(), build)
 
 
-# The last few factored Sigma (eigh is ~0.3 ms for n = 50, more than the transfer and
-# dispatch of a call): repeated calls with the same Sigma reuse the directions.
+# The last few factored Sigma (eigh costs O(n^3), more than the transfer and dispatch
+# of a call at moderate n): repeated calls with the same Sigma reuse the directions.
 # Keyed by the float64 bytes of Sigma (n is its shape); the arrays are read-only.
 _FACTORS: RecentlyUsed[bytes, np.ndarray] = RecentlyUsed(8)
 

@@ -239,7 +239,7 @@ class Problem(Versioned):
         self.backends = tuple(backends) if backends else BACKENDS
         self.meta = dict(meta or {})
         #: Third-party packages whose own code may detach or switch gradients off during a
-        #: derivative call on torch (the leak guard, :mod:`simdiff.backends._torch_leaks`).
+        #: derivative call on torch (the leak guard, :mod:`simdiff.backends.torch.leaks`).
         self.trusted_packages: frozenset[str] = _trusted(trusted_packages, fn)
         self._output_shape: tuple[int, ...] | None = None
         #: What simdiff builds for this problem (see :class:`~simdiff.core.cache.DerivativeCache`):

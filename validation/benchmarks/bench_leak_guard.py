@@ -1,7 +1,7 @@
 """Cost of the torch leak guard on steady derivative calls (eager torch).
 
 Every eager torch call of :class:`simdiff.Derivatives` runs under
-``TorchBackend.leak_guard()`` (:mod:`simdiff.backends._torch_leaks`).  For
+``TorchBackend.leak_guard()`` (:mod:`simdiff.backends.torch.leaks`).  For
 each problem (gradient for scalar problems, VJP for vector-valued ones) two
 configurations are timed, interleaved in one run (order shuffled each round;
 per-call time of the median round and of the fastest round, the latter the
@@ -36,8 +36,9 @@ import torch
 
 import problems
 import simdiff
-from simdiff.backends import _torch_leaks, get_backend
-from simdiff.backends._torch_leaks import LeakGuard
+from simdiff.backends import get_backend
+from simdiff.backends.torch import leaks as _torch_leaks
+from simdiff.backends.torch.leaks import LeakGuard
 from simdiff.evidence._timing import timed
 
 # torch's own attributes, read before any guard installs its wrappers (None: inherited)

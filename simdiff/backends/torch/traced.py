@@ -36,8 +36,8 @@ import torch
 import torch._inductor
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from simdiff.backends._torch_leaks import paused
 from simdiff.backends._tree import tree_flatten, tree_unflatten
+from simdiff.backends.torch.leaks import paused
 
 __all__ = ["TracedGraph"]
 

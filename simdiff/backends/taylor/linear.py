@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from simdiff.backends._taylor_array import TaylorArray
+from simdiff.backends.taylor.array import TaylorArray
 from simdiff.errors import InputError, UnsupportedError
 
 __all__ = ["einsum", "fft", "jax_scan", "matmul", "solve"]

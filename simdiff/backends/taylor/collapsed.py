@@ -60,8 +60,9 @@ import math
 from collections.abc import Callable
 from typing import Any, cast
 
-from simdiff.backends._taylor_series import Series
-from simdiff.backends.taylor import TaylorArray, TaylorOps
+from simdiff.backends.taylor.array import TaylorArray
+from simdiff.backends.taylor.ops import TaylorOps
+from simdiff.backends.taylor.series import Series
 from simdiff.errors import InputError, UnsupportedError
 
 __all__ = ["CollapsedOps", "CollapsedSeries", "collapsed_function"]

@@ -62,8 +62,8 @@ cut whatever switched them off.
 
 Cost: the methods are replaced on ``torch.Tensor`` (and ``torch.tensor`` in
 the ``torch`` module) once, at the first guard, by wrappers that do what
-torch does unless a guard is active on this thread (a fraction of a
-microsecond more per call of them, anywhere in the process); under
+torch does unless a guard is active on this thread (one check of a
+thread-local counter more per call of them, anywhere in the process); under
 ``torch.compile`` tracing they are torch's own
 (``torch.compiler.is_compiling``).  Entering and leaving a guard changes a
 thread-local counter only: no type is modified per call (that would cost
@@ -71,10 +71,10 @@ every later attribute lookup on tensors a cache miss), and the problem's
 ops run untouched (no mode; the dispatch key is a fallthrough for all but the
 three watched operations, each a Python call more under a guard).  The grad-mode check costs two
 reads of torch's grad mode and a thread-local flag (for the strict mode) per call of the
-problem's function (about 0.4 us),
-and ``torch._C._set_grad_enabled`` a Python call more per switch (about
-0.4 us per ``torch.enable_grad()`` block).  Measured:
-``python -m validation.benchmarks.bench_leak_guard``.
+problem's function,
+and ``torch._C._set_grad_enabled`` a Python call more per switch (one per
+``torch.enable_grad()`` block).  Measured by
+``python -m validation.benchmarks.bench_leak_guard`` (docs/performance.md).
 """
 
 from __future__ import annotations
