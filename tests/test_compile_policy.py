@@ -19,7 +19,7 @@ from simdiff.backends import get_backend
 from simdiff.core import compile as _compile
 from simdiff.core.builders import auto_hessian_method
 from simdiff.errors import OptionError, UnsupportedError
-from simdiff.pes import cluster_problem, lennard_jones, morse, terms
+from simdiff.pes import cluster_problem, lennard_jones, morse, term_hessians
 
 
 @pytest.fixture
@@ -384,7 +384,8 @@ class PassThrough:
 @pytest.fixture
 def pieces(monkeypatch):
     """Fresh term-sum problems (no computation shared with other tests), a LJ-5 cluster."""
-    monkeypatch.setattr(terms, "_SHARED", terms.RecentlyUsed(terms._SHARED_MAX))
+    fresh = term_hessians.RecentlyUsed(term_hessians._SHARED_MAX)
+    monkeypatch.setattr(term_hessians, "_SHARED", fresh)
     monkeypatch.setattr(_compile, "_MEASURED_COMPILE_S", [])
     pos = fcc_cluster(5)
     p = cluster_problem(lennard_jones, pos)

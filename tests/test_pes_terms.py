@@ -11,6 +11,7 @@ import scipy.sparse
 
 import simdiff
 import simdiff.core.paths as paths
+import simdiff.pes.hessian_layout as layout_module
 import simdiff.pes.terms as terms_module
 from problems.pes import fcc_cluster
 from simdiff.pes import (
@@ -23,7 +24,7 @@ from simdiff.pes import (
     structured_hessian,
     term_energy,
 )
-from simdiff.pes.terms import bucket_size
+from simdiff.pes.term_hessians import bucket_size
 
 
 def bond(r, ops):
@@ -363,7 +364,7 @@ def test_cutoff_beyond_half_box():
 def test_dense_lower_triangle_mirrored_or_written_block_by_block(monkeypatch, rng, tile):
     """Many pairs: the lower triangle copied from the upper one in tiles; few pairs: -B^T
     written per pair; both give the same matrix, bit for bit, equal to the dense AD Hessian."""
-    monkeypatch.setattr(terms_module, "MIRROR_TILE", tile)
+    monkeypatch.setattr(layout_module, "MIRROR_TILE", tile)
     pos = fcc_cluster(100) + 0.02 * rng.standard_normal((100, 3))
     for pair in (lennard_jones, smooth_cutoff(lennard_jones, r_on=1.2, r_cut=1.5)):
         p = cluster_problem(pair, pos)

@@ -29,14 +29,16 @@ from typing import Any
 import numpy as np
 from ase.neighborlist import primitive_neighbor_list
 
-from simdiff.core.derivatives import cached_derivatives
 from simdiff.core.cache import RecentlyUsed
+from simdiff.core.config import Config
+from simdiff.core.derivatives import cached_derivatives
 from simdiff.core.fingerprint import _digest
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, NonFiniteError, _Opaque
 from simdiff.pes.cluster import PairTerm
 from simdiff.pes.potentials import PairPotential
-from simdiff.pes.terms import TermEnergy, bucket_size
+from simdiff.pes.term_hessians import TermHessians, bucket_size
+from simdiff.pes.terms import TERM_CHUNK, TermEnergy
 
 __all__ = ["CellPairs", "StrainedPairSum", "image_pairs", "voigt_stress"]
 
@@ -120,7 +122,7 @@ class CellPairs:
     *Exactness.*  A pair left out was at least ``r_cut + skin`` apart (in
     every image); while no atom has moved more than ``skin / 2`` it is still
     at least ``r_cut`` apart, where the switched potential and its first two
-    derivatives vanish.  The rows are padded to :func:`~simdiff.pes.terms.bucket_size`
+    derivatives vanish.  The rows are padded to :func:`~simdiff.pes.term_hessians.bucket_size`
     with weight 0, so one compiled derivative serves every list length in a
     bucket: a rebuild recompiles only when the list leaves its bucket.
     """
@@ -234,7 +236,7 @@ class CellPairs:
         The pairs are :attr:`i`, :attr:`j`, :attr:`shifts` after the list is
         brought up to date at ``(pos, cell)``, an atom's pairs with its own
         images included; all blocks in one vectorised call
-        (:class:`~simdiff.pes.TermEnergy`).  Raises
+        (:class:`~simdiff.pes.term_hessians.TermHessians`).  Raises
         :class:`~simdiff.errors.NonFiniteError` naming the first pair whose
         block is not finite.
         """
@@ -246,9 +248,9 @@ class CellPairs:
         if m == 0:
             return np.zeros((0, 3, 3))
         d = self._displacements(pos, cell)
-        # the blocks depend on d alone: one energy of m pairs of two stand-in atoms computes them
-        stand_in = TermEnergy(PairTerm(self.pair), np.tile(np.array([[0, 1]]), (m, 1)), 2, 3)
-        blocks = stand_in._batched_hessian("difference", d, self.backend, None)
+        # the blocks depend on d alone: the term Hessians of the pair term at the m displacements
+        hessians = TermHessians(PairTerm(self.pair), 2, 3)
+        blocks = hessians.stacked("difference", d, Config(backend=self.backend), TERM_CHUNK)
         if not np.all(np.isfinite(blocks)):
             t = int(np.flatnonzero(~np.isfinite(blocks).reshape(m, -1).all(axis=1))[0])
             raise NonFiniteError(

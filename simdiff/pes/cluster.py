@@ -30,7 +30,8 @@ from simdiff.pes.geometry import (
 )
 from simdiff.pes.images import ImagePairEnergy
 from simdiff.pes.potentials import PairPotential
-from simdiff.pes.terms import TermEnergy, check_term
+from simdiff.pes.term_checks import check_term
+from simdiff.pes.terms import TermEnergy
 
 __all__ = ["PairTerm", "cluster_energy", "cluster_problem"]
 

@@ -68,8 +68,10 @@ OUTPUT = {"struct-cut-sparse": "sparse", "blocks-jax": "blocks only",
 def _builders(n_atoms: int, args: argparse.Namespace) -> dict[str, Callable[[], object]]:
     import simdiff
     from problems.pes import fcc_cluster
+    from simdiff.core.config import Config
     from simdiff.pes import cluster_problem, lennard_jones, smooth_cutoff
-    from simdiff.pes.terms import PAIR_CHUNK, _Displacements
+    from simdiff.pes.hessian_layout import Displacements
+    from simdiff.pes.terms import PAIR_CHUNK
 
     pos = fcc_cluster(n_atoms)
     full = cluster_problem(lennard_jones, pos, name=f"lj{n_atoms}")
@@ -84,10 +86,10 @@ def _builders(n_atoms: int, args: argparse.Namespace) -> dict[str, Callable[[], 
     def blocks(p: simdiff.Problem) -> Callable[[], object]:
         fn = p.fn  # the pair blocks alone, batch by batch, as the assembly computes them
         pos_ = p.x0.reshape(-1, 3)
-        disp = _Displacements(pos_, fn._first, fn._second)  # per batch, as the assembly
+        disp = Displacements(pos_, fn._first, fn._second)  # per batch, as the assembly
 
         def run() -> None:  # each batch dropped after use, as the dense assembly does
-            for _ in fn._hessian_batches("difference", disp, "jax", None, PAIR_CHUNK):
+            for _ in fn.hessians.batches("difference", disp, Config(backend="jax"), PAIR_CHUNK):
                 pass
 
         return run
