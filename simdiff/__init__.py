@@ -115,6 +115,7 @@ __all__ = [
     "hessian",
     "hvp",
     "jacobian",
+    "jax",
     "jvp",
     "laplacian",
     "least_squares",
@@ -129,13 +130,15 @@ __all__ = [
     "sweep",
     "taylor",
     "taylor_tensor",
+    "torch",
     "value_and_grad",
     "vjp",
 ]
 
 # Subpackages and evidence functions are imported on first access (they pull in
-# h5py/scipy.optimize/matplotlib, which a plain derivative call does not need).
-_LAZY_MODULES = ("ode", "pes", "pde", "sensitivity", "store", "evidence")
+# h5py/scipy.optimize/matplotlib, which a plain derivative call does not need); the
+# function faces simdiff.jax and simdiff.torch import their framework.
+_LAZY_MODULES = ("ode", "pes", "pde", "sensitivity", "store", "evidence", "jax", "torch")
 _LAZY_ATTRS = {
     "check": ("evidence", "check"),
     "compare": ("evidence", "compare"),

@@ -23,7 +23,7 @@ def test_dir_is_the_product() -> None:
     assert names == sorted([*simdiff.__all__, "__version__"])
     assert not NOT_PRODUCT & set(names)
     assert all(not n.startswith("_") for n in names if n != "__version__")
-    for name in ("grad", "hessian", "Problem", "check", "ode", "SimdiffError"):
+    for name in ("grad", "hessian", "Problem", "check", "ode", "SimdiffError", "jax", "torch"):
         assert name in names
 
 

@@ -45,13 +45,10 @@ __all__ = ["COMPILE_PRIOR_S", "COMPILE_VALUES", "CompiledCall", "check_compile",
 COMPILE_VALUES = (False, True, "auto")
 
 #: Compile-time prior (seconds): the first compile of a process, which also pays
-#: Inductor's start-up, is the one made before any was measured.  The median first
-#: compile (the gradient or VJP each problem's process compiled first) over the 16
-#: closed-form and PES entries of the catalogue was 7.2 s (4.2 to 25.9 s) on the
-#: reference machine (2 cores) at load average 3.6 to 4.7.  The stored runs
-#: (docs/results/bench_torch_catalogue.jsonl and bench_torch_pes.jsonl, load 9 to 14)
-#: give 14.1 s (6.8 to 45 s): a compile's seconds grow with the machine's load, and the
-#: prior is the less loaded machine's.
+#: Inductor's start-up, is the one made before any was measured.  Its value is the
+#: median first compile over the catalogue (the gradient or VJP each problem's process
+#: compiled first); the measurements, and how they vary with the machine, are in
+#: docs/performance.md.
 COMPILE_PRIOR_S = 7.2
 
 #: Every successful compile in this process: ``(callable key, seconds)``; the key is

@@ -20,6 +20,8 @@ context, and in the Taylor context for the Taylor methods) or a callable
 from __future__ import annotations
 
 import math
+import re
+import string
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +40,7 @@ from simdiff.errors import (
     UnsupportedError,
 )
 
-__all__ = ["transform"]
+__all__ = ["FACE", "face_doc", "namespace", "transform"]
 
 #: Derivatives defined for scalar functions only.
 _SCALAR_ONLY = {"grad", "value_and_grad", "hvp", "laplacian"}
@@ -243,3 +245,209 @@ def transform(kind: str, fn: Any, backend: str, **options: Any) -> Callable[...,
         params = {"method": _uses_taylor(fn, method, "collapsed", "nested", what)}
     return _Transform(kind, fn, T, params, what)
 
+
+# --------------------------------------------------------------------------- the face
+# The functions of ``simdiff.jax`` and ``simdiff.torch`` are written once, here; their
+# docstrings are templates filled with each framework's words (``$name`` placeholders,
+# :class:`string.Template`) and its array constructor (``A[...]`` in an example).
+
+#: The names of a function face, in the order of its reference page.
+FACE = ("grad", "value_and_grad", "hessian", "hvp", "jacobian", "derivative", "taylor",
+        "laplacian")  # fmt: skip
+
+#: Each framework's words in the face's docstrings.
+_WORDS: dict[str, dict[str, str]] = {
+    "jax": {
+        "fw": "jax",
+        "np": "jnp",
+        "imp": "import jax, jax.numpy as jnp, simdiff.jax",
+        "written": "jax.numpy",
+        "vmap": "jax.vmap",
+        "hvp_method": "forward over reverse",
+        "grad_out": "Array([ 3., 12.], dtype=float64)",
+        "vmap_line": "jax.vmap(simdiff.jax.grad(f))(jnp.ones((4, 2))).shape",
+        "vmap_out": "(4, 2)",
+    },
+    "torch": {
+        "fw": "torch",
+        "np": "torch",
+        "imp": "import torch, simdiff.torch",
+        "written": "torch",
+        "vmap": "torch.func.vmap",
+        "hvp_method": "reverse over reverse",
+        "grad_out": "tensor([ 3., 12.], dtype=torch.float64)",
+        "vmap_line": "torch.func.vmap(simdiff.torch.grad(f))(x.expand(4, 2)).shape",
+        "vmap_out": "torch.Size([4, 2])",
+    },
+}
+
+_ARRAY = {"jax": "jnp.array([{}])", "torch": "torch.tensor([{}], dtype=torch.float64)"}
+
+_DOCS = {
+    "grad": """``x -> grad f(x)``, shape ``(n,)``, of a scalar function.
+
+    Parameters
+    ----------
+    fn : callable or Problem
+        ``f(x)`` written with $written (scalar result), or a scalar simdiff.Problem.
+
+    Returns
+    -------
+    callable
+        ``g(x)`` for ``x`` of shape ``(n,)``; raises :class:`~simdiff.errors.ShapeError`
+        for a vector-valued ``fn`` or an ``x`` that is not 1-D (map over points with
+        ``$vmap``).
+
+    Examples
+    --------
+    >>> $imp
+    >>> f = lambda x: $np.sum(x ** 3)
+    >>> x = A[1.0, 2.0]
+    >>> simdiff.$fw.grad(f)(x)
+    $grad_out
+    >>> $vmap_line
+    $vmap_out
+    """,
+    "value_and_grad": """``x -> (f(x), grad f(x))`` in one reverse pass, of a scalar function.
+
+    Examples
+    --------
+    >>> $imp
+    >>> x = A[1.0, 2.0]
+    >>> value, g = simdiff.$fw.value_and_grad(lambda x: $np.sum(x ** 3))(x)
+    >>> float(value), g.tolist()
+    (9.0, [3.0, 12.0])
+    """,
+    "hessian": """``x -> H(x)``, shape ``(out..., n, n)`` (``(n, n)`` for a scalar function).
+
+    Parameters
+    ----------
+    fn : callable or Problem
+    method : {"auto", "fwd-rev", "rev-rev", "fwd-fwd"}
+        ``"auto"``: simdiff's rule for this backend (:func:`simdiff.auto_hessian_method`),
+        the method :func:`simdiff.hessian` runs.  A structured Hessian
+        (``"structured"``) is assembled on the host and is only in the problem face.
+
+    Examples
+    --------
+    >>> $imp
+    >>> x = A[1.0, 2.0]
+    >>> simdiff.$fw.hessian(lambda x: x[0] ** 2 * x[1])(x).tolist()
+    [[4.0, 2.0], [2.0, 0.0]]
+    """,
+    "hvp": """``(v, x) -> H(x) v``, shape ``(n,)``, of a scalar function, without forming ``H``.
+
+    Direction first, point last (as :func:`simdiff.hvp`); the backend's
+    measured method (``Backend.hvp_method``: $hvp_method).
+
+    Examples
+    --------
+    >>> $imp
+    >>> v = A[1.0, 0.0]
+    >>> x = A[1.0, 2.0]
+    >>> simdiff.$fw.hvp(lambda x: x[0] ** 2 * x[1])(v, x).tolist()
+    [4.0, 2.0]
+    """,
+    "jacobian": """``x -> J(x)``, shape ``(out..., n)``; ``mode`` ``"fwd"``, ``"rev"`` or ``"auto"``
+    (forward when ``n <= m``).
+
+    Examples
+    --------
+    >>> $imp
+    >>> x = A[0.0, 2.0]
+    >>> simdiff.$fw.jacobian(lambda x: $np.stack([x[0] * x[1], $np.sin(x[0])]))(x).tolist()
+    [[2.0, 0.0], [1.0, 0.0]]
+    """,
+    "derivative": "``(v, x) -> d^k/dt^k f(x + t v)`` at ``t = 0``, shape ``out``: "
+    """a directional derivative.
+
+    ``method``: ``"taylor"`` (one Taylor pass, cost polynomial in the order;
+    needs a :class:`simdiff.Problem` written with ``ops``), ``"nested"``
+    (nested ``jvp``), ``"auto"``: ``"taylor"`` where it can run, else ``"nested"``.
+
+    Examples
+    --------
+    >>> $imp
+    >>> v, x = A[1.0], A[0.0]
+    >>> float(simdiff.$fw.derivative(lambda x: $np.sum($np.exp(2.0 * x)), 3)(v, x))
+    8.0
+    """,
+    "taylor": "``(v, x) -> c``, shape ``(order + 1, out...)``: "
+    """Taylor coefficients of ``t -> f(x + t v)``.
+
+    ``c_k = f^(k) / k!`` along ``v``, from one pass of simdiff's Taylor
+    context; ``fn`` must be a :class:`simdiff.Problem` written with ``ops``.
+
+    Examples
+    --------
+    >>> $imp
+    >>> import numpy as np, simdiff
+    >>> p = simdiff.Problem(lambda x, ops: ops.sum(ops.exp(x)), x0=np.zeros(1))
+    >>> v, x = A[1.0], A[0.0]
+    >>> simdiff.$fw.taylor(p, 3)(v, x).tolist()
+    [1.0, 1.0, 0.5, 0.16666666666666666]
+    """,
+    "laplacian": """``x -> tr H(x)``, shape ``()``, of a scalar function.
+
+    ``method``: ``"collapsed"`` (one collapsed Taylor pass, the forward
+    Laplacian; needs a :class:`simdiff.Problem` written with ``ops``),
+    ``"taylor"``, ``"nested"`` (``n`` forward-over-reverse products), or
+    ``"auto"``: ``"collapsed"`` where it can run, else ``"nested"``.
+
+    Examples
+    --------
+    >>> $imp
+    >>> x = A[1.0, 2.0]
+    >>> float(simdiff.$fw.laplacian(lambda x: $np.sum(x ** 3))(x))
+    18.0
+    """,
+}
+
+
+def face_doc(name: str, backend: str) -> str:
+    """The docstring of ``simdiff.<backend>.<name>``: the template in the framework's words."""
+    text = string.Template(_DOCS[name]).substitute(_WORDS[backend])
+    return re.sub(r"A\[([^\]]*)\]", lambda m: _ARRAY[backend].format(m.group(1)), text)
+
+
+def namespace(backend: str) -> dict[str, Callable[..., Any]]:
+    """The functions of the face ``simdiff.<backend>`` (``"jax"`` or ``"torch"``), by name.
+
+    Each is a plain function of ``fn`` (and its options) returning :func:`transform`'s
+    function, with its docstring in the framework's words (:func:`face_doc`) and
+    ``__module__`` ``simdiff.<backend>``.
+    """
+    get_backend(backend)  # imports the framework (jax with x64 on), or says how to install it
+    b = backend
+
+    def grad(fn: Any) -> Callable[[Any], Any]:
+        return transform("grad", fn, b)
+
+    def value_and_grad(fn: Any) -> Callable[[Any], tuple[Any, Any]]:
+        return transform("value_and_grad", fn, b)
+
+    def hessian(fn: Any, *, method: str = "auto") -> Callable[[Any], Any]:
+        return transform("hessian", fn, b, method=method)
+
+    def hvp(fn: Any) -> Callable[[Any, Any], Any]:
+        return transform("hvp", fn, b)
+
+    def jacobian(fn: Any, *, mode: str = "auto") -> Callable[[Any], Any]:
+        return transform("jacobian", fn, b, mode=mode)
+
+    def derivative(fn: Any, order: int, *, method: str = "auto") -> Callable[[Any, Any], Any]:
+        return transform("derivative", fn, b, order=order, method=method)
+
+    def taylor(fn: Any, order: int) -> Callable[[Any, Any], Any]:
+        return transform("taylor", fn, b, order=order)
+
+    def laplacian(fn: Any, *, method: str = "auto") -> Callable[[Any], Any]:
+        return transform("laplacian", fn, b, method=method)
+
+    made = {f.__name__: f for f in (grad, value_and_grad, hessian, hvp, jacobian, derivative,
+                                    taylor, laplacian)}  # fmt: skip
+    for name, f in made.items():
+        f.__doc__ = face_doc(name, backend)
+        f.__module__ = f"simdiff.{backend}"
+        f.__qualname__ = name
+    return made

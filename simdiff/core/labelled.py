@@ -9,7 +9,7 @@ columns with :func:`columns_table`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -17,10 +17,20 @@ from simdiff.backends import backend_of
 from simdiff.backends._pytrees import register_node
 from simdiff.errors import StructureError
 
-if TYPE_CHECKING:
-    from simdiff.core.params import ParamSpec
+__all__ = ["Labelled", "Labels", "columns_table", "labelled_table"]
 
-__all__ = ["Labelled", "columns_table", "labelled_table"]
+
+class Labels(Protocol):
+    """What a :class:`Labelled` reads of its labels (a :class:`~simdiff.ParamSpec`)."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The scalar names, in flat order."""
+        ...
+
+    def block(self, name: str) -> tuple[slice | int, tuple[int, ...]]:
+        """The flat index (or slice) of ``name`` and the shape of its block."""
+        ...
 
 
 def _register() -> None:
@@ -57,7 +67,7 @@ class Labelled:
     b  2.0  0.0
     """
 
-    def __init__(self, data: Any, spec: ParamSpec, axes: int = 2) -> None:
+    def __init__(self, data: Any, spec: Labels, axes: int = 2) -> None:
         self.data = data
         self.spec = spec
         self.axes = int(axes)

@@ -146,8 +146,8 @@ def taylor_tensor(d: Any, order: int, x: Any = None, *, method: str = "nested") 
         )
     shape = d.problem.output_shape
 
-    def coeffs(xb: np.ndarray, dirs: np.ndarray, d: int) -> Any:
-        return np.asarray(d.taylor(d, dirs, xb))
+    def coeffs(xb: np.ndarray, dirs: np.ndarray, k: int) -> Any:
+        return np.asarray(d.taylor(k, dirs, xb))
 
     points = xs if xs.ndim == 2 else xs[None]
     out = np.stack([assemble_tensor(coeffs, p, order, shape) for p in points])
