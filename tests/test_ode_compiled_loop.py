@@ -2,7 +2,7 @@
 
 For value, gradient and VJP (transforms at the top level) the driver's
 traced loop -- method, controller, saving -- runs as one compiled part
-(``simdiff.ode._driver._compiled_loop``); inside it ``ops.while_loop`` is
+(``simdiff.ode.solvers.driver._compiled_loop``); inside it ``ops.while_loop`` is
 torch's ``while_loop`` higher-order op, whose gradient by plain autograd is
 right only with every carry leaf tied to the backend's anchor.  Second-order
 derivatives (HVP, Hessian) never take this path: torch.func over the op fails
@@ -257,7 +257,7 @@ def test_tableau_products_are_broadcast_sums_where_the_context_compiles_parts(
     monkeypatch,
 ) -> None:
     """Inductor makes each ``matmul`` an external ``mm`` call: where parts compile, sums instead."""
-    from simdiff.ode.rk import weighted
+    from simdiff.ode.solvers.rk import weighted
 
     T = get_backend("torch")
     plain, parts = T.ops(), T.ops_compiling_parts()

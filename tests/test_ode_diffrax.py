@@ -13,7 +13,7 @@ import problems.ode as po
 import simdiff
 from simdiff.errors import UnsupportedError
 from simdiff.ode import Diffrax, ODEProblem, diffrax_problem
-from simdiff.ode.diffrax_engine import choose_adjoint
+from simdiff.ode.solvers.diffrax import choose_adjoint
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import problems.ode as po
 import simdiff
 from simdiff.errors import InputError, SolverError
 from simdiff.ode import CheckpointAdjoint, ForwardAdjoint, ODEProblem, Rodas3, Rodas5P, solve
-from simdiff.ode.rodas5p import rodas5p_dense
+from simdiff.ode.solvers.rodas5p import rodas5p_dense
 
 NP = simdiff.get_ops("numpy")
 

@@ -285,7 +285,7 @@ def test_initial_step_is_scipys(rhs, y0, p, span, rtol, atol, order) -> None:
     of 1e5, is ``h1``: no floor proportional to the span lengthens it."""
     from scipy.integrate._ivp.common import select_initial_step
 
-    from simdiff.ode._adaptive import initial_step
+    from simdiff.ode.solvers.adaptive import initial_step
 
     ops = simdiff.get_ops("numpy")
     y0, p = np.asarray(y0, dtype=float), np.asarray(p, dtype=float)

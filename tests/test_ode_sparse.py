@@ -19,7 +19,7 @@ from simdiff.errors import InputError, InputTypeError, ShapeError
 from simdiff.ode import JacobianSparsity, ODEProblem, Rodas3, Rodas5P, detect_sparsity, solve
 from simdiff.ode._banded import block_tridiagonal_factor
 from simdiff.ode._sparsity import colour_columns, sparse_rhs_jacobian
-from simdiff.ode.rosenbrock import rhs_jacobian
+from simdiff.ode.solvers.rosenbrock import rhs_jacobian
 
 EPS = np.finfo(np.float64).eps
 N = 20  # 40 states

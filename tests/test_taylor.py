@@ -24,7 +24,7 @@ import simdiff
 from simdiff.backends.numpy import NumpyOps
 from simdiff.backends.taylor import TaylorArray, TaylorOps
 from simdiff.errors import ArgumentOrderError, NonFiniteError, ShapeError, UnsupportedError
-from simdiff.ode.rk import rk_integrate
+from simdiff.ode.solvers.rk import rk_integrate
 
 
 def _close(a, b, rtol=1e-9):

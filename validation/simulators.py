@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 import simdiff
-from simdiff.ode.rk import rk_integrate, rk_step
+from simdiff.ode.solvers.rk import rk_integrate, rk_step
 
 #: Lotka–Volterra parameters (a, b, c, d) of the default point and the initial state.
 LV_PARAMS = np.array([1.1, 0.4, 0.1, 0.4])

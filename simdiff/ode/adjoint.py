@@ -43,7 +43,7 @@ __all__ = [
 
 Cond = Callable[[Any], Any]
 Body = Callable[[Any], Any]
-#: ``rhs(t, y, p, ops) -> dy/dt``, as in :mod:`simdiff.ode._base`.
+#: ``rhs(t, y, p, ops) -> dy/dt``, as in :mod:`simdiff.ode.solvers._base`.
 Rhs = Callable[[Any, Any, Any, Any], Any]
 
 
@@ -105,9 +105,9 @@ def blocked_loop(
     held (``ops.where``), so a group wastes at most ``group - 1`` step
     evaluations at the end of the loop.  ``group=1`` is one ``cond`` per step.
     Why groups: a ``cond`` per step is costly in reverse mode on JAX (each is
-    linearised and transposed on its own); for the Lotka–Volterra benchmark of
-    docs/ode.md groups of 16 cut the gradient's time by about 30% and left the
-    solve's unchanged.
+    linearised and transposed on its own): ``ceil(steps / group)`` of them
+    instead of ``steps``, for at most ``group - 1`` wasted step evaluations
+    (see docs/performance.md).
 
     Examples
     --------
@@ -293,9 +293,9 @@ class CheckpointAdjoint(Adjoint):
         stores each stage's input ``(t_i, y_i)`` instead of every intermediate
         of the right-hand side, and the reverse sweep evaluates the stage again
         next to its transpose.  On small systems, where a step's cost is the
-        number of kernels it launches, this halves the per-step kernels of
-        the recomputation (Lotka-Volterra: 83 to 41) and makes the gradient
-        about 20% faster (docs/ode.md); on a right-hand side whose arithmetic
+        number of kernels it launches, the recomputation launches the stage
+        evaluations only, not every intermediate's store and load (see
+        docs/performance.md); on a right-hand side whose arithmetic
         dominates (large fields) it costs one more evaluation per stage in
         reverse: ``remat_rhs=False`` then stores the intermediates instead.
 

@@ -43,12 +43,12 @@ import numpy as np
 
 from simdiff.backends.numpy import NumpyOps
 from simdiff.errors import InputError
-from simdiff.ode._adaptive import initial_step
-from simdiff.ode._base import Rhs, Solver
-from simdiff.ode.dopri5 import DOPRI5, ERROR_WEIGHTS, Dopri5
-from simdiff.ode.rk import rk_stages, tableau_arrays
-from simdiff.ode.rodas5p import Rodas5P
-from simdiff.ode.rosenbrock import Rodas3
+from simdiff.ode.solvers._base import Rhs, Solver
+from simdiff.ode.solvers.adaptive import initial_step
+from simdiff.ode.solvers.dopri5 import DOPRI5, ERROR_WEIGHTS, Dopri5
+from simdiff.ode.solvers.rk import rk_stages, tableau_arrays
+from simdiff.ode.solvers.rodas5p import Rodas5P
+from simdiff.ode.solvers.rosenbrock import Rodas3
 from simdiff.ode.stability import real_stability_interval, rhs_spectral_radius
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "PILOT_STEPS",
     "SolverChoice",
     "choose_solver",
+    "failure_note",
     "stiffness_note",
 ]
 
@@ -283,3 +284,27 @@ def stiffness_note(rhs: Rhs, t: float, y: np.ndarray, p: np.ndarray, t1: float) 
         f"up to h = {s / rho:.3g} ({s * 1.0:.4g}/|lambda|): about {max(t1 - t, 0.0) * rho / s:.3g} "
         "more steps to the end"
     )
+
+
+def failure_note(
+    solver: Solver, choice: SolverChoice | None, rhs: Rhs, status: int, t: float,
+    y: np.ndarray, params: np.ndarray, t1: float,
+) -> str:  # fmt: skip
+    """What the :class:`~simdiff.errors.SolverError` of a failed solve at ``(t, y)`` adds.
+
+    An explicit solver that exhausted ``max_steps`` (status 1): the spectral
+    radius of ``df/dy`` at ``(t, y)`` and the longest stable step
+    (:func:`stiffness_note`).  A solver that ``solver="auto"`` chose
+    (``choice``): that it was chosen at ``x0``, with the reason.
+    """
+    text = ""
+    if status == 1 and not solver.stiff and hasattr(solver, "rtol"):
+        text = stiffness_note(rhs, t, y, params, t1)
+    if choice is not None:
+        text += f"; solver='auto' chose {choice.solver} at x0 ({choice.reason})"
+        if status == 1 and not solver.stiff:
+            text += (
+                ", but the solve is stiffer here than the pilot found (a later time or "
+                "another point): pass solver='rodas5p'"
+            )
+    return text

@@ -4,121 +4,27 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from simdiff.backends import get_backend
+from simdiff.core.config import Config
 from simdiff.core.params import ParamSpec, TreeRhs, is_tree
 from simdiff.core.problem import CheckOptions, Problem
-from simdiff.errors import InputError, InputTypeError, ShapeError, SimdiffError, SolverError
-from simdiff.ode._base import Rhs, SolveInfo, Solver, status_message
+from simdiff.errors import InputTypeError, ShapeError, SimdiffError, SolverError
 from simdiff.ode.adjoint import Adjoint, make_adjoint
-from simdiff.ode.auto import SolverChoice, choose_solver, stiffness_note
-from simdiff.ode.dopri5 import Dopri5
-from simdiff.ode.events import Event, EventSet, takes_event
-from simdiff.ode.fixed import FixedStep
-from simdiff.ode.rodas5p import Rodas5P
-from simdiff.ode.rosenbrock import Rodas3
+from simdiff.ode.auto import SolverChoice, choose_solver, failure_note
+from simdiff.ode.events import takes_event
+from simdiff.ode.inputs import WRT, check_rhs, make_events, tree_events, validate
+from simdiff.ode.solvers import make_solver
+from simdiff.ode.solvers._base import Rhs, SolveInfo, Solver, status_message
+from simdiff.ode.solvers.adaptive import tightened_solver
 
-__all__ = ["SOLVERS", "WRT", "ODEProblem", "make_solver", "solve"]
-
-WRT = ("params", "y0", "both")
-#: Solver names accepted by ``solver=``; ``diffrax-*`` run on the jax backend only.
-SOLVERS = (
-    "rk4",
-    "dopri5",
-    "rodas3",
-    "rodas5p",
-    "auto",
-    "diffrax-tsit5",
-    "diffrax-dopri5",
-    "diffrax-kvaerno5",
-)
+__all__ = ["WRT", "ODEProblem", "solve"]
 
 Observable = Callable[[Any, Any], Any]
-
-
-def make_solver(solver: str | Solver, **options: Any) -> Solver:
-    """A solver object from a name in :data:`SOLVERS` (``options`` go to its constructor).
-
-    Examples
-    --------
-    >>> from simdiff.ode import make_solver
-    >>> make_solver("dopri5", rtol=1e-8).rtol
-    1e-08
-    """
-    if isinstance(solver, Solver):
-        if options:
-            raise InputError(f"solver options {sorted(options)} need a solver name, not an object")
-        return solver
-    if solver == "rk4":
-        return FixedStep(**options)
-    if solver == "dopri5":
-        return Dopri5(**options)
-    if solver == "rodas3":
-        return Rodas3(**options)
-    if solver == "rodas5p":
-        return Rodas5P(**options)
-    if solver == "auto":
-        raise InputError(
-            "solver='auto' chooses from the problem's stiffness, so it needs the problem: "
-            "pass it to ODEProblem(..., solver='auto') or simdiff.ode.solve(..., solver='auto')"
-        )
-    if isinstance(solver, str) and solver.startswith("diffrax-"):
-        from simdiff.ode.diffrax_engine import (
-            Diffrax,  # imports jax and diffrax: only when asked for
-        )
-
-        return Diffrax(solver=solver.removeprefix("diffrax-"), **options)
-    raise InputError(f"unknown solver {solver!r}; expected one of {list(SOLVERS)} or a Solver")
-
-
-def _vector(a: Any, what: str, allow_empty: bool = False) -> np.ndarray:
-    arr = np.asarray(a)
-    if arr.dtype.kind not in "fiu":
-        raise InputTypeError(f"{what} must be a real array; got dtype {arr.dtype}")
-    arr = arr.astype(np.float64)
-    if arr.ndim != 1 or (arr.size == 0 and not allow_empty):
-        raise ShapeError(f"{what} must have shape (n,) with n >= 1; got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise InputError(f"{what} must be finite; {what}[{bad}] = {arr[bad]}")
-    return arr
-
-
-def validate(
-    y0: Any, t_span: Any, params: Any, save_at: Any, wrt: str
-) -> tuple[np.ndarray, float, float, np.ndarray, np.ndarray]:
-    """Check and convert the inputs of :class:`ODEProblem`; errors name expected vs got."""
-    y0 = _vector(y0, "y0")
-    params = _vector(params, "params", allow_empty=True)
-    span = np.asarray(t_span, dtype=np.float64)
-    if span.shape != (2,):
-        raise ShapeError(f"t_span must be (t0, t1); got shape {span.shape}")
-    t0, t1 = float(span[0]), float(span[1])
-    if not (np.isfinite(t0) and np.isfinite(t1)) or t1 <= t0:
-        raise InputError(f"t_span must satisfy t0 < t1 (forward in time, finite); got {(t0, t1)}")
-    save = np.asarray([t1] if save_at is None else save_at, dtype=np.float64)
-    if save.ndim != 1 or save.size == 0:
-        raise ShapeError(f"save_at must be a 1-D array of times; got shape {save.shape}")
-    if np.any(np.diff(save) <= 0):
-        raise InputError(f"save_at must be strictly increasing; got {save}")
-    if save[0] < t0 or save[-1] > t1:
-        raise InputError(f"save_at must lie in t_span [{t0}, {t1}]; got [{save[0]}, {save[-1]}]")
-    if save[-1] == t0:
-        raise InputError(f"save_at must contain a time after t0={t0}; got {save}")
-    if wrt not in WRT:
-        raise InputError(f"wrt must be one of {list(WRT)}; got {wrt!r}")
-    if wrt == "params" and params.size == 0:
-        raise ShapeError("wrt='params' needs at least one parameter; got params of shape (0,)")
-    return y0, t0, t1, params, save
-
-
-#: The tightest ``rtol`` :meth:`ODEProblem.tightened` gives a solver.
-TIGHT_RTOL = 1e-12
 
 
 class ODEProblem(Problem):
@@ -155,7 +61,7 @@ class ODEProblem(Problem):
         ``observable(ys, ops)`` returning a scalar or a 1-D array; default the
         flattened trajectory ``ys.reshape(-1)`` (vector-valued, length ``m * dim``).
     solver : str or Solver
-        A name in :data:`SOLVERS` (default ``"dopri5"``) or a solver object
+        A name in :data:`~simdiff.ode.solvers.SOLVERS` (default ``"dopri5"``) or a solver object
         (:class:`FixedStep`, :class:`Dopri5`, :class:`Rodas3`,
         :class:`Rodas5P`, :class:`Diffrax`).  ``"auto"`` chooses Dopri5, or
         for a stiff system Rodas5P (Rodas3 at ``rtol >= 1e-3``), once, at
@@ -242,7 +148,7 @@ class ODEProblem(Problem):
         if is_tree(params):  # structured: rhs and the events get the tree, the solver the vector
             pspec, params = ParamSpec.from_tree(params, "params")
             rhs = TreeRhs(rhs, pspec)
-            events = _tree_events(events, pspec)
+            events = tree_events(events, pspec)
         y0, t0, t1, params, save = validate(y0, t_span, params, save_at, wrt)
         self.rhs = rhs
         self.y0 = y0
@@ -252,7 +158,7 @@ class ODEProblem(Problem):
         self.observable = observable
         self.wrt = wrt
         self.adjoint = make_adjoint(adjoint)
-        self._check_rhs()
+        check_rhs(rhs, y0, t0, params)
         #: What ``solver="auto"`` chose at construction and why (None for a named solver).
         self.solver_choice: SolverChoice | None = None
         if isinstance(solver, str) and solver == "auto":
@@ -262,7 +168,9 @@ class ODEProblem(Problem):
         else:
             self.solver = make_solver(solver, **solver_options)
         self.solver.check(rhs, y0, t0, save, params)
-        self.events = self._make_events(events, max_events)
+        self.events = make_events(
+            events, max_events, self.observable, self.solver, rhs, y0, t0, params
+        )
         x0 = {"params": params, "y0": y0, "both": np.concatenate([params, y0])}[wrt]
         backends = getattr(self.solver, "backends", None)
         if check_options is None:  # an adaptive solver declares its accuracy to simdiff.check
@@ -278,34 +186,6 @@ class ODEProblem(Problem):
             )
 
     # ------------------------------------------------------------------ internals
-    def _make_events(self, events: Any, max_events: int) -> EventSet | None:
-        """The :class:`EventSet` of ``events`` (None without events), checked at ``(t0, y0)``."""
-        reads = takes_event(self.observable)
-        if events is None or (isinstance(events, (list, tuple)) and len(events) == 0):
-            if reads:
-                raise InputTypeError(
-                    "observable takes a third argument (the event record), which needs "
-                    "events=[Event(...)]; got no events"
-                )
-            return None
-        if isinstance(events, Event):
-            events = [events]
-        if not isinstance(events, (list, tuple)) or not all(isinstance(e, Event) for e in events):
-            raise InputTypeError(f"events must be a list of simdiff.ode.Event; got {events!r}")
-        if not self.solver.supports_events:
-            raise InputError(
-                f"solver {self.solver.name!r} does not support events; use 'dopri5', 'rk4', "
-                "'rodas3' or 'rodas5p'"
-            )
-        if isinstance(max_events, bool) or not isinstance(max_events, (int, np.integer)):
-            raise InputTypeError(f"max_events must be a positive integer; got {max_events!r}")
-        if max_events < 1:
-            raise InputError(f"max_events must be >= 1; got {max_events}")
-        require = reads and any(e.terminal for e in events)
-        evs = EventSet(tuple(events), int(max_events), require)
-        evs.check_start(self.rhs, self.y0, self.t_span[0], self.params, get_backend("numpy").ops())
-        return evs
-
     def __fingerprint__(self) -> dict[str, Any]:
         """What defines the problem: :class:`~simdiff.Problem`'s fields and every setting
         of the solve (right-hand side, observable, initial state, times, ``wrt``,
@@ -332,17 +212,12 @@ class ODEProblem(Problem):
     def tightened(self, factor: float) -> ODEProblem | None:
         """This problem with the adaptive solver's ``rtol`` and ``atol`` divided by ``factor``.
 
-        The division stops at ``rtol = TIGHT_RTOL`` (``1e-12``; near ``eps`` a
-        solver's error no longer shrinks with its tolerance); a solver already
-        at or below it gives ``None``.
-
-        ``max_steps`` is multiplied by ``ceil(factor^(1/3))`` (the step count of
-        a method of order ``q`` grows like ``factor^(1/(q+1))``; ``q >= 2`` here),
-        and ``check_options.solver_rtol`` is divided by ``factor``.  ``None``
-        for a fixed-step solver (nothing to tighten) or a solver whose
-        tolerances are not dataclass fields.  :func:`simdiff.check` uses the
-        variant for its finite-difference references and for the measured
-        solver-tolerance gap (see ``docs/evidence.md``).
+        The solver is :func:`~simdiff.ode.solvers.adaptive.tightened_solver`'s
+        (the division stops at ``rtol = 1e-12``; ``max_steps`` grows with it)
+        and ``check_options.solver_rtol`` is divided by the same factor;
+        ``None`` where the solver cannot be tightened.  :func:`simdiff.check`
+        uses the variant for its finite-difference references and for the
+        measured solver-tolerance gap (see ``docs/evidence.md``).
 
         Examples
         --------
@@ -354,18 +229,11 @@ class ODEProblem(Problem):
         >>> tight.solver.max_steps
         40960
         """
-        solver: Any = self.solver
-        is_dc = dataclasses.is_dataclass(solver)
-        names = {f.name for f in dataclasses.fields(solver)} if is_dc else set()
-        rtol = float(getattr(solver, "rtol", 0.0))
-        if not {"rtol", "atol", "max_steps"} <= names or rtol <= TIGHT_RTOL:
+        tight = tightened_solver(self.solver, factor)
+        if tight is None:
             return None
-        factor = min(float(factor), rtol / TIGHT_RTOL)
         new = copy.copy(self)
-        new.solver = dataclasses.replace(
-            solver, rtol=rtol / factor, atol=float(solver.atol) / factor,
-            max_steps=int(solver.max_steps) * math.ceil(factor ** (1.0 / 3.0)),
-        )  # fmt: skip
+        new.solver, factor = tight
         new.fn = new._fn
         opts = self.check_options
         new.check_options = dataclasses.replace(opts, solver_rtol=opts.solver_rtol / factor)
@@ -419,10 +287,10 @@ class ODEProblem(Problem):
         """What the solver compiles by itself under ``compile=True | "auto"``, or None.
 
         Dopri5 and FixedStep (``solver.loop_compiles``): the whole step loop,
-        one graph (:func:`simdiff.ode._driver._compiled_loop`).  Rodas3 and
+        one graph (:func:`simdiff.ode.solvers.driver._compiled_loop`).  Rodas3 and
         Rodas5P (``solver.step_compiles``; their loop fails to compile in
         torch 2.13): each step, one graph, the loop on the host
-        (:func:`simdiff.ode._driver._compiled_step`); under an adjoint that
+        (:func:`simdiff.ode.solvers.driver._compiled_step`); under an adjoint that
         rematerialises steps (``adjoint.remat_steps``: the default
         :class:`~simdiff.ode.CheckpointAdjoint`) the step's VJP, recomputing
         it, is a second graph.
@@ -441,16 +309,6 @@ class ODEProblem(Problem):
     def dim(self) -> int:
         """State dimension."""
         return int(self.y0.shape[0])
-
-    def _check_rhs(self) -> None:
-        ops = get_backend("numpy").ops()
-        f = np.asarray(self.rhs(np.float64(self.t_span[0]), self.y0, self.params, ops))
-        if f.shape != (self.dim,):
-            raise ShapeError(f"rhs must return shape ({self.dim},) like y0; got shape {f.shape}")
-        if not np.all(np.isfinite(f)):
-            raise SolverError(
-                f"the right-hand side is not finite at t={self.t_span[0]}, y={self.y0}: {f}"
-            )
 
     def split(self, x: Any, ops: Any) -> tuple[Any, Any]:
         """``(params, y0)`` from an input ``x`` in context ``ops``."""
@@ -476,29 +334,14 @@ class ODEProblem(Problem):
             )  # fmt: skip
 
     def failure_note(self, status: int, t: float, y: np.ndarray, p: Any = None) -> str:
-        """What the :class:`SolverError` of a failed solve at ``(t, y)`` adds (``p``: the
-        parameters as numpy, default ``self.params``).
-
-        An explicit solver that exhausted ``max_steps``: the spectral radius of
-        ``df/dy`` at ``(t, y)`` and the longest stable step
-        (:func:`~simdiff.ode.auto.stiffness_note`).  A solver that
-        ``solver="auto"`` chose: that it was chosen at ``x0``, with the reason.
-        """
-        text = ""
-        if status == 1 and not self.solver.stiff and hasattr(self.solver, "rtol"):
-            params = self.params if p is None else np.asarray(p, dtype=np.float64)
-            text = stiffness_note(self.rhs, t, y, params, float(self.save_at[-1]))
-        if self.solver_choice is not None:
-            text += (
-                f"; solver='auto' chose {self.solver_choice.solver} at x0 "
-                f"({self.solver_choice.reason})"
-            )
-            if status == 1 and not self.solver.stiff:
-                text += (
-                    ", but the solve is stiffer here than the pilot found (a later time or "
-                    "another point): pass solver='rodas5p'"
-                )
-        return text
+        """What the :class:`SolverError` of a failed solve at ``(t, y)`` adds
+        (:func:`~simdiff.ode.auto.failure_note`; ``p``: the parameters as numpy,
+        default ``self.params``)."""
+        params = self.params if p is None else np.asarray(p, dtype=np.float64)
+        return failure_note(
+            self.solver, self.solver_choice, self.rhs, status, t, y, params,
+            float(self.save_at[-1]),
+        )  # fmt: skip
 
     def _note(self, p: Any, ops: Any) -> Callable[[int, float, np.ndarray], str]:
         """:meth:`failure_note` with the parameters ``p`` of context ``ops`` read as numpy."""
@@ -521,10 +364,14 @@ class ODEProblem(Problem):
         return self.observable(ys, ops)
 
     # ------------------------------------------------------------------ public
-    def trajectory(self, x: Any = None, *, backend: str = "numpy") -> np.ndarray:
+    def trajectory(
+        self, x: Any = None, *, backend: str | None = None, config: Config | None = None
+    ) -> np.ndarray:
         """States at ``save_at``, shape ``(len(save_at), dim)``, as numpy.
 
-        Raises :class:`~simdiff.errors.SolverError` if the solve failed.
+        The solve runs in the context of ``backend`` (or ``config.backend``;
+        default ``"numpy"``).  Raises :class:`~simdiff.errors.SolverError` if
+        the solve failed.
 
         Examples
         --------
@@ -535,13 +382,16 @@ class ODEProblem(Problem):
         array([[1.],
                [1.]])
         """
-        ys, _ = self._run(x, backend)
+        ys, _ = run(self, x, Config.of(config, backend=backend))
         return ys
 
-    def solve_info(self, x: Any = None, *, backend: str = "numpy") -> dict[str, Any]:
+    def solve_info(
+        self, x: Any = None, *, backend: str | None = None, config: Config | None = None
+    ) -> dict[str, Any]:
         """What the solver did at ``x``: status, message, time reached, step counts.
 
-        Does not raise on failure (use it to diagnose a NaN from a compiled call).
+        Does not raise on failure (use it to diagnose a NaN from a compiled
+        call).  ``backend`` and ``config`` as for :meth:`trajectory`.
 
         Examples
         --------
@@ -550,7 +400,7 @@ class ODEProblem(Problem):
         >>> p.solve_info()["status"]
         0
         """
-        _, info = self._run(x, backend, check=False)
+        _, info = run(self, x, Config.of(config, backend=backend), check=False)
         status = int(info.status)
         steps = int(info.n_accepted) + int(info.n_rejected)
         point = self.x0 if x is None else np.asarray(self.flatten(x), dtype=np.float64)
@@ -569,37 +419,35 @@ class ODEProblem(Problem):
             "n_rejected": int(info.n_rejected),
         }
 
-    def _run(self, x: Any, backend: str, check: bool = True) -> tuple[np.ndarray, SolveInfo]:
-        self.require(backend)
-        be = get_backend(backend)
-        x = self.x0 if x is None else np.asarray(self.flatten(x), dtype=np.float64)
-        if x.shape != (self.n,):
-            raise ShapeError(f"problem {self.name!r} expects x of shape ({self.n},); got {x.shape}")
-        ys, info = self._solve(be.from_numpy(x, np.float64), be.ops())
-        fields = (info.status, info.t, info.y, info.n_accepted, info.n_rejected)
-        info = SolveInfo(*(np.asarray(be.to_numpy(v) if be.is_native(v) else v) for v in fields))
-        if check:
-            p = self.split(x, get_backend("numpy").ops())[0]
-            raise_on_failure(
-                info, self.save_at[-1], self.solver, get_backend("numpy").ops(),
-                lambda status, t, y: self.failure_note(status, t, y, p),
-            )  # fmt: skip
-        return np.asarray(be.to_numpy(ys) if be.is_native(ys) else ys), info
 
+def run(
+    problem: ODEProblem, x: Any, config: Config, check: bool = True
+) -> tuple[np.ndarray, SolveInfo]:
+    """The states at ``save_at`` and the :class:`SolveInfo` of ``problem`` at ``x``, as numpy.
 
-def _tree_events(events: Any, spec: ParamSpec) -> Any:
-    """``events`` with conditions and updates called with structured parameters."""
-    if isinstance(events, Event):
-        events = [events]
-    if not isinstance(events, (list, tuple)):
-        return events  # refused, with its message, by ODEProblem._make_events
-    return [
-        dataclasses.replace(
-            e, condition=TreeRhs(e.condition, spec),
-            update=None if e.update is None else TreeRhs(e.update, spec),
-        ) if isinstance(e, Event) and callable(e.condition) else e
-        for e in events
-    ]  # fmt: skip
+    The solve runs eagerly in the context of ``config.backend`` (``"numpy"``
+    where None), in float64; ``check`` raises :class:`SolverError` for a
+    failed solve.
+    """
+    backend = config.backend or "numpy"
+    problem.require(backend)
+    be = get_backend(backend)
+    x = problem.x0 if x is None else np.asarray(problem.flatten(x), dtype=np.float64)
+    if x.shape != (problem.n,):
+        raise ShapeError(
+            f"problem {problem.name!r} expects x of shape ({problem.n},); got {x.shape}"
+        )
+    ys, info = problem._solve(be.from_numpy(x, np.float64), be.ops())
+    fields = (info.status, info.t, info.y, info.n_accepted, info.n_rejected)
+    info = SolveInfo(*(np.asarray(be.to_numpy(v) if be.is_native(v) else v) for v in fields))
+    if check:
+        numpy_ops = get_backend("numpy").ops()
+        p = problem.split(x, numpy_ops)[0]
+        raise_on_failure(
+            info, problem.save_at[-1], problem.solver, numpy_ops,
+            lambda status, t, y: problem.failure_note(status, t, y, p),
+        )  # fmt: skip
+    return np.asarray(be.to_numpy(ys) if be.is_native(ys) else ys), info
 
 
 def raise_on_failure(

@@ -14,7 +14,7 @@ from functools import cache
 import numpy as np
 
 from simdiff.errors import StabilityError
-from simdiff.ode.rk import ButcherTableau
+from simdiff.ode.tableau import ButcherTableau
 
 __all__ = [
     "check_explicit_step",

@@ -5,6 +5,9 @@ problems built here, with respect to the initial field or to the physical
 parameters, on JAX and on PyTorch.
 """
 
+from simdiff.errors import StabilityError as StabilityError
+from simdiff.ode.stability import check_explicit_step as check_explicit_step
+from simdiff.ode.stability import real_stability_interval as real_stability_interval
 from simdiff.pde.equations import burgers as burgers
 from simdiff.pde.equations import burgers_equation as burgers_equation
 from simdiff.pde.equations import diffusion as diffusion
@@ -34,9 +37,6 @@ from simdiff.pde.spectral import spectral_derivative as spectral_derivative
 from simdiff.pde.spectral import spectral_laplacian as spectral_laplacian
 from simdiff.pde.spectral import spectral_multiplier as spectral_multiplier
 from simdiff.pde.spectral import to_fourier as to_fourier
-from simdiff.pde.stability import StabilityError as StabilityError
-from simdiff.pde.stability import check_explicit_step as check_explicit_step
-from simdiff.pde.stability import real_stability_interval as real_stability_interval
 from simdiff.pde.stencils import ORDERS as ORDERS
 from simdiff.pde.stencils import central_stencil as central_stencil
 from simdiff.pde.stencils import fd_derivative as fd_derivative

@@ -21,7 +21,9 @@ from simdiff.backends import Ops, get_ops
 from simdiff.core.cache import RecentlyUsed
 from simdiff.core.problem import CheckOptions, Problem
 from simdiff.errors import InputError, UnsupportedError
-from simdiff.ode.rk import EULER, HEUN, RK4, ButcherTableau, rk_step
+from simdiff.ode.solvers.rk import rk_step
+from simdiff.ode.stability import check_explicit_step
+from simdiff.ode.tableau import EULER, HEUN, RK4, ButcherTableau
 from simdiff.pde.etdrk import constant_operands, etdrk4_integrate
 from simdiff.pde.grid import Grid
 from simdiff.pde.marching import block_size, march
@@ -33,7 +35,6 @@ from simdiff.pde.spectral import (
     laplacian_symbol,
     to_fourier,
 )
-from simdiff.pde.stability import check_explicit_step
 from simdiff.pde.stencils import fd_derivative, fd_laplacian, stencil_spectral_radius
 
 __all__ = ["METHODS", "STEPPERS", "Discretization", "Equation", "pde_problem", "solve"]
@@ -229,15 +230,28 @@ class PDEProblem(Problem):
     At every evaluation (value and every derivative, on every backend) the
     parameters of ``x`` pass the construction rule again (:meth:`check_point`):
     each within its domain (a negative diffusivity is refused) and the explicit
-    step within its stability limit for them.
+    step within its stability limit for them.  ``parameters`` names the
+    inputs for ``wrt`` parameters (empty for the initial field): they label
+    the sensitivity results (:attr:`param_names`).
     """
 
-    def __init__(self, fn: Any, x0: Any, *, domain: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, fn: Any, x0: Any, *, domain: Any, parameters: tuple[str, ...] = (), **kwargs: Any
+    ) -> None:
         super().__init__(fn, x0, **kwargs)
         self.domain = domain
+        self.parameters = tuple(parameters)
 
     def __fingerprint__(self) -> dict[str, Any]:
         return {**super().__fingerprint__(), "domain": self.domain}
+
+    @property
+    def param_names(self) -> list[str]:
+        """One name per input: the parameters' names, or those of :class:`simdiff.Problem`
+        (``x[0]``, ...) for the initial field."""
+        if self.parameters:
+            return list(self.parameters)
+        return super().param_names
 
     def check_point(self, x: np.ndarray) -> None:
         """Raise :class:`~simdiff.errors.InputError` or :class:`~simdiff.errors.StabilityError`
@@ -410,9 +424,9 @@ def pde_problem(
         Rematerialisation for long horizons (see :func:`simdiff.pde.marching.march`;
         bounds memory on JAX; the identity under torch.func).
     name, exact, meta, check_options
-        Passed to :class:`simdiff.Problem` (``meta`` gains the setup and, for
-        ``wrt`` parameters, ``"parameters"``: their names, which label the
-        sensitivity results).
+        Passed to :class:`simdiff.Problem` (``meta`` gains the setup).  For
+        ``wrt`` parameters the problem's ``parameters`` (and ``param_names``)
+        are their names, which label the sensitivity results.
 
     Returns
     -------
@@ -509,7 +523,6 @@ def pde_problem(
             )
             _check_march(equation, D, kind, p, float(t_final), int(n_steps))
 
-    labels = {"parameters": names} if names else {}  # they name the sensitivity results
     setup = {"equation": equation.name, "grid": grid, "params": values,
              "wrt": names or "field", "output": output, **opts}  # fmt: skip
     return PDEProblem(
@@ -518,6 +531,7 @@ def pde_problem(
         domain=domain,
         name=name or f"{equation.name}_{'field' if not names else '_'.join(names)}",
         exact=exact,
-        meta={"tags": ("pde",), "setup": setup, **labels, **(meta or {})},
+        parameters=names,
+        meta={"tags": ("pde",), "setup": setup, **(meta or {})},
         check_options=check_options,
     )

@@ -67,8 +67,8 @@ def as_complex(a: Any, ops: Ops) -> Any:
     around it (right values, tests/test_pde_compile.py), ``compile="auto"``
     (fullgraph) runs eager and says why.  Only a solve whose linear operator
     depends on a differentiated parameter reaches it (ETDRK4 coefficients or
-    ``e^{TL}`` of a traced ``L``).  It replaced a length-1 ``ops.fft.fft``
-    (the same Inductor error when traced), which cost a transform per element.
+    ``e^{TL}`` of a traced ``L``).  (A length-1 ``ops.fft.fft`` meets the
+    same Inductor error when traced, and costs a transform per element.)
 
     Examples
     --------

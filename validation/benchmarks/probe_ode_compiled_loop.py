@@ -8,7 +8,7 @@ median of rounds): the gradient (scalar problems) or VJP of
 * ``whole``: ``compile=True`` with ``loop_compiles`` switched off here: the
   whole callable compiled;
 * ``loop``: ``compile=True`` with the whole step loop one compiled graph
-  (``simdiff.ode._driver._compiled_loop``; Dopri5's and FixedStep's shipped
+  (``simdiff.ode.solvers.driver._compiled_loop``; Dopri5's and FixedStep's shipped
   path).
 
 Session 6's runs (docs/results/probe_ode_compiled_loop_s6*.txt) had a

@@ -5,7 +5,7 @@ eight stage solves, as in a Rodas5P step, then the sum of ``sin`` of the
 solutions: the value and its gradient with respect to ``W`` on JAX (jit) and
 torch (eager, ``torch.func.grad``), median of ``--repeats`` after one warm-up
 (JAX's first call, with the compile, is printed separately).  The three
-solves are simdiff's (:func:`simdiff.ode.rosenbrock._factor`): ``inverse``
+solves are simdiff's (:func:`simdiff.ode.solvers.rosenbrock._factor`): ``inverse``
 (``ops.linalg.solve(W, I)``, a matrix product per stage), ``lu``
 (``ops.lu_factor`` / ``ops.lu_solve``) and ``banded`` (block Thomas in blocks
 of the bandwidth, :mod:`simdiff.ode._banded`, its blocks gathered from the dense
@@ -29,7 +29,7 @@ import simdiff.backends.jax  # noqa: F401  (x64)
 from simdiff.backends import get_backend, get_ops
 from simdiff.evidence._timing import timed
 from simdiff.ode._banded import block_tridiagonal_factor
-from simdiff.ode.rosenbrock import _factor
+from simdiff.ode.solvers.rosenbrock import _factor
 
 
 def _timed(fn: Any) -> float:

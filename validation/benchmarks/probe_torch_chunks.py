@@ -1,6 +1,6 @@
 """Would a torch while loop run as compiled chunks bring ODE derivatives near JAX?  A probe.
 
-Issue 14's idea for the ODE rows of the catalogue: :func:`simdiff.ode._driver.drive`'s
+Issue 14's idea for the ODE rows of the catalogue: :func:`simdiff.ode.solvers.driver.drive`'s
 traced loop (masked body, ``done`` lanes, controller on ``stop_gradient`` values)
 has no Python control flow inside ``body``, so on torch ``while_loop(cond, body,
 carry)`` can run as a Python loop over *compiled chunks*: ``chunk(carry)`` = ``K``
@@ -11,9 +11,9 @@ after each chunk.  The gradient is plain ``torch.autograd`` through the chunks
 
 This script measures it without touching the library: on the catalogue's
 ``lotka_volterra_fit`` (Dopri5, rtol 1e-7) it runs simdiff's own driver with
-``_drive_eager`` switched off and ``TorchOps.while_loop`` replaced by the
+``drive_eager`` switched off and ``TorchOps.while_loop`` replaced by the
 chunked loop, and, because a compiled ``matmul`` of a (7,) by (7, 2) tableau
-product is an external ``mm`` call per stage, with ``simdiff.ode.rk.weighted``
+product is an external ``mm`` call per stage, with ``simdiff.ode.solvers.rk.weighted``
 using its broadcast-and-sum form inside the compiled graph (as on JAX).  Each
 ``K`` runs in its own process with a fresh Inductor cache (so the first-call
 seconds are cold compiles).  Printed per ``K``: first value and first gradient
@@ -88,23 +88,23 @@ def _chunked_ops(K: int, cpp_wrapper: bool) -> Any:
 @contextlib.contextmanager
 def _traced_loop_with_fused_tableau() -> Iterator[None]:
     """The driver's traced loop on torch; tableau products as broadcast sums when compiled."""
-    import simdiff.ode._driver as driver
-    import simdiff.ode.dopri5 as dopri5
-    import simdiff.ode.rk as rk
+    import simdiff.ode.solvers.driver as driver
+    import simdiff.ode.solvers.dopri5 as dopri5
+    import simdiff.ode.solvers.rk as rk
 
-    eager, weighted = driver._drive_eager, rk.weighted
+    eager, weighted = driver.drive_eager, rk.weighted
 
     def fused(w: Any, ks: Any, ops: Any) -> Any:
         if torch.compiler.is_compiling() and len(w.shape) == 1:
             return ops.sum(ops.reshape(w, (-1,) + (1,) * (len(ks.shape) - 1)) * ks, axis=0)
         return weighted(w, ks, ops)
 
-    driver._drive_eager = lambda *a, **k: None  # type: ignore[assignment]
+    driver.drive_eager = lambda *a, **k: None  # type: ignore[assignment]
     rk.weighted = dopri5.weighted = fused  # type: ignore[assignment]
     try:
         yield
     finally:
-        driver._drive_eager = eager  # type: ignore[assignment]
+        driver.drive_eager = eager  # type: ignore[assignment]
         rk.weighted = dopri5.weighted = weighted  # type: ignore[assignment]
 
 

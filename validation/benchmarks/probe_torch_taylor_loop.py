@@ -44,7 +44,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import problems
 import simdiff
-import simdiff.ode._driver as driver
+import simdiff.ode.solvers.driver as driver
 from simdiff.backends._tree import tree_flatten, tree_unflatten
 from simdiff.backends.taylor import TaylorArray, TaylorOps, taylor_function
 from simdiff.backends.torch import TorchOps
@@ -65,12 +65,12 @@ class TracedTorchOps(TorchOps):
 
 
 def _patch() -> None:
-    eager_drive = driver._drive_eager
+    eager_drive = driver.drive_eager
 
     def drive_eager(*args: Any, **kwargs: Any) -> Any:
         return None if TRACING[0] else eager_drive(*args, **kwargs)
 
-    driver._drive_eager = drive_eager  # type: ignore[assignment]
+    driver.drive_eager = drive_eager  # type: ignore[assignment]
     for cls in (adjoint.CheckpointAdjoint, adjoint.DirectAdjoint):
         loop = cls.loop
 

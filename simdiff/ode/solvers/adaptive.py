@@ -1,7 +1,7 @@
 """Adaptive step-size control shared by Dormand–Prince and Rosenbrock.
 
 The error norm, the starting step, the controller and the base class of the
-embedded pairs; the loop itself is :func:`simdiff.ode._driver.drive`.
+embedded pairs; the loop itself is :func:`simdiff.ode.solvers.driver.drive`.
 
 Step-size decisions (error norm, accept/reject, the next step) are taken on
 ``ops.stop_gradient`` values: the step sequence is a piecewise constant
@@ -13,6 +13,8 @@ derivatives.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,16 +22,18 @@ import numpy as np
 
 from simdiff.backends._tree import tree_map
 from simdiff.errors import InputError, UnsupportedError
-from simdiff.ode._base import Rhs, SolveInfo, Solver
-from simdiff.ode._driver import drive
-from simdiff.ode.adjoint import DECISION, Adjoint, make_adjoint
+from simdiff.ode.adjoint import DECISION, Adjoint
+from simdiff.ode.solvers._base import Rhs, SolveInfo, Solver
+from simdiff.ode.solvers.driver import integrate_steps
 
 __all__ = [
+    "TIGHT_RTOL",
     "AdaptiveController",
     "EmbeddedPair",
     "check_tolerances",
     "initial_step",
     "rms_norm",
+    "tightened_solver",
 ]
 
 
@@ -185,6 +189,41 @@ class AdaptiveController:
         return ops.checkpoint_name(accept, DECISION), h_next, failed, memory
 
 
+#: The tightest ``rtol`` :func:`tightened_solver` gives a solver.
+TIGHT_RTOL = 1e-12
+
+
+def tightened_solver(solver: Solver, factor: float) -> tuple[Solver, float] | None:
+    """``(solver with rtol and atol divided by f, f)``, ``f = min(factor, rtol / TIGHT_RTOL)``.
+
+    ``max_steps`` is multiplied by ``ceil(f^(1/3))`` (the step count of a
+    method of order ``q`` grows like ``f^(1/(q+1))``; ``q >= 2`` here).
+    ``None`` for a solver already at or below :data:`TIGHT_RTOL`, a
+    fixed-step solver (nothing to tighten) or one whose tolerances are not
+    dataclass fields.
+
+    Examples
+    --------
+    >>> from simdiff.ode import Dopri5
+    >>> from simdiff.ode.solvers.adaptive import tightened_solver
+    >>> tight, f = tightened_solver(Dopri5(rtol=1e-6), 1e3)
+    >>> f"{tight.rtol:.1e} {f:.0e} {tight.max_steps}"
+    '1.0e-09 1e+03 40960'
+    """
+    is_dc = dataclasses.is_dataclass(solver)
+    names = {f.name for f in dataclasses.fields(solver)} if is_dc else set()  # type: ignore[arg-type]
+    rtol = float(getattr(solver, "rtol", 0.0))
+    if not {"rtol", "atol", "max_steps"} <= names or rtol <= TIGHT_RTOL:
+        return None
+    f = min(float(factor), rtol / TIGHT_RTOL)
+    new = dataclasses.replace(
+        solver,  # type: ignore[type-var]
+        rtol=rtol / f, atol=float(solver.atol) / f,
+        max_steps=int(solver.max_steps) * math.ceil(f ** (1.0 / 3.0)),
+    )  # fmt: skip
+    return new, f
+
+
 def check_tolerances(rtol: float, atol: float, max_steps: int, h0: float | None) -> None:
     """Validate an adaptive solver's settings; messages name what was expected."""
     for what, v in (("rtol", rtol), ("atol", atol)):
@@ -264,19 +303,8 @@ class EmbeddedPair(Solver):
             )
         else:
             h0 = ops.asarray(float(self.h0))
-        controller = self.make_controller(span)
-        adjoint = make_adjoint(adjoint)
-        stage_rhs = adjoint.step_rhs(rhs, ops)
-        event_rhs = adjoint.event_rhs(rhs, ops)
-        return drive(
-            lambda q: self.stepper(stage_rhs, q, ops), p, state0, y0, t0, save_at, ops, h0=h0,
-            controller=controller, max_steps=self.max_steps, adjoint=adjoint,
-            key=(self, rhs, adjoint) if self.loop_compiles else None,
-            step_key=(self, rhs, adjoint) if self.step_compiles else None,
-            events=None if events is None else (
-                events,
-                lambda q: self.dense(rhs, q, ops),
-                lambda q: self.restart(event_rhs, q, ops),
-                lambda q: self.stepper(event_rhs, q, ops),
-            ),
+        return integrate_steps(
+            self, lambda f, q: self.stepper(f, q, ops), rhs, y0, t0, save_at, p, ops,
+            state0=state0, h0=h0, controller=self.make_controller(span),
+            max_steps=self.max_steps, adjoint=adjoint, events=events,
         )  # fmt: skip

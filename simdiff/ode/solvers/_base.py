@@ -18,9 +18,12 @@ import numpy as np
 
 from simdiff.errors import UnsupportedError
 
-__all__ = ["STATUS", "Rhs", "SolveInfo", "Solver", "status_message"]
+__all__ = ["STATUS", "Rhs", "SolveInfo", "Solver", "Step", "status_message"]
 
+#: ``rhs(t, y, p, ops) -> dy/dt``.
 Rhs = Callable[[Any, Any, Any, Any], Any]
+#: A method's step ``step(t, y, h, state) -> (y_new, err, state_new)``.
+Step = Callable[[Any, Any, Any, Any], tuple[Any, Any, Any]]
 
 #: Status codes of :class:`SolveInfo` (SciPy style: 0 is success).
 STATUS = {
@@ -69,11 +72,11 @@ class Solver:
     """
 
     #: Whether the whole step loop is one compiled graph under ``compile=True | "auto"``
-    #: on torch (value, gradient, VJP; :func:`~simdiff.ode._driver._compiled_loop`).
+    #: on torch (value, gradient, VJP; :func:`~simdiff.ode.solvers.driver._compiled_loop`).
     loop_compiles: bool = False
     #: Whether each step is one compiled graph under ``compile=True | "auto"`` on torch,
     #: the loop running on the host (value, gradient, VJP;
-    #: :func:`~simdiff.ode._driver._compiled_step`): for solvers whose loop cannot be
+    #: :func:`~simdiff.ode.solvers.driver._compiled_step`): for solvers whose loop cannot be
     #: one graph (the Rosenbrock methods).
     step_compiles: bool = False
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from simdiff.ode._adaptive import EmbeddedPair, check_tolerances
-from simdiff.ode._base import Rhs
-from simdiff.ode.rk import ButcherTableau, combination, fuses, rk_stages, tableau_arrays
+from simdiff.ode.solvers._base import Rhs
+from simdiff.ode.solvers.adaptive import EmbeddedPair, check_tolerances
+from simdiff.ode.solvers.rk import ButcherTableau, combination, fuses, rk_stages, tableau_arrays
 
 __all__ = ["DOPRI5", "Dopri5"]
 

@@ -29,9 +29,7 @@ from typing import Any
 import numpy as np
 
 from simdiff.errors import InputError, InputTypeError, UnsupportedError
-from simdiff.ode._adaptive import EmbeddedPair, check_tolerances
 from simdiff.ode._banded import BlockLayout, banded_w_solver, block_layout
-from simdiff.ode._base import Rhs, SolveInfo
 from simdiff.ode._sparsity import (
     JacobianSparsity,
     compressed_rhs_jacobian,
@@ -39,6 +37,8 @@ from simdiff.ode._sparsity import (
     resolve,
     sparse_rhs_jacobian,
 )
+from simdiff.ode.solvers._base import Rhs, SolveInfo
+from simdiff.ode.solvers.adaptive import EmbeddedPair, check_tolerances
 
 __all__ = ["Rodas3", "RosenbrockMethod", "RosenbrockTableau", "rhs_jacobian"]
 

@@ -4,7 +4,7 @@ Eight stages, one Jacobian per step (reused by every stage), one inverse of
 ``W = I - h gamma J`` per step applied to the eight stages.  The coefficients are those of
 Steinebach (2023), as tabulated in OrdinaryDiffEq.jl
 (``src/tableaus/rosenbrock_tableaus.jl``, ``Rodas5PTableau``), written here in
-the same Hairer–Wanner form (:class:`~simdiff.ode.rosenbrock.RosenbrockTableau`):
+the same Hairer–Wanner form (:class:`~simdiff.ode.solvers.rosenbrock.RosenbrockTableau`):
 stages 6-8 evaluate at ``t + h`` from the previous stage's input plus its
 increment, the solution is the last stage's input plus ``K_8`` and the error
 estimate is ``K_8``.
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from simdiff.errors import InputError
-from simdiff.ode._adaptive import AdaptiveController
-from simdiff.ode._base import Rhs
-from simdiff.ode.rosenbrock import Jac, RosenbrockMethod, RosenbrockTableau
+from simdiff.ode.solvers._base import Rhs
+from simdiff.ode.solvers.adaptive import AdaptiveController
+from simdiff.ode.solvers.rosenbrock import Jac, RosenbrockMethod, RosenbrockTableau
 
 __all__ = ["RODAS5P", "RODAS5P_DENSE", "Rodas5P", "rodas5p_dense"]
 
@@ -109,7 +109,7 @@ class Rodas5P(RosenbrockMethod):
         (``"auto"``: its inverse below 128 states, an LU factorisation from there;
         ``"banded"``: block-tridiagonal elimination in blocks of the bandwidth).
     controller : {"pi", "i"}
-        The step controller (:class:`~simdiff.ode._adaptive.AdaptiveController`):
+        The step controller (:class:`~simdiff.ode.solvers.adaptive.AdaptiveController`):
         ``"pi"`` (default), Gustafsson's PI controller with exponents ``0.7/5``
         and ``0.4/5``; ``"i"``, the integral controller ``err^(-1/5)`` of the
         other adaptive solvers.

@@ -1,4 +1,4 @@
-"""The one step loop shared by every simdiff ODE solver (Dopri5, Rodas3, FixedStep).
+"""The one step loop shared by every simdiff ODE solver (FixedStep, Dopri5, Rodas3, Rodas5P).
 
 A solve is the composition of four separate pieces, as in diffrax:
 
@@ -6,8 +6,8 @@ A solve is the composition of four separate pieces, as in diffrax:
   (y_new, err, state)``, with ``err`` the embedded error estimate (``None``
   for methods without one) and ``state`` what the next step reuses when this
   one is accepted (Dopri5's last stage: first-same-as-last);
-- the *controller* (:class:`~simdiff.ode._adaptive.AdaptiveController`,
-  :class:`~simdiff.ode.fixed.FixedController`): the step to try and whether
+- the *controller* (:class:`~simdiff.ode.solvers.adaptive.AdaptiveController`,
+  :class:`~simdiff.ode.solvers.rk.FixedController`): the step to try and whether
   it is accepted, on ``ops.stop_gradient`` values;
 - *saving*: the step is shortened to land on the next ``save_at`` time and the
   state is written into that time's row;
@@ -29,16 +29,62 @@ from typing import Any
 import numpy as np
 
 from simdiff.backends._tree import tree_flatten, tree_map
-from simdiff.backends.numpy import NumpyOps
-from simdiff.errors import InputError
-from simdiff.ode._base import SolveInfo
-from simdiff.ode.adjoint import DECISION
+from simdiff.ode.adjoint import DECISION, Adjoint, make_adjoint
 from simdiff.ode.events import ZERO, EventRecord
+from simdiff.ode.solvers._base import Rhs, SolveInfo, Solver, Step
+from simdiff.ode.solvers.eager import drive_eager
 
-__all__ = ["drive"]
+__all__ = ["drive", "integrate_steps"]
 
-#: ``step(t, y, h, state) -> (y_new, err, state_new)``.
-Step = Callable[[Any, Any, Any, Any], tuple[Any, Any, Any]]
+
+def integrate_steps(
+    solver: Solver,
+    stepper: Callable[[Rhs, Any], Step],
+    rhs: Rhs,
+    y0: Any,
+    t0: float,
+    save_at: np.ndarray,
+    p: Any,
+    ops: Any,
+    *,
+    state0: Any,
+    h0: Any,
+    controller: Any,
+    max_steps: int,
+    adjoint: Adjoint | str | None,
+    events: Any = None,
+) -> tuple[Any, SolveInfo]:
+    """The ``integrate`` of every solver that steps in :func:`drive`: one place for the block.
+
+    ``stepper(f, p)`` is the method's step ``step(t, y, h, state)`` for the
+    right-hand side ``f`` and parameters ``p``.  The adjoint
+    (:func:`~simdiff.ode.adjoint.make_adjoint` of ``adjoint``) gives the
+    right-hand side the stages see (:meth:`~simdiff.ode.adjoint.Adjoint.step_rhs`)
+    and the one the location of events sees
+    (:meth:`~simdiff.ode.adjoint.Adjoint.event_rhs`); ``(solver, rhs,
+    adjoint)`` keys the compiled loop (``solver.loop_compiles``) or the
+    compiled step (``solver.step_compiles``); ``events`` (an
+    :class:`~simdiff.ode.events.EventSet`) are located with the solver's
+    :meth:`~simdiff.ode.solvers.Solver.dense` output and restarted with its
+    :meth:`~simdiff.ode.solvers.Solver.restart`.  The other arguments are
+    :func:`drive`'s.
+    """
+    adjoint = make_adjoint(adjoint)
+    stage_rhs = adjoint.step_rhs(rhs, ops)
+    event_rhs = adjoint.event_rhs(rhs, ops)
+    key = (solver, rhs, adjoint)
+    return drive(
+        lambda q: stepper(stage_rhs, q), p, state0, y0, t0, save_at, ops, h0=h0,
+        controller=controller, max_steps=max_steps, adjoint=adjoint,
+        key=key if solver.loop_compiles else None,
+        step_key=key if solver.step_compiles else None,
+        events=None if events is None else (
+            events,
+            lambda q: solver.dense(rhs, q, ops),
+            lambda q: solver.restart(event_rhs, q, ops),
+            lambda q: stepper(event_rhs, q),
+        ),
+    )  # fmt: skip
 
 
 def drive(
@@ -139,7 +185,7 @@ def drive(
     else:
         step = stepper(p)
     if ops.eager:
-        done = _drive_eager(
+        done = drive_eager(
             step, state0, y0, t0, save_at, ops, h0=h0, controller=controller,
             max_steps=max_steps, ev=ev, p=p, measured=measured,
         )  # fmt: skip
@@ -221,24 +267,30 @@ def _traced_loop(
         n_ev, n_rec = evs.n, int(evs.max_events)
         gaps = ops.asarray(list(evs.min_gap))
         if deferred:
-            carry0 = carry0 + ((  # noqa: RUF005
-                g0,  # conditions at the start of the next step
-                zero,  # the step (stop-gradient) in which a terminal event fired
-                ops.full((n_ev,), 0.0) > 1.0,  # the events that fired in it
-            ),)
+            carry0 = (
+                *carry0,
+                (
+                    g0,  # conditions at the start of the next step
+                    zero,  # the step (stop-gradient) in which a terminal event fired
+                    ops.full((n_ev,), 0.0) > 1.0,  # the events that fired in it
+                ),
+            )
         else:
-            carry0 = carry0 + ((  # noqa: RUF005
-                g0,  # conditions at the start of the next step
-                ops.full((n_ev,), -float("inf")),  # last firing time of each event
-                zero,  # firings
-                ops.full((n_rec,), float("nan")),  # their times
-                ops.full((n_rec,), -1.0),  # and events
-                zero,  # 1.0 once a terminal event fired
-                ops.asarray(float("nan")),  # its time
-                ops.full((dim,), float("nan")),  # its state
-                zero,  # event failure: 3 chattering, 4 more than max_events
-                ops.asarray(-1.0),  # the terminal event's index
-            ),)
+            carry0 = (
+                *carry0,
+                (
+                    g0,  # conditions at the start of the next step
+                    ops.full((n_ev,), -float("inf")),  # last firing time of each event
+                    zero,  # firings
+                    ops.full((n_rec,), float("nan")),  # their times
+                    ops.full((n_rec,), -1.0),  # and events
+                    zero,  # 1.0 once a terminal event fired
+                    ops.asarray(float("nan")),  # its time
+                    ops.full((dim,), float("nan")),  # its state
+                    zero,  # event failure: 3 chattering, 4 more than max_events
+                    ops.asarray(-1.0),  # the terminal event's index
+                ),
+            )
 
     def running(c: tuple) -> Any:
         go = (c[3] < m) & (c[7] < 0.5) & (c[5] + c[6] < limit)
@@ -390,9 +442,7 @@ def _traced_loop(
     # solve that failed are all rejected, and a rejected step passes no derivative on.)
     tie = 0.0 * ops.sum(y) + (0.0 if p is None else 0.0 * _sum_leaves(p, ops))
     ys = (saved + tie) * ops.where(ok, 1.0, float("nan"))
-    return ys, SolveInfo(
-        status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej, events=record
-    )
+    return ys, SolveInfo(status=status, t=t, y=y, n_accepted=n_acc, n_rejected=n_rej, events=record)
 
 
 def _deferred_event(out: tuple, step: Step, evs: Any, dense: Any, p: Any, ops: Any) -> tuple:
@@ -490,7 +540,7 @@ def _compiled_step(
     step's Jacobian, factorisation, stages and error estimate, and the
     controller's measure of it (``controller.measure``: the error norm), are
     one graph, forward and backward, built once per ``key`` (solver and
-    right-hand side) and controller; :func:`_drive_eager` runs the rest of
+    right-hand side) and controller; :func:`~simdiff.ode.solvers.eager.drive_eager` runs the rest of
     the controller on the host between calls, on the one number it reads per
     step, so an autograd tape holds one node per accepted step.  ``t``,
     ``h`` (as 0-d arrays, so a new step size is not a new graph), ``y``, the
@@ -530,192 +580,3 @@ def _sum_leaves(p: Any, ops: Any) -> Any:
 
 def _while_loop(cond: Any, body: Any, carry: Any, max_steps: int, ops: Any) -> Any:
     return ops.while_loop(cond, body, carry, max_steps)
-
-
-@functools.cache
-def _host_ops() -> Any:
-    """The controller's context on eager backends: its decisions are taken on plain numbers."""
-    return NumpyOps()
-
-
-def _drive_eager(
-    step: Step,
-    state0: Any,
-    y0: Any,
-    t0: float,
-    save_at: np.ndarray,
-    ops: Any,
-    *,
-    h0: Any,
-    controller: Any,
-    max_steps: int,
-    ev: Any = None,
-    p: Any = None,
-    measured: Callable[..., tuple[Any, Any, Any, Any]] | None = None,
-) -> tuple[Any, SolveInfo] | None:
-    """:func:`drive` where the context is eager and its values concrete (not under vmap).
-
-    Returns ``None``, having computed nothing that is kept, as soon as a value
-    has no concrete value (``ops.concrete`` gives ``None``: a batched tensor
-    under ``torch.func.vmap``); :func:`drive` then runs its traced loop.
-
-    The same method, controller and saving, but only the step and the
-    controller's measure of it (``controller.measure``: the error norm, one
-    scalar) run in ``ops``: the rest of the controller (accept/reject, next
-    step, save-time logic) runs on that number in numpy, since it is taken
-    on ``stop_gradient`` values anyway, and the loop branches in Python.
-    ``measured(t, y, h, state)``, where given, is the step that returns the
-    measure too, ``(y_new, err, state_new, measure)`` (a compiled step: one
-    graph, :func:`_compiled_step`).  So an
-    eager autodiff tape (torch) holds the accepted steps' stage arithmetic and
-    nothing else: no ``where`` over the state, the method's state or a save
-    buffer per step, no scalar tensors for the controller, and a rejected step
-    is not on the path of the output.  The saved rows are stacked once at the
-    end.  The arithmetic is that of :func:`drive`'s traced loop, so the
-    numbers (and the derivatives) agree with JAX's to rounding.
-
-    With events the conditions at each accepted step's end are read as
-    numbers; only a step in which one changes sign runs
-    :meth:`~simdiff.ode.events.EventSet.locate` in ``ops``.  After an event
-    the time ``t_d`` is an array of ``ops`` (it carries the event time's
-    derivatives), and the step that lands on a save time is ``t_next - t_d``.
-    """
-    host = _host_ops()
-    m = int(save_at.shape[0])
-    t = float(t0)
-    h_c = ops.concrete(ops.stop_gradient(h0))
-    if h_c is None or ops.concrete(ops.stop_gradient(y0)) is None:
-        return None
-    h = float(h_c)
-    idx = int(np.count_nonzero(save_at == t0))
-    rows: list[Any] = [y0] * idx
-    y, state = y0, state0
-    n_acc = n_rej = 0
-    bad = False
-    memory = controller.memory0(host)
-    t_d: Any = None  # the time as an array of ops, once an event made it depend on the inputs
-    if ev is not None:
-        evs, dense, restart, ev_step = ev
-        sg = ops.stop_gradient
-        g_prev = ops.concrete(sg(evs.values(ops.asarray(t), y0, p, ops)))
-        if g_prev is None:
-            return None
-        g_prev = np.asarray(g_prev, dtype=np.float64)
-        if np.any(g_prev == 0.0):
-            i = int(np.flatnonzero(g_prev == 0.0)[0])
-            raise InputError(
-                f"events[{i}].condition is 0 at t0={t0}: an event needs a sign at the start"
-            )
-        tol = ZERO * (1.0 + np.abs(g_prev))
-        last = [-np.inf] * evs.n
-        times: list[Any] = []
-        which: list[float] = []
-        term, code, index = False, 0, -1
-        t_ev: Any = ops.asarray(float("nan"))
-        y_ev: Any = ops.full((int(y0.shape[0]),), float("nan"))
-    with host.errstate():
-        while idx < m and not bad and n_acc + n_rej < max_steps:
-            t_next = float(save_at[idx])
-            remaining = t_next - t
-            h_try = float(controller.try_step(h, remaining, host))
-            if t_d is None:
-                t_arg, h_arg = ops.asarray(t), h_try
-            else:
-                t_arg = t_d
-                h_arg = controller.try_step(ops.asarray(h), t_next - t_d, ops)
-            if measured is None:
-                y_new, err, state_new = step(t_arg, y, h_arg, state)
-                measure = controller.measure(y, y_new, err, ops)
-            else:
-                y_new, err, state_new, measure = measured(t_arg, y, h_arg, state)
-            measure_c = ops.concrete(ops.stop_gradient(measure))
-            if measure_c is None:
-                return None  # batched from here on (vmap): the traced loop takes over
-            accept, h_next, failed, memory = controller.judge(
-                h, h_try, remaining, measure_c, memory, host
-            )
-            h = float(h_next)
-            if bool(accept):
-                n_acc += 1
-                hits = h_try >= remaining
-                t_end = t_next if hits else t + h_try
-                if ev is not None:
-                    g_new = ops.concrete(sg(evs.values(ops.asarray(t_end), sg(y_new), sg(p), ops)))
-                    if g_new is None:
-                        return None
-                    g_new = np.asarray(g_new, dtype=np.float64)
-                    trig = np.asarray(evs.triggered(g_prev, g_new, tol, host))
-                    if trig.any():
-                        roots = evs.bracket(
-                            t_arg, h_arg, y, state, y_new, ops.asarray(g_prev.tolist()), p,
-                            dense, ops,
-                        )  # fmt: skip
-                        _, k, te, ye, yp, terminal = evs.locate(
-                            t_arg, h_arg, y, state, ops.asarray(trig.tolist()), roots, p, ops,
-                            ev_step,
-                        )  # fmt: skip
-                        kc = round(float(ops.concrete(k)))
-                        te_c = float(ops.concrete(sg(te)))
-                        t, t_d = te_c, te
-                        if te_c - last[kc] < evs.min_gap[kc]:
-                            code, y = 3, yp
-                            break
-                        last[kc] = te_c
-                        times.append(te)
-                        which.append(float(kc))
-                        if len(times) > evs.max_events:
-                            code, y = 4, yp
-                            break
-                        if bool(ops.concrete(terminal)):
-                            term, index, t_ev, y_ev, y = True, kc, te, ye, ye
-                            break
-                        y, state = yp, restart(te, yp)
-                        g_after = evs.restarted(
-                            te, h_arg, yp, state, p, ops.asarray(tol.tolist()), ev_step, ops
-                        )
-                        g_prev = np.asarray(ops.concrete(g_after), dtype=np.float64)
-                        continue
-                    g_prev = g_new
-                if t_d is not None:
-                    t_d = ops.asarray(t_next) if hits else t_d + h_arg
-                t = t_end
-                y, state = y_new, state_new
-                if hits:
-                    rows.append(y_new)
-                    idx += 1
-            else:
-                n_rej += 1
-                bad = bool(failed)
-    status = 2.0 if bad else (0.0 if idx >= m else 1.0)
-    record = None
-    if ev is not None:
-        if term:
-            rows = rows + [y_ev] * (m - len(rows))
-            status = 0.0 if not bad else status
-        if code:
-            status = float(code)
-        elif status == 0.0 and evs.require and not term:
-            status = 5.0
-        poison = 1.0 if status == 0.0 else float("nan")
-        n_rec = int(evs.max_events)
-        kept = times[:n_rec]
-        nan = ops.asarray(float("nan"))
-        record = EventRecord(
-            t=t_ev * poison, y=y_ev * poison, fired=ops.asarray(1.0 if term else 0.0),
-            index=ops.asarray(float(index)),
-            times=ops.stack(kept + [nan] * (n_rec - len(kept))) * poison,
-            which=ops.asarray(which[:n_rec] + [-1.0] * (n_rec - len(which[:n_rec]))),
-            count=ops.asarray(float(len(times))),
-        )  # fmt: skip
-    if status == 0.0:
-        ys = ops.stack(rows) + 0.0 * ops.sum(y)
-    else:  # NaN rows, tied to the inputs as in the traced loop
-        dim = int(y0.shape[0])
-        filled = rows + [ops.zeros((dim,))] * (m - len(rows))
-        ys = (ops.stack(filled) + 0.0 * ops.sum(y)) * float("nan")
-    info = SolveInfo(
-        status=ops.asarray(status), t=ops.asarray(t), y=y,
-        n_accepted=ops.asarray(float(n_acc)), n_rejected=ops.asarray(float(n_rej)),
-        events=record,
-    )  # fmt: skip
-    return ys, info
