@@ -19,7 +19,8 @@ import torch
 import torch.func
 
 from simdiff.backends._tree import tree_flatten, tree_unflatten
-from simdiff.backends.torch.leaks import dispatch_paused, paused
+from simdiff.backends.torch.dispatch import dispatch_paused
+from simdiff.backends.torch.leaks import paused
 from simdiff.backends.torch.traced import TracedGraph
 from simdiff.backends.torch.transforms import _in_transform, _kept_buffers
 
@@ -439,7 +440,7 @@ def compile_function(
     read on every call, so a changed value is seen).
 
     The compiled callable runs with the leak guard's dispatch-level watch
-    off (:func:`~simdiff.backends.torch.leaks.dispatch_paused`: Dynamo's
+    off (:func:`~simdiff.backends.torch.dispatch.dispatch_paused`: Dynamo's
     fake tensors cannot pass a Python kernel); its wrappers stay.
     """
     if not dynamo:

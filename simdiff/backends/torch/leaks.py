@@ -88,6 +88,23 @@ from typing import Any
 
 import torch
 
+from simdiff.backends.torch.dispatch import (
+    _KEY,
+    _dispatch_watch,
+    _watch_on,
+    dispatch_paused,
+    install_dispatch,
+)
+from simdiff.backends.torch.leak_state import (
+    _ANYWHERE,
+    _NONE,
+    _PREFIX,
+    GUARDED,
+    _active,
+    _exempt,
+    _leak,
+    guard_message,
+)
 from simdiff.errors import LeakError
 
 __all__ = [
@@ -99,101 +116,9 @@ __all__ = [
     "watching_grad_mode",
 ]
 
-_CUT = (
-    "the result is cut from the graph, so the derivative misses what flows through it; "
-    "use x itself to keep the graph, or ops.stop_gradient(x) where a constant is meant"
-)
-
-#: The operations the guard watches, and what the error says the problem did.
-GUARDED = {
-    "item": "x.item() or x.tolist() on an array",
-    "tolist": "x.item() or x.tolist() on an array",
-    "__float__": "float(x[i]) or int(...) on an array",
-    "__int__": "float(x[i]) or int(...) on an array",
-    "detach": f"x.detach() (or x.detach().numpy()) on an array: {_CUT}",
-    "detach_": f"x.detach_() on an array: {_CUT}",
-    "data": f"x.data on an array: {_CUT}",
-    "tensor": (
-        "torch.tensor(x) on an array (or on a list holding one): it copies the values into "
-        "a new leaf cut from the graph; use x itself, ops.asarray(x) or ops.stack([...])"
-    ),
-    "new_tensor": (
-        "y.new_tensor(x) on an array: it copies the values into a new leaf cut from the "
-        "graph; use x itself or ops.asarray(x)"
-    ),
-    "no_grad": (
-        "a torch.no_grad(), torch.inference_mode() or torch.set_grad_enabled(False) block: "
-        "what it computes is cut from the graph; use ops.stop_gradient(...) on the values "
-        "meant to be constant"
-    ),
-    "_set_grad_enabled": (
-        "torch._C._set_grad_enabled(False): what is computed while gradients are off is cut "
-        "from the graph; use ops.stop_gradient(...) on the values meant to be constant"
-    ),
-    "aten::detach": (
-        "x.detach(), torch.tensor(x) or y.new_tensor(x) on an array by a reference to torch's "
-        f"own function (bound before simdiff, or the C type's method): {_CUT}"
-    ),
-    "aten::detach_": f"x.detach_() on an array by a reference to torch's own method: {_CUT}",
-    "aten::_local_scalar_dense": (
-        "x.item(), float(x) or int(x) on an array by a reference to torch's own method "
-        "(bound before simdiff, or the C type's method)"
-    ),
-    "gradients_off": (
-        "an operation on an array while gradients were switched off inside the problem (by "
-        "any reference, torch._C._set_grad_enabled bound before simdiff included): what it "
-        "computes is cut from the graph; use ops.stop_gradient(...) on the values meant to "
-        "be constant"
-    ),
-    "grad_mode": (
-        "gradients switched off and left off when the problem returned (by a reference the "
-        "guard does not wrap, such as torch._C._set_grad_enabled bound before simdiff): what "
-        "is computed after the switch is cut from the graph; use ops.stop_gradient(...) on "
-        "the values meant to be constant"
-    ),
-}
-
-#: Watched everywhere; the others only when called from outside torch and simdiff.
-_ANYWHERE = frozenset(("item", "tolist", "__float__", "__int__"))
-_OWN_PACKAGES = frozenset(("torch", "simdiff", "functorch"))
-
-_PREFIX = "simdiff leak guard: "
-_NONE: frozenset[str] = frozenset()
 _lock = threading.Lock()
 
-
-class _Active(threading.local):
-    """Per thread: how many guards are entered, and the innermost one's trusted packages
-    (class defaults, so that a thread that never entered a guard reads them without the
-    AttributeError a ``getattr`` default costs)."""
-
-    depth = 0
-    trusted = _NONE
-    #: whether gradients were on when the innermost call of the problem's fn began
-    #: (:func:`watching_grad_mode`): an operation of the problem with them off then is a cut
-    grad_at_call = False
-
-
-_active = _Active()
 _installed = False
-
-
-def guard_message(exc: BaseException) -> str | None:
-    """What the problem did, if ``exc`` was raised by the guard; else None."""
-    text = str(exc)
-    if not text.startswith(_PREFIX):
-        return None
-    name = text[len(_PREFIX) :].split("(", 1)[0].rpartition(".")[2]
-    return GUARDED.get(name)
-
-
-def _exempt(module: object) -> bool:
-    """Whether code of ``module`` detaches on purpose: torch's, simdiff's, functorch's, or a
-    package trusted by the guards active on this thread (``LeakGuard(trusted=...)``)."""
-    if not isinstance(module, str):
-        return False
-    top = module.partition(".")[0]
-    return top in _OWN_PACKAGES or top in _active.trusted
 
 
 def _from_problem() -> bool:
@@ -239,14 +164,6 @@ def _guarding() -> bool:
     return not torch.compiler.is_compiling() and _active.depth > 0
 
 
-def _leak(where: str) -> RuntimeError:
-    return RuntimeError(
-        f"{_PREFIX}{where}() on a tensor that requires grad: the value leaves the "
-        "derivative's graph"
-    )
-
-
-_included = torch._C._dispatch_tls_is_dispatch_key_included
 _include = torch._C._dispatch_tls_set_dispatch_key_included
 
 
@@ -492,83 +409,8 @@ _STRICT = {
 }
 
 
-#: The spare dispatch key of the dispatch-level watch: the autocast key of Graphcore's IPU,
-#: which no CPU or CUDA build of torch gives a kernel.  While a guard is active it is in this
-#: thread's dispatch keys (``torch._C._dispatch_tls_set_dispatch_key_included``); every
-#: operation passes it as a fallthrough, at no cost, but the watched ones below, which meet
-#: a Python kernel there (above autograd: the tensors still say whether they require grad).
-_KEY = torch._C.DispatchKey.AutocastIPU  # type: ignore[attr-defined]  # in the C enum, not its stub
-#: aten operations watched at dispatch, whatever reference reached them (``GUARDED``'s keys):
-#: ``Tensor.item``, ``float(x)`` and ``int(x)`` reach ``_local_scalar_dense``;
-#: ``torch.tensor(x)`` and ``y.new_tensor(x)`` of a tensor reach ``detach``
-_DISPATCHED = ("detach", "detach_", "_local_scalar_dense")
-_libraries: list[Any] = []  # the registrations last as long as these objects
-_dispatching = False
-
-
-def _dispatch_kernel(name: str) -> Callable[..., Any]:
-    """The kernel of ``aten::name`` on :data:`_KEY`: raises where the problem's code reached
-    the operation on a tensor that requires grad under a guard, else hands it on below.
-
-    The caller is the Python frame that called torch's C function (frame 1; C++ code of
-    torch between them has no frame): the problem's own code for a reference to torch's
-    function bound before the wrappers (``item = torch._C.TensorBase.item``); the guard's
-    wrapper, which has judged the call already, for ``x.item()`` and the rest; torch's or
-    simdiff's own code otherwise.  ``_local_scalar_dense`` (a value read) raises in a trusted
-    package too, as ``x.item()`` does."""
-    op = getattr(torch.ops.aten, name).default
-    where = f"aten::{name}"
-    anywhere = name == "_local_scalar_dense"
-    key = _KEY
-
-    def kernel(keyset: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
-        if _active.depth > 0 and x.requires_grad and not torch.compiler.is_compiling():
-            module = sys._getframe(1).f_globals.get("__name__", "")
-            top = module.partition(".")[0] if isinstance(module, str) else ""
-            if not (top in _OWN_PACKAGES if anywhere else _exempt(module)):
-                raise _leak(where)
-        return op.redispatch(keyset.remove(key), x, *args, **kwargs)
-
-    return kernel
-
-
-def _install_dispatch() -> bool:
-    """Register the watched operations' kernels on :data:`_KEY` and a fallthrough for all
-    others; False (no dispatch-level watch, the wrappers only) where the key is taken."""
-    key = _KEY.name
-    if any(torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", key)
-           for op in ("mm", "add.Tensor", *_DISPATCHED)):  # fmt: skip
-        return False  # an IPU build's autocast kernels: not spare
-    fallback = torch.library.Library("_", "IMPL")
-    try:
-        fallback.fallback(torch.library.fallthrough_kernel, key)
-    except RuntimeError:  # a fallback is there: spare only if it is a fallthrough
-        if f"{key}: fallthrough" not in torch._C._dispatch_dump_table("aten::mm"):
-            return False
-    kernels = torch.library.Library("aten", "IMPL")
-    for name in _DISPATCHED:
-        kernels.impl(name, _dispatch_kernel(name), key, with_keyset=True)
-    _libraries.extend((fallback, kernels))
-    return True
-
-
-def _dispatch_watch(on: bool) -> None:
-    """:data:`_KEY` in (or out of) this thread's dispatch keys: an autocast key is excluded
-    unless its autocast is on, so it is taken out of the excluded set too."""
-    if _dispatching:
-        torch._C._dispatch_tls_set_dispatch_key_excluded(_KEY, not on)
-        torch._C._dispatch_tls_set_dispatch_key_included(_KEY, on)
-
-
-def _watch_on() -> bool:
-    """Whether the dispatch-level watch is on in this thread now (the pauses restore what
-    they found: one nested in another leaves it off)."""
-    return _dispatching and _included(_KEY)
-
-
 def _install() -> None:
-    global _dispatching
-    _dispatching = _dispatching or _install_dispatch()
+    install_dispatch()
     for name, method in _METHODS.items():
         setattr(torch.Tensor, name, method)
     for name, function in _FUNCTIONS.items():
@@ -653,24 +495,3 @@ def paused() -> Iterator[None]:
             yield
     finally:
         _active.depth = depth
-
-
-@contextlib.contextmanager
-def dispatch_paused() -> Iterator[None]:
-    """No dispatch-level watch on this thread for the duration (the wrappers stay): for a
-    call of a ``torch.compile``'d callable, and for simdiff's backward passes
-    (``torch.autograd.grad``), where torch compiles a compiled graph's backward lazily.
-
-    Dynamo traces with fake tensors, and a Python kernel handed one of them would give it a
-    plain ``Tensor`` object before Dynamo's own (``Creating a new Tensor subclass
-    FakeTensor``); a compiled graph runs no Python, so the watch would see nothing there.
-    The Python between graph breaks stays watched by the wrappers.
-    """
-    on = _watch_on()
-    if on:
-        _dispatch_watch(False)
-    try:
-        yield
-    finally:
-        if on:
-            _dispatch_watch(True)

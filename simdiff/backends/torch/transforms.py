@@ -18,7 +18,7 @@ import torch
 import torch._functorch.config
 import torch.func
 
-from simdiff.backends.torch.leaks import dispatch_paused
+from simdiff.backends.torch.dispatch import dispatch_paused
 from simdiff.errors import UnsupportedError
 
 __all__ = [
