@@ -9,11 +9,16 @@ forces, exact stress, per-atom energies, Hessians and phonons with
 runs with ``potential=``).
 """
 
+from simdiff.pes.manybody.eam import EAM as EAM
+from simdiff.pes.manybody.eam import EAMHessian as EAMHessian
+from simdiff.pes.manybody.eam import eam as eam
+from simdiff.pes.manybody.eam import eam_hessian as eam_hessian
 from simdiff.pes.manybody.sites import SiteEnergy as SiteEnergy
 from simdiff.pes.manybody.sites import SiteEvaluator as SiteEvaluator
 from simdiff.pes.manybody.sites import StrainedSites as StrainedSites
 from simdiff.pes.manybody.sites import manybody_problem as manybody_problem
 from simdiff.pes.manybody.sites import species_codes as species_codes
+from simdiff.pes.manybody.spline import SplineSet as SplineSet
 from simdiff.pes.manybody.spline import UniformSpline as UniformSpline
 from simdiff.pes.manybody.stillinger_weber import StillingerWeber as StillingerWeber
 from simdiff.pes.manybody.stillinger_weber import stillinger_weber as stillinger_weber
