@@ -6,7 +6,9 @@ namespace), :mod:`~simdiff.backends.torch.linalg` (its solves),
 :mod:`~simdiff.backends.torch.transforms` (grad, vjp, jacfwd by plain autograd
 where that applies), :mod:`~simdiff.backends.torch.compile` (torch.compile and
 compiled parts), :mod:`~simdiff.backends.torch.traced` (graphs called without
-Dynamo), :mod:`~simdiff.backends.torch.leaks` (the leak guard) and
+Dynamo), :mod:`~simdiff.backends.torch.leaks` (the leak guard, with its
+dispatch-level watch in :mod:`~simdiff.backends.torch.dispatch` and its
+per-thread state in :mod:`~simdiff.backends.torch.leak_state`) and
 :mod:`~simdiff.backends.torch.backend` (:class:`TorchBackend`).
 """
 
