@@ -15,6 +15,7 @@ import scipy.optimize
 import scipy.stats
 
 import simdiff
+from simdiff.core.config import Config
 from simdiff.errors import InputError, InputTypeError, OutOfRangeError, SimdiffError
 from simdiff.sensitivity import SIDE_STATUS, ProfileLikelihood, profile_likelihood
 from simdiff.sensitivity._common import derivatives
@@ -159,7 +160,7 @@ def test_batch_size_changes_the_calls_not_the_profiles(decay_fit, batch):
 def test_a_batched_call_that_raises_falls_back_to_single_points(decay_fit, monkeypatch):
     """A problem the framework cannot vmap: the points one at a time, and the message says so."""
     ref = profile_likelihood(decay_fit)
-    d = derivatives(_cost_problem(decay_fit.problem), "jax")  # the Derivatives profiled
+    d = derivatives(_cost_problem(decay_fit.problem), Config(backend="jax"))  # the one profiled
     plain = d.hessian
 
     def hessian(x=None, **kw):

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from simdiff.core.config import Config
 from simdiff.core.derivatives import Derivatives, cached_derivatives
 from simdiff.core.labelled import Labelled, columns_table
 from simdiff.core.params import ParamSpec
@@ -39,17 +40,18 @@ def labelled(problem: Problem, matrix: Any) -> Labelled | None:
     return Labelled(np.asarray(matrix), spec, 2)
 
 
-def derivatives(
-    problem: Problem,
-    backend: str,
-    *,
-    dtype: Any = None,
-    check_finite: bool = True,
-    compile: bool | str = False,
-) -> Derivatives:
-    """The problem's shared :class:`~simdiff.Derivatives` (see ``cached_derivatives``)."""
+def derivatives(problem: Problem, config: Config) -> Derivatives:
+    """The problem's shared :class:`~simdiff.Derivatives` for ``config`` (``cached_derivatives``).
+
+    The public functions build ``config`` once from their keywords (``backend=``,
+    ``compile=``); nothing below them takes a loose flag.
+    """
     return cached_derivatives(
-        problem, backend, dtype=dtype, check_finite=check_finite, compile=compile
+        problem,
+        config.backend,
+        dtype=config.dtype,
+        check_finite=config.check_finite,
+        compile=config.compile,
     )
 
 

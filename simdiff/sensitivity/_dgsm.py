@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from simdiff._log import progress as progress_bar
+from simdiff.core.config import Config
 from simdiff.core.derivatives import Derivatives
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, InputTypeError, NonFiniteError, ShapeError
@@ -138,7 +139,7 @@ def batched_value_and_grad(
     d = (
         derivatives
         if derivatives is not None
-        else _derivatives(problem, backend, check_finite=False, compile=compile)
+        else _derivatives(problem, Config(backend=backend, check_finite=False, compile=compile))
     )
     n_points = points.shape[0]
     size = int(min(chunk_size, n_points))
@@ -266,7 +267,7 @@ def dgsm(
     if n_bootstrap < 0:
         raise InputError(f"n_bootstrap must be a non-negative integer; got {n_bootstrap}")
     xs = sample(dists, n_samples, method=method, seed=seed)
-    d = _derivatives(problem, backend, check_finite=False, compile=compile)
+    d = _derivatives(problem, Config(backend=backend, check_finite=False, compile=compile))
     values, grads = batched_value_and_grad(
         problem, xs, chunk_size=chunk_size, derivatives=d, progress=progress
     )

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.linalg
 import scipy.stats
 
+from simdiff.core.config import Config
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, ShapeError
 from simdiff.sensitivity._common import Named, check_problem, derivatives, point, spec_of
@@ -103,7 +104,7 @@ def local_sensitivity(
     """
     problem = check_problem(problem)
     x = point(problem, x)
-    d = derivatives(problem, backend)
+    d = derivatives(problem, Config(backend=backend))
     y = np.atleast_1d(np.asarray(d.value(x), dtype=np.float64))
     jac = np.asarray(d.jacobian(x, mode=mode), dtype=np.float64).reshape(y.shape[0], problem.n)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -274,7 +275,7 @@ def fisher_information(
     """
     problem = check_problem(problem)
     x = point(problem, x)
-    jac = np.asarray(derivatives(problem, backend).jacobian(x), dtype=np.float64)
+    jac = np.asarray(derivatives(problem, Config(backend=backend)).jacobian(x), dtype=np.float64)
     jac = jac.reshape(-1, problem.n)
     jw = _whitener(sigma, jac.shape[0])(jac)
     spec = _spectrum_from_svd(jw, rtol)
@@ -435,7 +436,7 @@ def laplace(
             f"laplace needs a scalar negative log-likelihood; {problem.name!r} returns shape "
             f"{problem.output_shape} (for a model y(x) use fisher_information)"
         )
-    h = np.asarray(derivatives(problem, backend).hessian(x), dtype=np.float64)
+    h = np.asarray(derivatives(problem, Config(backend=backend)).hessian(x), dtype=np.float64)
     h = 0.5 * (h + h.T)
     lam, vec = np.linalg.eigh(h)
     lam, vec = lam[::-1], vec[:, ::-1]

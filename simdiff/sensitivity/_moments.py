@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from simdiff._log import ProgressCounter
+from simdiff.core.config import Config
 from simdiff.core.operator_builders import covariance_factor
 from simdiff.errors import MomentWarning, OptionError, ShapeError
 from simdiff.sensitivity._common import Named, check_problem, derivatives, point, spec_of
@@ -141,7 +142,7 @@ def moments(
     if isinstance(cov, Mapping):
         cov = np.asarray(spec_of(problem).per_scalar(cov, "moments: cov"), dtype=np.float64)
     Lr = covariance_factor(problem.n, weights=cov)  # (r, n); validates cov
-    d = derivatives(problem, backend)
+    d = derivatives(problem, Config(backend=backend))
     r = Lr.shape[0]
     stages = 1 + (r > 0) * (1 + 2 * (order == 2))
     bar = ProgressCounter(desc=f"moments {problem.name}", total=stages, enabled=progress)
