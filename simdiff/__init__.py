@@ -39,6 +39,7 @@ from simdiff.core.problem import Problem as Problem
 from simdiff.errors import ArgumentOrderError as ArgumentOrderError
 from simdiff.errors import AttributeNotFoundError as AttributeNotFoundError
 from simdiff.errors import BackendUnavailable as BackendUnavailable
+from simdiff.errors import CacheWarning as CacheWarning
 from simdiff.errors import CatalogueUnavailable as CatalogueUnavailable
 from simdiff.errors import DTypeError as DTypeError
 from simdiff.errors import InputError as InputError
@@ -54,6 +55,7 @@ from simdiff.errors import OptionError as OptionError
 from simdiff.errors import OutOfRangeError as OutOfRangeError
 from simdiff.errors import PrecisionWarning as PrecisionWarning
 from simdiff.errors import ProblemNotFound as ProblemNotFound
+from simdiff.errors import PropertyUnavailable as PropertyUnavailable
 from simdiff.errors import ShapeError as ShapeError
 from simdiff.errors import SimdiffError as SimdiffError
 from simdiff.errors import SimdiffWarning as SimdiffWarning
@@ -69,6 +71,7 @@ __all__ = [
     "ArgumentOrderError",
     "AttributeNotFoundError",
     "BackendUnavailable",
+    "CacheWarning",
     "CatalogueUnavailable",
     "CheckOptions",
     "DTypeError",
@@ -89,6 +92,7 @@ __all__ = [
     "PrecisionWarning",
     "Problem",
     "ProblemNotFound",
+    "PropertyUnavailable",
     "ShapeError",
     "SimdiffError",
     "SimdiffWarning",

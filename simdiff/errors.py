@@ -14,6 +14,7 @@ __all__ = [
     "ArgumentOrderError",
     "AttributeNotFoundError",
     "BackendUnavailable",
+    "CacheWarning",
     "CatalogueUnavailable",
     "DTypeError",
     "InputError",
@@ -29,6 +30,7 @@ __all__ = [
     "OutOfRangeError",
     "PrecisionWarning",
     "ProblemNotFound",
+    "PropertyUnavailable",
     "ShapeError",
     "SimdiffError",
     "SimdiffWarning",
@@ -127,6 +129,19 @@ class UnsupportedError(SimdiffError, NotImplementedError):
     """
 
 
+class PropertyUnavailable(UnsupportedError):
+    """A property a problem cannot give (stress or per-atom energies of an energy that is not
+    a pair potential); the message says why.
+
+    The ASE calculator (:class:`simdiff.pes.ase_interface.SimdiffCalculator`) raises its
+    subclass :class:`simdiff.pes.ase_interface.PropertyUnavailable`, which is also ASE's
+    ``PropertyNotImplementedError`` (so ASE code that probes for a property sees the usual
+    error).  That subclass lives beside the calculator because naming ASE's class here would
+    import ``ase`` with every ``import simdiff``; ``except simdiff.errors.PropertyUnavailable``
+    catches it.
+    """
+
+
 class BackendUnavailable(SimdiffError, ImportError):
     """A backend's framework is not installed; the message says how to install it."""
 
@@ -190,6 +205,10 @@ class _Opaque(SimdiffError):
 
 class SimdiffWarning(UserWarning):
     """Base class of every simdiff warning."""
+
+
+class CacheWarning(SimdiffWarning):
+    """simdiff's compilation cache directory cannot be used; work goes on without it."""
 
 
 class PrecisionWarning(SimdiffWarning):

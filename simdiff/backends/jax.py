@@ -20,11 +20,13 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from simdiff.backends._backend import Backend
+from simdiff.backends._caches import enable_persistent_caches
 from simdiff.backends._threads import xla_threads
 from simdiff.backends._xp import XPOps
 from simdiff.errors import UnsupportedError
 
 jax.config.update("jax_enable_x64", True)
+enable_persistent_caches("jax")
 
 #: XLA options of the programs of a solver's step loop (``jit(..., step_loop=True)``: the
 #: derivatives of an :class:`~simdiff.ode.ODEProblem`).  XLA:CPU's MLIR fusion emitters

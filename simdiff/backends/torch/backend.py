@@ -10,6 +10,7 @@ import torch
 import torch.func
 
 from simdiff.backends._backend import Backend
+from simdiff.backends._caches import enable_persistent_caches
 from simdiff.backends.torch.compile import _forward_levels, _PartCompiler, compile_function
 from simdiff.backends.torch.leaks import LeakGuard, guard_message, watching_grad_mode
 from simdiff.backends.torch.leaves import _join_plan, _split_leaves
@@ -17,6 +18,8 @@ from simdiff.backends.torch.ops import TorchOps, torch_dtype
 from simdiff.backends.torch.transforms import _concrete, _grad, _vjp
 
 __all__ = ["TorchBackend"]
+
+enable_persistent_caches("torch")
 
 # torch's messages when a problem leaves the traced computation, and what it did
 _LEAK_ERRORS = (
