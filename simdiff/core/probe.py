@@ -151,7 +151,8 @@ def probe(
         got, want = np.asarray(directional(v), dtype=np.float64).ravel(), diff
         size = max(np.max(np.abs(want), initial=0.0), np.max(np.abs(got), initial=0.0))
     else:
-        # one reverse pass (in eager torch 2.5-9x cheaper than a JVP): u^T J v against u^T diff
+        # one reverse pass (in eager torch cheaper than a JVP, docs/performance.md): u^T J v
+        # against u^T diff
         def fn(a: Any) -> Any:
             y = problem.fn(a, ops)
             if isinstance(y, (int, float, np.integer, np.floating)) and not isinstance(y, bool):

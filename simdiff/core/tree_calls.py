@@ -147,8 +147,8 @@ def checked(d: Any, x: np.ndarray) -> bool:
 
 def has_structure(d: Any) -> bool:
     """Whether the problem's ``fn`` is a :class:`~simdiff.core.structure.StructuredHessian`,
-    kept per ``fn`` object (a check against a runtime protocol walks its members: tens
-    of microseconds, on every Hessian call)."""
+    kept per ``fn`` object (a check against a runtime protocol walks all its members,
+    which would otherwise run on every Hessian call)."""
     fn = d.problem.fn
     known = d._structure_of
     if known is None or known[0] is not fn:
@@ -234,8 +234,8 @@ def fuse(
     too (what the problem's check of its points reads, one array).
 
     Elementwise only (``where(isfinite(x), ...)``, no reduction): a reduction is a
-    kernel of its own on XLA's CPU runtime and each kernel costs microseconds, more
-    than the work of a cheap function (docs/parameters.md, Cost).
+    kernel of its own on XLA's CPU runtime, and a kernel's launch can cost more than
+    the work of a cheap function (docs/parameters.md, Cost).
     """
     ops = d.backend.ops(d.dtype, device)
     spec = d.problem.param_spec
