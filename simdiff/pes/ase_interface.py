@@ -27,7 +27,8 @@ import numpy as np
 from simdiff.core.kinds import hessian as _hessian
 from simdiff.core.kinds import value_and_grad as _value_and_grad
 from simdiff.core.problem import Problem
-from simdiff.errors import BackendUnavailable, InputError, ShapeError, UnsupportedError
+from simdiff.errors import BackendUnavailable, InputError, ShapeError
+from simdiff.errors import PropertyUnavailable as _PropertyUnavailable
 from simdiff.pes._ase_pairs import CellPairs, voigt_stress
 from simdiff.pes.cluster import PairTerm, cluster_problem
 from simdiff.pes.geometry import Cell, cluster_info
@@ -56,10 +57,16 @@ __all__ = [
 ]
 
 
-class PropertyUnavailable(UnsupportedError, PropertyNotImplementedError):
-    """A property the calculator's problem cannot give (stress or per-atom energies of an energy
-    that is not a pair potential); the message says why.  Also an ASE
-    ``PropertyNotImplementedError``, so ASE code that probes for a property sees the usual error."""
+class PropertyUnavailable(_PropertyUnavailable, PropertyNotImplementedError):
+    """A property the calculator's problem cannot give; the message says why.
+
+    The ASE-facing form of :class:`simdiff.errors.PropertyUnavailable` (a
+    :class:`~simdiff.errors.UnsupportedError`): also ASE's
+    ``PropertyNotImplementedError``, so ASE code that probes for a property
+    sees the usual error.  It is defined here, not in :mod:`simdiff.errors`,
+    because naming ASE's class there would import ``ase`` with every
+    ``import simdiff``; catch either class.
+    """
 
 
 def problem_pair(problem: Problem) -> tuple[PairPotential, float] | str:
