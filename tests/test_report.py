@@ -73,9 +73,13 @@ def test_report_from_a_store_run(tmp_path: Path) -> None:
     text = path.read_text()
     assert text.index("## Summary") < text.index("## Claims")
     summary = text[text.index("## Summary") : text.index("## Claims")]
-    assert "JAX-vs-PyTorch comparison article restated in shared/claims.md" in summary
     assert (
-        "shared/claims.md gives only its claims and figures: no title, author, date or URL" in text
+        "JAX-vs-PyTorch comparison article restated in the claim records of "
+        "simdiff.validation.claims" in summary
+    )
+    assert (
+        "(simdiff.validation.claims.RECORDS) give only its claims and figures: no title, author, "
+        "date or URL" in text
     )
     assert re.search(r"torch.func eager takes \d+(\.\d)?x \(", summary)
     assert "torch.compile takes 0.05" in summary

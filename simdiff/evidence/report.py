@@ -219,13 +219,15 @@ def _plain(c: dict[str, Any]) -> str:
 #: The article the claims come from, for claim records that do not name it
 #: (``validation.claims.ARTICLE`` is the same text).
 ARTICLE_FALLBACK = (
-    "the widely shared JAX-vs-PyTorch comparison article restated in shared/claims.md"
+    "the widely shared JAX-vs-PyTorch comparison article restated in the claim records "
+    "of simdiff.validation.claims"
 )
-#: What is known of the article beyond its claims: shared/claims.md restates
-#: the claims and figures only.  Name title, author, date and URL here when it gives them.
+#: What is known of the article beyond its claims: the claim records restate the claims and
+#: figures only.  Name title, author, date and URL here when they are known.
 ARTICLE_SOURCE = (
-    "The article is not named more precisely because shared/claims.md gives only its claims "
-    "and figures: no title, author, date or URL."
+    "The article is not named more precisely because the claim records "
+    "(simdiff.validation.claims.RECORDS) give only its claims and figures: no title, author, "
+    "date or URL."
 )
 
 

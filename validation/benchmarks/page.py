@@ -423,7 +423,7 @@ def stale(output: str) -> str | None:
         hit = [p for p in _changed_code(c) if _under(p, paths)]
         if hit:
             more = f" and {len(hit) - 1} more" if len(hit) > 1 else ""
-            return f"commit {c[:10]} changed {hit[0]}{more}"
+            return f"{hit[0]}{more} changed after it was measured"
     return None
 
 

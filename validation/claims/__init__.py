@@ -1,4 +1,4 @@
-"""The experiments behind the claims table (shared/claims.md), and the verdict over processes.
+"""The experiments behind the claims (:data:`._records.RECORDS`) and the verdict over processes.
 
 Each ``C<k>(ctx)`` measures its claim in the current process and returns one
 *part* (:func:`._common.part`): the per-round values of the statistic its

@@ -1,4 +1,4 @@
-"""The claims of shared/claims.md as data, and the one function that decides them.
+"""The claims of the JAX-vs-PyTorch article as data, and the one function that decides them.
 
 Each claim is a :class:`ClaimRecord`: the article's question in one sentence,
 its figure, the statistic simdiff measures, the band around the figure that
@@ -56,8 +56,11 @@ __all__ = [
     "says",
 ]
 
-#: The article whose claims the records restate (shared/claims.md).
-ARTICLE = "the widely shared JAX-vs-PyTorch comparison article restated in shared/claims.md"
+#: The article whose claims the records restate.
+ARTICLE = (
+    "the widely shared JAX-vs-PyTorch comparison article restated in the claim records "
+    "of simdiff.validation.claims"
+)
 
 #: Every outcome a verdict can have.
 OUTCOMES = (
