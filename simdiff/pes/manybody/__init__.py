@@ -7,6 +7,9 @@ per-atom neighbour table that follows the atoms in any cell.  Build a
 forces, exact stress, per-atom energies, Hessians and phonons with
 :class:`SiteEvaluator` (what :class:`~simdiff.pes.ase_interface.SimdiffCalculator`
 runs with ``potential=``).
+
+:func:`~simdiff.pes.manybody.phonons.site_phonons` (in
+:mod:`simdiff.pes.manybody.phonons`, which needs ASE) gives exact phonons.
 """
 
 from simdiff.pes.manybody.eam import EAM as EAM
