@@ -210,16 +210,16 @@ def tightened_solver(solver: Solver, factor: float) -> tuple[Solver, float] | No
     >>> f"{tight.rtol:.1e} {f:.0e} {tight.max_steps}"
     '1.0e-09 1e+03 40960'
     """
-    is_dc = dataclasses.is_dataclass(solver)
-    names = {f.name for f in dataclasses.fields(solver)} if is_dc else set()  # type: ignore[arg-type]
-    rtol = float(getattr(solver, "rtol", 0.0))
+    fields: Any = solver  # a dataclass with rtol, atol and max_steps, checked here
+    is_dc = dataclasses.is_dataclass(fields)
+    names = {f.name for f in dataclasses.fields(fields)} if is_dc else set()
+    rtol = float(getattr(fields, "rtol", 0.0))
     if not {"rtol", "atol", "max_steps"} <= names or rtol <= TIGHT_RTOL:
         return None
     f = min(float(factor), rtol / TIGHT_RTOL)
     new = dataclasses.replace(
-        solver,  # type: ignore[type-var]
-        rtol=rtol / f, atol=float(solver.atol) / f,
-        max_steps=int(solver.max_steps) * math.ceil(f ** (1.0 / 3.0)),
+        fields, rtol=rtol / f, atol=float(fields.atol) / f,
+        max_steps=int(fields.max_steps) * math.ceil(f ** (1.0 / 3.0)),
     )  # fmt: skip
     return new, f
 
