@@ -218,12 +218,12 @@ def cubic_force_constants(
     + P(L_i) + P(L_j) + P(L_k)`.  Each pass costs a few energy evaluations, so
     the total is about :math:`m^3/6` of them, independent of ``n``;
     ``"hessian-jvp"`` differentiates the ``n x n`` Hessian along each of the
-    ``m`` modes, about :math:`m n` HVP-like passes.  Measured on LJ clusters
-    (docs/pes.md, section 10; ``python -m validation.benchmarks.bench_pes_anharmonic``) a
-    Taylor direction costs 0.8-1.7 Hessian-jvp columns: Taylor mode wins for
-    a few modes of a large system (10 modes of LJ150: 22x) and loses for all
-    modes of a small one (all 33 of LJ13: 3.9x slower).  On JAX each is
-    jit-compiled once per problem.
+    ``m`` modes, about :math:`m n` HVP-like passes.  With a Taylor direction
+    costing about 1.5 Hessian-jvp columns (the factor ``"auto"`` uses;
+    measured on LJ clusters by ``python -m validation.benchmarks.bench_pes_anharmonic``,
+    docs/pes.md section 10 and docs/performance.md), Taylor mode wins for a
+    few modes of a large system (:math:`1.5\, m^3/6 \ll m n`) and loses for all
+    modes of a small one.  On JAX each is jit-compiled once per problem.
 
     Raises
     ------

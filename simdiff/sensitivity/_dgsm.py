@@ -29,7 +29,8 @@ from simdiff.sensitivity._distributions import Distribution, LogUniform, as_dist
 
 __all__ = ["DGSMResult", "batched_value_and_grad", "dgsm"]
 
-#: Default points per vmapped call, by backend (measured on lv4_mean_prey, 2 CPU cores).
+#: Default points per vmapped call, by backend: eager torch pays a per-operation cost, so it
+#: prefers bigger batches (docs/performance.md).
 DEFAULT_CHUNK = {"jax": 256, "torch": 2048}
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -26,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from simdiff._log import ProgressCounter, check_progress, get_logger
-from simdiff.backends import get_backend
-from simdiff.core.derivatives import Derivatives, cached_derivatives
 from simdiff.core.catalogue import resolve
+from simdiff.core.config import Config
+from simdiff.core.derivatives import Derivatives, cached_derivatives
 from simdiff.core.problem import Problem
 from simdiff.errors import (
     InputError,
@@ -39,6 +38,7 @@ from simdiff.errors import (
     SolverError,
     StoreError,
 )
+from simdiff.sensitivity._sweep_threads import ThreadTrial
 from simdiff.store import Store, fingerprint
 
 __all__ = [
@@ -159,14 +159,17 @@ def _resolve_spec(spec: str) -> Problem:
     return resolve_problem(spec)
 
 
-def _derivatives_for(spec: Problem | str, backend: str, compile: bool | str = False) -> Derivatives:
-    """The problem's shared Derivatives (one compilation per shape), from its own cache.
+def _derivatives_for(spec: Problem | str, config: Config) -> Derivatives:
+    """The problem's shared Derivatives for ``config`` (one compilation per shape).
 
-    A Problem scattered to dask workers is one object per worker, so its cache
-    serves every chunk there; a string spec is resolved once per worker.
+    From the problem's own cache: a Problem scattered to dask workers is one
+    object per worker, so its cache serves every chunk there; a string spec is
+    resolved once per worker.
     """
     problem = spec if isinstance(spec, Problem) else _resolve_spec(spec)
-    return cached_derivatives(problem, backend, check_finite=False, compile=compile)
+    return cached_derivatives(problem, config.backend, dtype=config.dtype,
+                              check_finite=config.check_finite,
+                              compile=config.compile)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- one chunk
@@ -213,8 +216,7 @@ def _diagnose(problem: Problem, x: np.ndarray, backend: str) -> tuple[int, str]:
 
 def _compute_chunk(
     spec: Any,
-    backend: str,
-    compile: tuple[bool | str, int],
+    config: Config,
     derivatives: Sequence[str],
     shapes: dict[str, tuple[int, ...]],
     points: np.ndarray,
@@ -222,9 +224,11 @@ def _compute_chunk(
 ) -> dict[str, Any]:
     """Evaluate one chunk (padded to ``size`` rows so one compilation serves every chunk).
 
-    ``compile`` is the policy and the number of chunks announced to it.
+    ``config``: the backend, the compile policy and the number of chunks
+    announced to it (``expected_calls``).
     """
-    d = _derivatives_for(spec, backend, compile[0]).expect_calls(compile[1])
+    backend = str(config.backend)
+    d = _derivatives_for(spec, config).expect_calls(config.expected_calls)
     k = points.shape[0]
     padded = points if k == size else np.concatenate([points, np.repeat(points[-1:], size - k, 0)])
     messages: dict[int, str] = {}
@@ -254,65 +258,6 @@ def _compute_chunk(
                 status[i], messages[i] = _diagnose(d.problem, points[i], backend)
     info = d.cache_info()
     return {"results": results, "status": status, "messages": messages, "compile_info": info}
-
-
-# --------------------------------------------------------------------------- threads
-
-
-class _ThreadTrial:
-    """One measured choice of intra-op threads for the chunks of an in-process sweep.
-
-    On a backend whose thread count can change at run time (torch), the
-    framework's intra-op threads (OpenMP, one per core by default) pay a
-    fork/join per operation; on a machine whose cores are busy with other
-    work, a sweep's large element-wise operations ran 2x-16x slower with two
-    threads than with one (LJ-38 value and gradient chunks of 256 points,
-    docs/performance.md).  So: the first three computed chunks (the first
-    pays one-time costs) run with one thread, the fourth with the starting
-    count, and the rest with the count that was faster (the fourth chunk
-    against the mean of the second and third).  The trial comes after three
-    one-thread chunks so that ``compile="auto"``, which decides from the
-    median eager time of the chunks so far, is not swayed by one slow chunk.
-    The starting count is restored when the sweep ends, also on an error.  A
-    fourth chunk that ran compiled is no comparison: the starting count is
-    kept.  Needs at least 5 chunks and a starting count above 1; the choice
-    is reported in ``SweepResult.threads``.
-    """
-
-    def __init__(self, backend: str, n_chunks: int) -> None:
-        self.backend = get_backend(backend)
-        start = self.backend.intra_op_threads()
-        self.start = 0 if start is None else start
-        self.active = self.start > 1 and n_chunks >= 5
-        self.record: dict[str, Any] = {} if start is None else {"start": start}
-        self.one: list[float] = []
-
-    def before(self, k: int) -> None:
-        if self.active and k in (0, 3):
-            self.backend.set_threads(1 if k == 0 else self.start)
-
-    def after(self, k: int, seconds: float, chunk: dict[str, Any]) -> None:
-        if not self.active or k not in (1, 2, 3):
-            return
-        if k < 3:
-            self.one.append(seconds)
-            return
-        one = self.record["one_thread_s"] = sum(self.one) / len(self.one)
-        self.record["start_threads_s"] = seconds
-        if any(r.get("path") == "compiled" for r in chunk.get("compile_info", ())):
-            self.record["reason"] = "the fourth chunk ran compiled: no comparison; start kept"
-            one = math.inf
-        else:
-            at_start = f"{seconds * 1e3:.3g} ms at {self.start} threads"
-            self.record["reason"] = f"one chunk: {one * 1e3:.3g} ms at 1 thread, {at_start}"
-        self.record["used"] = 1 if one < seconds else self.start
-        self.backend.set_threads(self.record["used"])
-
-    def restore(self) -> dict[str, Any]:
-        if self.active:
-            self.backend.set_threads(self.start)
-            self.record.setdefault("used", self.start)
-        return self.record
 
 
 # --------------------------------------------------------------------------- store
@@ -545,11 +490,13 @@ def sweep(
                   prob.name, run, store, counts["resumed"], n_chunks, len(todo))  # fmt: skip
     elif note:
         _log.info("sweep of %r: %s", prob.name, note)
-    args = (backend, (compile, n_chunks), derivatives, shapes)
+    config = Config(backend=backend, compile=compile, expected_calls=int(n_chunks),
+                    check_finite=False)  # fmt: skip
+    args = (config, derivatives, shapes)
     threads: dict[str, Any] = {}
     with bar:
         if client is None:
-            trial = _ThreadTrial(backend, len(todo))
+            trial = ThreadTrial(backend, len(todo))
             try:
                 for k, i in enumerate(todo):
                     trial.before(k)
