@@ -93,7 +93,8 @@ class SweepResult:
         ``start`` (the count before the sweep, restored after it), the seconds
         of one chunk at one thread (``one_thread_s``) and at ``start``
         threads (``start_threads_s``), ``used`` (the count the remaining
-        chunks ran with) and ``reason`` (see :class:`_ThreadTrial`).
+        chunks ran with) and ``reason`` (see
+        :class:`~simdiff.sensitivity._sweep_threads.ThreadTrial`).
     note : str
         Why stored results were not resumed although a store was given (the
         problem cannot be fingerprinted); empty otherwise.
