@@ -148,7 +148,8 @@ class SiteEnergy:
         self._set_table(self._defined)
 
     def _set_table(self, pos: np.ndarray) -> None:
-        width = None if not hasattr(self, "table") else self.table.width
+        old: SiteTable | None = getattr(self, "table", None)
+        width = None if old is None else old.width
         fresh = site_table(pos, self.cell, self.potential.cutoff + self.skin)
         if width is not None and fresh.width <= width:  # keep the width: the same shapes
             fresh = site_table(pos, self.cell, self.potential.cutoff + self.skin, width=width)

@@ -27,7 +27,7 @@ F. H. Stillinger and T. A. Weber, Phys. Rev. B 31, 5262 (1985): silicon with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -125,7 +125,8 @@ def stillinger_weber(**parameters: float) -> StillingerWeber:
     unknown = sorted(set(parameters) - known)
     if unknown:
         raise InputError(f"unknown Stillinger-Weber parameters {unknown}; known: {sorted(known)}")
-    sw = StillingerWeber(**{k: float(v) for k, v in parameters.items()})
+    values: dict[str, Any] = {k: float(v) for k, v in parameters.items()}
+    sw = replace(StillingerWeber(), **values)
     if not (sw.sigma > 0 and sw.a > 0 and sw.epsilon > 0):
         raise InputError(f"sigma, a and epsilon must be positive; got {sw}")
     return sw
