@@ -81,12 +81,17 @@ class Tracer:
         key = theta.tobytes()
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        counts["nfun"] += 1
-        counts["ngrad"] += 1
-        counts["nhess"] += 1
-        f, g = self.d.value_and_grad(theta)
-        h = np.asarray(self.d.hessian(theta), dtype=np.float64)
-        out = (float(f), np.asarray(g, dtype=np.float64), 0.5 * (h + h.T))
+        if self.width > 1:
+            # the batched program, the point padded to its width: no second compilation
+            # of each derivative for single points (the start's polish, Newton corrections)
+            out = self._batched(theta[None, :], [counts])[0]
+        else:
+            counts["nfun"] += 1
+            counts["ngrad"] += 1
+            counts["nhess"] += 1
+            f, g = self.d.value_and_grad(theta)
+            h = np.asarray(self.d.hessian(theta), dtype=np.float64)
+            out = (float(f), np.asarray(g, dtype=np.float64), 0.5 * (h + h.T))
         self._last = (key, out)
         return out
 
@@ -95,12 +100,17 @@ class Tracer:
 
         Batched calls of ``self.width`` rows, the last padded (repeating its
         last row), so that every batched call has one shape: one compilation
-        whatever the number of paths still running.  One point, ``width`` 1,
-        or a batched call that raised (a problem the framework cannot ``vmap``;
-        ``self.unbatched`` says why, and batching stays off): one call per point.
+        whatever the number of paths still running, single points included
+        (:meth:`vgh`).  ``width`` 1, or a batched call that raised (a problem the
+        framework cannot ``vmap``; ``self.unbatched`` says why, and batching
+        stays off): one call per point.
         """
         if rows.shape[0] == 1 or self.width == 1:
             return [self.vgh(row, c) for row, c in zip(rows, counts, strict=True)]
+        return self._batched(rows, counts)
+
+    def _batched(self, rows: np.ndarray, counts: list[dict[str, int]]) -> list[Eval]:
+        """:meth:`vgh_rows` by padded batched calls (``self.width > 1``)."""
         out: list[Eval] = []
         for lo in range(0, rows.shape[0], self.width):
             chunk = rows[lo : lo + self.width]
@@ -127,7 +137,7 @@ class Tracer:
 
         Each generator yields the points where it needs ``(L, grad L, H)`` and is
         sent them back.  The points of all the generators still running are
-        evaluated together: one batched call per round (one point: unbatched),
+        evaluated together: one batched call per round (one point too, padded),
         each distinct point once, counted for the first path that asked.
         """
         results: list[Any] = [None] * len(paths)
