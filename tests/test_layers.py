@@ -5,9 +5,9 @@ The package is built in parts, lowest first (docs/contributing.md draws them)::
     errors, _log, _version
       -> backends
       -> core
+      -> environment, store     (the results store: sweeps write to it)
       -> ode, pde, pes          (one level: they may import each other, without cycles)
       -> sensitivity
-      -> environment, store
       -> evidence
       -> cli
     simdiff/__init__.py, simdiff/jax.py, simdiff/torch.py: the public face, may import anything
@@ -50,12 +50,12 @@ LEVELS: dict[str, int] = {
     "_version": 0,
     "backends": 1,
     "core": 2,
-    "ode": 3,
-    "pde": 3,
-    "pes": 3,
-    "sensitivity": 4,
-    "environment": 5,
-    "store": 5,
+    "environment": 3,
+    "store": 3,
+    "ode": 4,
+    "pde": 4,
+    "pes": 4,
+    "sensitivity": 5,
     "evidence": 6,
     "cli": 7,
 }

@@ -39,9 +39,9 @@ __all__ = [
     "enable_persistent_caches",
 ]
 
-#: Programs that compile faster than this are not written to JAX's cache (JAX's own
-#: default, 1 s, leaves out most of a derivative task's programs; reading an entry
-#: costs a file read and a deserialisation, so very small programs are not worth it).
+#: Programs that compile faster than this many seconds are not written to JAX's cache
+#: (JAX's own threshold leaves out most of a derivative task's programs; reading an entry
+#: costs a file read and a deserialisation, so the smallest programs are not worth it).
 JAX_MIN_COMPILE_S = 0.05
 
 #: What :func:`enable_persistent_caches` did in this process, by framework:
