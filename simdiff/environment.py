@@ -46,7 +46,7 @@ def _cpu_model() -> str:
 
 
 def _git_revision() -> str:
-    root = Path(__file__).resolve().parents[2]  # simdiff/evidence/ -> the repository
+    root = Path(__file__).resolve().parents[1]  # simdiff/environment.py -> the repository
     if not (root / ".git").exists():  # an installed package: no checkout to ask
         return "not a git checkout"
     try:

@@ -196,6 +196,53 @@ def _stale(name: str) -> bool:
     return False
 
 
+def _refuse_file(path: Path) -> NoReturn:
+    """Refuse a file given as a store's path, naming an earlier simdiff's single-file store."""
+    import h5py
+
+    why = "a file, not a simdiff store (a store is a directory)"
+    try:
+        with h5py.File(path, "r") as f:
+            if f.attrs.get("created_by") == "simdiff":
+                why = (
+                    "a single-file store of an earlier simdiff (schema_version "
+                    f"{f.attrs.get('schema_version')}); this simdiff writes directory "
+                    f"stores, version {SCHEMA_VERSION}"
+                )
+    except OSError:
+        pass
+    raise StoreError(f"{path}: {why}; give a directory path (it is created if missing)")
+
+
+def _clean_stale(path: Path) -> None:
+    """Remove the temporary files that writers which died left behind."""
+    for d in [path, path / "runs", *(path / "runs").glob("*/entries")]:
+        for c in d.glob(".tmp-*"):
+            if _stale(c.name):
+                if c.is_dir():
+                    shutil.rmtree(c, ignore_errors=True)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(c)
+
+
+def _claim(run_dir: Path, *, block: bool = False) -> bool:
+    """Take ownership of a run (flock on its owner.lock); False if another process has it."""
+    import fcntl
+
+    key = str(run_dir)
+    if key in _OWNED:
+        return True
+    fd = os.open(run_dir / "owner.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    _OWNED[key] = fd
+    return True
+
+
 class Store:
     """The results store: a directory of append-only runs of immutable HDF5 segments.
 
@@ -254,7 +301,7 @@ class Store:
                 )
             return False
         if not p.is_dir():
-            return self._refuse_file()
+            return _refuse_file(self.path)
         tag = p / _TAG_FILE
         if not tag.exists():
             others = [c.name for c in p.iterdir() if not c.name.startswith(".")]
@@ -287,22 +334,6 @@ class Store:
                 "use the simdiff that wrote it, or start a new store",
             )
         return True
-
-    def _refuse_file(self) -> NoReturn:
-        import h5py
-
-        why = "a file, not a simdiff store (a store is a directory)"
-        try:
-            with h5py.File(self.path, "r") as f:
-                if f.attrs.get("created_by") == "simdiff":
-                    why = (
-                        "a single-file store of an earlier simdiff (schema_version "
-                        f"{f.attrs.get('schema_version')}); this simdiff writes directory "
-                        f"stores, version {SCHEMA_VERSION}"
-                    )
-        except OSError:
-            pass
-        raise self._refuse(why, "give a directory path (it is created if missing)")
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -353,32 +384,6 @@ class Store:
             yield f
 
     # ------------------------------------------------------------------ runs
-    def _clean_stale(self) -> None:
-        for d in [self.path, self.path / "runs", *(self.path / "runs").glob("*/entries")]:
-            for c in d.glob(".tmp-*"):
-                if _stale(c.name):
-                    if c.is_dir():
-                        shutil.rmtree(c, ignore_errors=True)
-                    else:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(c)
-
-    def _claim(self, run_dir: Path, *, block: bool = False) -> bool:
-        """Take ownership of a run (flock on its owner.lock); False if another process has it."""
-        import fcntl
-
-        key = str(run_dir)
-        if key in _OWNED:
-            return True
-        fd = os.open(run_dir / "owner.lock", os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        _OWNED[key] = fd
-        return True
-
     def start_run(
         self, name: str, params: Mapping[str, Any] | None = None, *, resume: bool = True
     ) -> str:
@@ -405,14 +410,14 @@ class Store:
         """
         params_json = _params_json(params)
         with self._locked():
-            self._clean_stale()
+            _clean_stale(self.path)
             if resume:
                 for run in reversed(self.runs()):
                     if (
                         run["name"] == name
                         and run["status"] == "running"
                         and _params_json(run["params"]) == params_json
-                        and self._claim(self.path / "runs" / run["id"])
+                        and _claim(self.path / "runs" / run["id"])
                     ):
                         return run["id"]
             runs = self.path / "runs"
@@ -432,7 +437,7 @@ class Store:
             )
             os.rename(tmp, runs / run_id)
             _fsync_dir(runs)
-            self._claim(runs / run_id, block=True)
+            _claim(runs / run_id, block=True)
         return run_id
 
     def put(
