@@ -10,7 +10,7 @@ the registry of their names).
 
 from typing import Any
 
-from simdiff.errors import AttributeNotFoundError
+from simdiff.errors import AttributeNotFoundError as _AttributeNotFoundError
 from simdiff.ode._sparsity import JacobianSparsity as JacobianSparsity
 from simdiff.ode._sparsity import detect_sparsity as detect_sparsity
 from simdiff.ode.adjoint import Adjoint as Adjoint
@@ -48,4 +48,4 @@ def __getattr__(name: str) -> Any:  # the diffrax engine imports jax: load it on
         from simdiff.ode import diffrax_engine
 
         return diffrax_engine.diffrax_problem
-    raise AttributeNotFoundError(f"module 'simdiff.ode' has no attribute {name!r}")
+    raise _AttributeNotFoundError(f"module 'simdiff.ode' has no attribute {name!r}")
