@@ -368,7 +368,6 @@ class _Blobs:
         data = self._proc.stdout.read(int(header[-1]) + 1)[:-1]
         return data.decode(errors="replace")
 
-
     def close(self) -> None:
         if self._proc is not None:
             assert self._proc.stdin is not None and self._proc.stdout is not None
