@@ -18,301 +18,26 @@ sequences and dataclass fields in order.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from simdiff.backends import backend_of
-from simdiff.backends._pytrees import describe_node, node_children, unflatten_node
+from simdiff.core import trees
 from simdiff.core.labelled import Labelled
+from simdiff.core.trees import is_tree
 from simdiff.errors import (
-    DTypeError,
     InputError,
-    InputTypeError,
     NotFoundError,
-    PrecisionWarning,
     StructureError,
 )
 
 __all__ = ["ParamSpec", "TreeFunction", "TreeRhs", "is_tree"]
 
-_NUMBER = (int, float, np.integer, np.floating)
-#: Leaf types read as one float without a check (a bool is refused elsewhere: not here).
-_HOST_SCALARS = frozenset({float, int, np.float64, np.int64, np.int32})
-
-
-def _registered_node(node: Any) -> tuple[list[tuple[str, Any]], Any] | None:
-    """``node``'s children and structure if a framework registers it as a pytree node."""
-    return node_children(node, _key_text)
-
-
-def _key_text(key: Any) -> str:
-    """A JAX key path entry as simdiff names it: ``.name`` for attributes and string keys,
-    ``[i]`` for positions (sequence indices, flattened indices, integer keys)."""
-    for attr in ("name", "key", "idx"):
-        if hasattr(key, attr):
-            value = getattr(key, attr)
-            return f".{value}" if isinstance(value, str) else f"[{value}]"
-    return str(key)
-
-
-def _walk(node: Any, path: str, leaves: list[tuple[str, Any]]) -> Any:
-    """The structure of ``node`` (hashable), appending ``(path, leaf)`` to ``leaves``."""
-    if isinstance(node, _NUMBER) or isinstance(node, (str, bool)):
-        leaves.append((path, node))  # a number (or a bad leaf, refused later)
-        return _LEAF
-    if isinstance(node, Mapping):
-        keys = tuple(sorted(node))
-        kids = tuple(_walk(node[k], _join(path, str(k)), leaves) for k in keys)
-        return ("dict", keys, kids)
-    if isinstance(node, tuple) and hasattr(node, "_fields"):  # a named tuple
-        kids = tuple(
-            _walk(c, _join(path, f), leaves) for f, c in zip(node._fields, node, strict=True)
-        )
-        return ("namedtuple", type(node), kids)
-    if isinstance(node, (tuple, list)):  # inside a tree, as in JAX: a container
-        kids = tuple(_walk(c, f"{path}[{i}]", leaves) for i, c in enumerate(node))
-        return (type(node).__name__, kids)
-    if node is None:
-        return ("none",)
-    if _is_array(node):
-        leaves.append((path, node))
-        return _LEAF
-    registered = _registered_node(node)
-    if registered is not None:
-        pairs, treedef = registered
-        kids = tuple(_walk(c, (path + p).removeprefix("."), leaves) for p, c in pairs)
-        return ("registered", treedef, kids)
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        names = tuple(f.name for f in dataclasses.fields(node))
-        kids = tuple(_walk(getattr(node, f), _join(path, f), leaves) for f in names)
-        return ("dataclass", type(node), names, kids)
-    leaves.append((path, node))
-    return _LEAF
-
-
-_LEAF = ("leaf",)
-#: Types of differentiable frameworks' arrays seen by :meth:`ParamSpec.is_input` (what
-#: :func:`_is_array` says depends on the type only): a flat point of them is known at once.
-_ARRAY_TYPES: set[type] = set()
-_REQUIRED = object()  # per_scalar's "no default": every scalar needs an entry
-
-
-def _fast_leaves(node: Any, d: Any, out: list[Any]) -> bool:
-    """Append ``node``'s leaves following the known structure ``d``; False where ``node``
-    does not have it (then :func:`_walk` finds and names the difference)."""
-    tag = d[0]
-    if tag == "leaf":
-        kind = type(node)
-        if (
-            kind not in _HOST_SCALARS
-            and kind is not np.ndarray
-            and (node is None or isinstance(node, (dict, list, tuple, Mapping)))
-        ):
-            return False
-        out.append(node)
-        return True
-    if tag == "dict":
-        if not (type(node) is dict or isinstance(node, Mapping)) or len(node) != len(d[1]):
-            return False
-        for k, c in zip(d[1], d[2], strict=True):
-            if k not in node or not _fast_leaves(node[k], c, out):
-                return False
-        return True
-    if tag == "namedtuple" or tag == "tuple" or tag == "list":
-        kids = d[2] if tag == "namedtuple" else d[1]
-        ok = type(node) is d[1] if tag == "namedtuple" else type(node).__name__ == tag
-        if not ok or len(node) != len(kids):
-            return False
-        for v, c in zip(node, kids, strict=True):
-            if not _fast_leaves(v, c, out):
-                return False
-        return True
-    if tag == "dataclass":
-        if type(node) is not d[1]:
-            return False
-        for f, c in zip(d[2], d[3], strict=True):
-            if not _fast_leaves(getattr(node, f), c, out):
-                return False
-        return True
-    if tag == "none":
-        return node is None
-    return False  # a JAX pytree node: the full walk
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _numbers(seq: Any) -> bool:
-    """Whether a list/tuple holds only numbers or such lists: an array literal, one leaf."""
-    return len(seq) > 0 and all(
-        (isinstance(c, _NUMBER) and not isinstance(c, bool))
-        or (isinstance(c, (list, tuple)) and not hasattr(c, "_fields") and _numbers(c))
-        for c in seq
-    )
-
-
-def _is_array(a: Any) -> bool:
-    if isinstance(a, (np.ndarray, np.generic)):
-        return True
-    src = backend_of(a)
-    return src.differentiable and src.is_native(a)
-
-
-def _framework(leaves: list[tuple[str, Any]]) -> Any:
-    """The differentiable backend of the first leaf that is one of its arrays, or None (numpy
-    and numbers only)."""
-    for _, v in leaves:
-        if type(v) in _HOST_SCALARS or isinstance(v, (_NUMBER, np.ndarray, np.generic)):
-            continue
-        src = backend_of(v)
-        if src.differentiable and src.is_native(v):
-            return src
-    return None
-
-
-def _build(d: Any, leaves: Any) -> Any:
-    tag = d[0]
-    if tag == "none":
-        return None
-    if tag == "leaf":
-        return next(leaves)
-    if tag == "namedtuple":
-        return d[1](*[_build(c, leaves) for c in d[2]])
-    if tag in ("tuple", "list"):
-        kids = [_build(c, leaves) for c in d[1]]
-        return kids if tag == "list" else tuple(kids)
-    if tag == "dict":
-        return {k: _build(c, leaves) for k, c in zip(d[1], d[2], strict=True)}
-    if tag == "registered":
-        return unflatten_node(d[1], [_build(c, leaves) for c in d[2]])
-    obj = object.__new__(d[1])  # a dataclass: its fields set, its __init__ not rerun
-    for name, c in zip(d[2], d[3], strict=True):
-        object.__setattr__(obj, name, _build(c, leaves))
-    return obj
-
-
-def _describe(d: Any) -> str:
-    """A text form of a structure: what fingerprints and compares it (no live objects)."""
-    tag = d[0]
-    if tag in ("none", "leaf"):
-        return tag
-    if tag == "namedtuple":
-        kids = ",".join(_describe(c) for c in d[2])
-        return f"{d[1].__module__}.{d[1].__qualname__}({kids})"
-    if tag in ("tuple", "list"):
-        return f"{tag}({','.join(_describe(c) for c in d[1])})"
-    if tag == "dict":
-        return (
-            "dict("
-            + ",".join(f"{k!r}:{_describe(c)}" for k, c in zip(d[1], d[2], strict=True))
-            + ")"
-        )
-    if tag == "registered":
-        return describe_node(d[1]) + "(" + ",".join(_describe(c) for c in d[2]) + ")"
-    fields = ",".join(f"{n}={_describe(c)}" for n, c in zip(d[2], d[3], strict=True))
-    return f"{d[1].__module__}.{d[1].__qualname__}({fields})"
-
-
-def _kind(tree: Any) -> str:
-    if isinstance(tree, Mapping):
-        return "dict"
-    if hasattr(tree, "_fields"):
-        return f"named tuple {type(tree).__name__}"
-    if dataclasses.is_dataclass(tree):
-        return f"dataclass {type(tree).__name__}"
-    return type(tree).__name__
-
-
-def is_tree(a: Any) -> bool:
-    """Whether ``a`` is structured parameters rather than a flat array.
-
-    Arrays of every framework, numbers, and lists or plain tuples that NumPy
-    reads as a numeric array (``[1.0, 2.0]``, as ``x0`` has always been) are
-    flat; dicts, named tuples, dataclasses, lists/tuples NumPy cannot read as
-    one array (``[np.zeros(2), 1.0]``, a list of dicts), and registered JAX
-    pytree nodes are trees.  Inside a tree, lists and tuples are containers,
-    as in JAX (``{"s": (1.0, 2.0)}`` has leaves ``s[0]``, ``s[1]``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> is_tree({"a": 1.0}), is_tree([1.0, 2.0]), is_tree(np.zeros(2)), is_tree([np.zeros(2), 1.0])
-    (True, False, False, True)
-    """
-    if a is None or isinstance(a, (_NUMBER, bool)) or _is_array(a):
-        return False
-    if isinstance(a, (list, tuple)) and not hasattr(a, "_fields"):
-        if len(a) == 0 or _numbers(a):
-            return False
-        try:
-            return np.asarray(a).dtype.kind not in "fiub"
-        except (ValueError, TypeError):  # ragged: not one array
-            return True
-    if isinstance(a, Mapping) or hasattr(a, "_fields"):
-        return True
-    if dataclasses.is_dataclass(a) and not isinstance(a, type):
-        return True
-    return _registered_node(a) is not None
-
-
-def _leaf_values(path: str, leaf: Any, what: str) -> np.ndarray:
-    """A leaf of the parameters at construction, as numpy of its own dtype (refused: non-real
-    leaves)."""
-    name = f"{what}[{path!r}]" if path else what
-    if isinstance(leaf, bool) or isinstance(leaf, np.bool_):
-        raise DTypeError(f"{name} must be a real float array or number; got a bool ({leaf!r})")
-    src = backend_of(leaf)
-    if src.differentiable and src.is_native(leaf):
-        if src.is_traced(leaf):
-            raise InputTypeError(f"{name} is traced (inside a framework transform): parameters "
-                                 "given at construction need values")  # fmt: skip
-        leaf = src.to_numpy(leaf)
-    try:
-        a = np.asarray(leaf)
-    except Exception:  # an object numpy cannot read: named below
-        a = np.asarray(None)
-    if a.dtype.kind not in "fiu":
-        got = f"dtype {a.dtype}" if a.dtype.kind != "O" else type(leaf).__name__
-        raise DTypeError(f"{name} must be a real float array or number; got {got}")
-    return a
-
-
-def _precision(dtype_name: str) -> int:
-    """Bits of a float dtype's name (``"float32"``: 32; float64 and anything else: 64)."""
-    return {"float16": 16, "bfloat16": 16, "float32": 32}.get(dtype_name, 64)
-
-
-def _common_precision(
-    parts: list[Any], paths: tuple[str, ...], src: Any, what: str, stacklevel: int = 5
-) -> list[Any]:
-    """``parts`` (the leaves, native arrays of ``src`` or numpy) as they are when they share
-    one float precision; where float32 (or float16) leaves meet float64 ones, a
-    :class:`~simdiff.PrecisionWarning` naming the lower-precision leaves, and every part
-    cast to float64 (the promotion, made explicit)."""
-    if len({p.dtype for p in parts}) == 1:
-        return parts  # one dtype (the common case: a set of a few attribute reads)
-    names = [(src.dtype_name(p) if src is not None else p.dtype.name) for p in parts]
-    bits = [_precision(n) for n in names if n.startswith(("float", "bfloat"))]
-    if not bits or min(bits) == max(bits) or max(bits) < 64:
-        return parts  # one float precision (integers are exact in either)
-    low = [f"{p or 'x'!r} ({n})" for p, n in zip(paths, names, strict=True) if _precision(n) < 64]
-    warnings.warn(
-        f"{what} mixes float precisions: leaves {', '.join(low)} meet float64 leaves and are "
-        "promoted to float64, so the result carries their lower input precision; give every "
-        "leaf float64 (or all float32, with dtype='float32')",
-        PrecisionWarning,
-        stacklevel=stacklevel,  # the caller of simdiff.grad & co. (of Problem for x0)
-    )
-    if src is None:
-        return [np.asarray(p, dtype=np.float64) for p in parts]
-    ops = src.ops()  # float64: its asarray casts floats to it, differentiably
-    return [ops.asarray(p) for p in parts]
+#: per_scalar's "no default": every scalar needs an entry.
+_REQUIRED = object()
 
 
 class ParamSpec:
@@ -362,7 +87,7 @@ class ParamSpec:
         self._bounds = tuple(zip(self.offsets[:-1], self.offsets[1:], strict=True))
         #: The keys of a flat dict of scalars (the common case of named parameters): its
         #: points are read in one step.
-        flat_dict = treedef[0] == "dict" and all(c == _LEAF for c in treedef[2])
+        flat_dict = treedef[0] == "dict" and all(c == trees.LEAF for c in treedef[2])
         self._scalar_keys = treedef[1] if flat_dict and self._scalars else None
         #: ``(key, (..., i))`` of a flat dict of scalars: its results are split by these indices.
         self._scalar_items = tuple(
@@ -372,7 +97,7 @@ class ParamSpec:
         self._dict_keys = treedef[1] if flat_dict else None
         self._whole = 0 if len(shapes) == 1 and len(shapes[0]) == 1 else None
         self._vectors = all(len(shape) == 1 for shape in shapes)
-        self.key = _describe(treedef) + repr(tuple(zip(paths, shapes, strict=True)))
+        self.key = trees.describe(treedef) + repr(tuple(zip(paths, shapes, strict=True)))
 
     @classmethod
     def named(cls, names: Any) -> ParamSpec:
@@ -391,17 +116,17 @@ class ParamSpec:
         scalar (an empty dict).
         """
         leaves: list[tuple[str, Any]] = []
-        treedef = _walk(tree, "", leaves)
-        values = [_leaf_values(p, leaf, what) for p, leaf in leaves]
+        treedef = trees.walk(tree, "", leaves)
+        values = [trees.leaf_values(p, leaf, what) for p, leaf in leaves]
         floats = [v for v in values if v.dtype.kind == "f"]  # integers: exact in float64
         paths = tuple(p for (p, _), v in zip(leaves, values, strict=True) if v.dtype.kind == "f")
         if floats:
-            _common_precision(floats, paths, None, what, stacklevel=4)
+            trees.common_precision(floats, paths, None, what, stacklevel=4)
         values = [v.astype(np.float64) for v in values]
         spec = cls(treedef, tuple(p for p, _ in leaves), tuple(v.shape for v in values))
         if spec.n == 0:
             raise StructureError(
-                f"{what} must hold at least one parameter; got an empty {_kind(tree)} "
+                f"{what} must hold at least one parameter; got an empty {trees.kind(tree)} "
                 f"({str(tree)[:40]})"
             )
         flat = np.concatenate([v.reshape(-1) for v in values])
@@ -414,22 +139,22 @@ class ParamSpec:
         kind = type(a)
         if kind is dict:
             return True
-        if kind is np.ndarray or kind in _ARRAY_TYPES:
+        if kind is np.ndarray or kind in trees.ARRAY_TYPES:
             return False
         if self.treedef[0] in ("list", "tuple") and kind in (list, tuple):
             return True
-        if _is_array(a):  # a framework's array: its type is remembered (read by type)
-            _ARRAY_TYPES.add(kind)
+        if trees.is_array(a):  # a framework's array: its type is remembered (read by type)
+            trees.ARRAY_TYPES.add(kind)
             return False
         return is_tree(a)
 
     def leaves(self, tree: Any) -> list[Any]:
         """The leaves of ``tree`` in flat order (any structure; nothing is checked)."""
         fast: list[Any] = []
-        if _fast_leaves(tree, self.treedef, fast):
+        if trees.fast_leaves(tree, self.treedef, fast):
             return fast
         found: list[tuple[str, Any]] = []
-        _walk(tree, "", found)
+        trees.walk(tree, "", found)
         return [leaf for _, leaf in found]
 
     def matching_leaves(self, tree: Any) -> list[Any] | None:
@@ -442,7 +167,7 @@ class ParamSpec:
             except KeyError:
                 return None
         found: list[Any] = []
-        return found if _fast_leaves(tree, self.treedef, found) else None
+        return found if trees.fast_leaves(tree, self.treedef, found) else None
 
     def flatten(self, tree: Any, what: str = "x") -> Any:
         """``tree`` (this structure; each leaf of its shape, or all with one leading batch
@@ -463,7 +188,7 @@ class ParamSpec:
                 values = [tree[k] for k in keys]
             except KeyError:
                 values = []
-            if values and self._scalars and _HOST_SCALARS.issuperset(map(type, values)):
+            if values and self._scalars and trees.HOST_SCALARS.issuperset(map(type, values)):
                 return np.array(values, dtype=np.float64)
             if values and all(
                 type(v) is np.ndarray and v.shape == s and v.dtype.char == "d"
@@ -471,8 +196,8 @@ class ParamSpec:
             ):  # float64 numpy leaves of their shapes, unbatched: one concatenation
                 return np.concatenate(values if self._vectors else [v.reshape(-1) for v in values])
         fast: list[Any] = []
-        if _fast_leaves(tree, self.treedef, fast):
-            if self._scalars and _HOST_SCALARS.issuperset(map(type, fast)):
+        if trees.fast_leaves(tree, self.treedef, fast):
+            if self._scalars and trees.HOST_SCALARS.issuperset(map(type, fast)):
                 return np.array(fast, dtype=np.float64)  # numbers only: one array, no checks
             if all(
                 type(v) is np.ndarray and v.shape == s and v.dtype.char == "d"
@@ -485,14 +210,14 @@ class ParamSpec:
             leaves = list(zip(self.paths, fast, strict=True))
         else:
             leaves = []
-            treedef = _walk(tree, "", leaves)
+            treedef = trees.walk(tree, "", leaves)
             got_paths = tuple(p for p, _ in leaves)
-            if got_paths != self.paths or _describe(treedef) != _describe(self.treedef):
+            if got_paths != self.paths or trees.describe(treedef) != trees.describe(self.treedef):
                 raise StructureError(
                     f"{what} must have the structure of the problem's parameters: leaves "
-                    f"{list(self.paths)}; got a {_kind(tree)} with leaves {list(got_paths)}"
+                    f"{list(self.paths)}; got a {trees.kind(tree)} with leaves {list(got_paths)}"
                 )
-        src = _framework(leaves)
+        src = trees.framework(leaves)
         batch: int | None = None
         parts: list[Any] = []
         for (path, leaf), shape in zip(leaves, self.shapes, strict=True):
@@ -515,7 +240,7 @@ class ParamSpec:
             batch = b
             parts.append(leaf)
         lead = () if batch is None else (batch,)
-        parts = _common_precision(parts, self.paths, src, what)
+        parts = trees.common_precision(parts, self.paths, src, what)
         if src is None:
             return np.concatenate([np.reshape(p, (*lead, -1)) for p in parts], axis=-1)
         return src.join(parts, lead)
@@ -525,11 +250,11 @@ class ParamSpec:
         scalar leaf or a float64 numpy array of its leaf's shape (unbatched): one
         ``np.array`` or one concatenation; None otherwise (:meth:`flatten` checks and names
         what differs)."""
-        if self._scalars and _HOST_SCALARS.issuperset(map(type, leaves)):
+        if self._scalars and trees.HOST_SCALARS.issuperset(map(type, leaves)):
             return np.array(leaves, dtype=np.float64)
         for v, shape in zip(leaves, self.shapes, strict=True):
             if type(v) is not np.ndarray or v.shape != shape or v.dtype.char != "d":
-                if shape != () or type(v) not in _HOST_SCALARS:
+                if shape != () or type(v) not in trees.HOST_SCALARS:
                     return None
         if self._vectors:
             return np.concatenate(leaves)
@@ -542,7 +267,11 @@ class ParamSpec:
         names what differs)."""
         first = leaves[0]
         kind = type(first)
-        if kind in _HOST_SCALARS or kind is np.ndarray or any(type(v) is not kind for v in leaves):
+        if (
+            kind in trees.HOST_SCALARS
+            or kind is np.ndarray
+            or any(type(v) is not kind for v in leaves)
+        ):
             return None
         src = backend_of(first)
         if not (src.differentiable and src.is_native(first)):
@@ -560,7 +289,7 @@ class ParamSpec:
         keys = self._dict_keys
         if keys is not None:
             return dict(zip(keys, parts, strict=True))
-        return _build(self.treedef, iter(parts))
+        return trees.build(self.treedef, iter(parts))
 
     def unflatten(self, flat: Any, ops: Any = None) -> Any:
         """The tree of ``flat`` (shape ``(..., n)``: the last axis is split into the leaves).
