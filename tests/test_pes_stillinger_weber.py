@@ -143,6 +143,21 @@ def test_table_follows_the_atoms() -> None:
         fixed.evaluate(x)
 
 
+def test_evaluator_rebuild_reuses_the_compiled_derivative(rattled: dict) -> None:
+    """The table is an input of the evaluator's problem: a rebuilt table of the same width (the
+    width is kept when the new one fits) runs the derivative compiled before."""
+    pos, cell, pbc, ev = rattled["pos"], rattled["cell"], rattled["pbc"], rattled["evaluator"]
+    ev.evaluate(pos, cell, pbc)
+    before, compiled = ev.rebuilds, ev.compilations
+    moved = pos.copy()
+    moved[3] += [0.25, -0.1, 0.05]  # farther than skin / 2 = 0.19
+    out = ev.evaluate(moved, cell, pbc)
+    assert ev.rebuilds == before + 1
+    assert ev.compilations == compiled
+    fresh = manybody_problem(stillinger_weber(), moved, cell=cell).evaluate()
+    assert out["energy"] == pytest.approx(float(fresh), rel=1e-13)
+
+
 def test_coincident_atoms_are_named() -> None:
     pos, cell = conventional(A0)
     pos[5] = pos[2]

@@ -348,6 +348,12 @@ class SiteEvaluator:
         self._state: tuple[Any, ...] | None = None
         self._problems: dict[tuple[int, int], Problem] = {}
 
+    @property
+    def compilations(self) -> int:
+        """Compilations of the evaluator's derivatives so far (one per table shape used)."""
+        problems = self._problems.values()
+        return sum(cached_derivatives(p, self.backend).compilations for p in problems)
+
     def update(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray, symbols: Any) -> bool:
         """Bring the table up to date at ``pos``; True if rebuilt."""
         if not np.isfinite(pos).all():
