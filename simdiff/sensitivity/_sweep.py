@@ -28,6 +28,7 @@ from simdiff._log import ProgressCounter, check_progress, get_logger
 from simdiff.core.catalogue import resolve
 from simdiff.core.config import Config
 from simdiff.core.derivatives import Derivatives, cached_derivatives
+from simdiff.core.fingerprint import fingerprint
 from simdiff.core.problem import Problem
 from simdiff.errors import (
     InputError,
@@ -39,7 +40,7 @@ from simdiff.errors import (
     StoreError,
 )
 from simdiff.sensitivity._sweep_threads import ThreadTrial
-from simdiff.store import Store, fingerprint
+from simdiff.store import Store
 
 __all__ = [
     "STATUS",
