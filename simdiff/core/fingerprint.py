@@ -34,8 +34,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
-import itertools
-import operator
 import struct
 import sys
 import sysconfig
@@ -46,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from simdiff.backends import backend_of
+from simdiff.core import watch as watched
 from simdiff.errors import InputTypeError
 from simdiff.errors import _Opaque as Opaque
 
@@ -126,7 +125,7 @@ def _code_digest(code: types.CodeType) -> tuple[bytes, frozenset[str]]:
 class _Hasher:
     """One traversal: the stack breaks cycles (a method's globals name its own class)."""
 
-    def __init__(self, watch: _Watch | None = None) -> None:
+    def __init__(self, watch: watched.Watch | None = None) -> None:
         self.h = hashlib.sha256()
         self.stack: list[int] = []
         self.watch = watch
@@ -154,10 +153,10 @@ class _Hasher:
                 for v in a.ravel():
                     self.visit(v)
                 return
-            self.put("array", a.dtype.str, a.shape, _bytes_digest(a))
+            self.put("array", a.dtype.str, a.shape, watched.bytes_digest(a))
             if isinstance(obj, np.ndarray) and obj.flags.writeable:
-                self.keep("value", _ARRAY_LAYOUT, obj)
-                self.keep("value", _ARRAY_BYTES, obj)
+                self.keep("value", watched.ARRAY_LAYOUT, obj)
+                self.keep("value", watched.ARRAY_BYTES, obj)
             return
         if isinstance(obj, types.ModuleType):
             self.put("module", obj.__name__, _library_version(obj.__name__) or "")
@@ -174,7 +173,7 @@ class _Hasher:
 
     def _visit_object(self, obj: Any) -> None:
         if isinstance(obj, list):
-            self.keep("items", _ALL, obj)
+            self.keep("items", watched.ALL, obj)
         if isinstance(obj, (tuple, list)):
             self.put(type(obj).__name__, len(obj))
             for v in obj:
@@ -226,7 +225,7 @@ class _Hasher:
             values, backend = concrete
             self.visit(values)
             if backend.mutation_count(obj) is not None:  # arrays that change in place
-                self.keep("value", _mutation_reader(backend), obj)
+                self.keep("value", watched.mutation_reader(backend), obj)
             return
         try:
             wrapped = getattr(obj, "__wrapped__", None)
@@ -246,9 +245,9 @@ class _Hasher:
             owner = obj if of is None else of
             if isinstance(owner, Versioned):
                 # bumped by the object's __setattr__ (a Problem): one number to compare
-                self.keep("value", _DEFINITION_VERSION, owner)
+                self.keep("value", watched.DEFINITION_VERSION, owner)
             elif hasattr(obj, "__dict__"):
-                self.keep("items", _ENTRIES, obj.__dict__)
+                self.keep("items", watched.ENTRIES, obj.__dict__)
             defined = definition(obj)
             if of is not None:
                 self.stack.append(id(of))
@@ -274,14 +273,14 @@ class _Hasher:
         (a copy made here, a definition built by ``__fingerprint__``), which cannot change
         (what it holds is visited, and watched, all the same)."""
         if watch:
-            self.keep("items", _ENTRIES, obj)
+            self.keep("items", watched.ENTRIES, obj)
         self.put("dict", len(obj))
         for k, v in sorted(obj.items(), key=lambda kv: _sub_digest(kv[0])):
             self.visit(k)
             self.visit(v)
 
     def _function(self, fn: types.FunctionType) -> None:
-        self.keep("items", _FUNCTION_STATE, fn)
+        self.keep("items", watched.FUNCTION_STATE, fn)
         module = fn.__module__ or ""
         # code typed at a prompt, exec'd or in a doctest has a "<...>" file name, whatever
         # module name its namespace carries: it is hashed, never taken for a library's
@@ -293,14 +292,14 @@ class _Hasher:
             self.put("function", fn.__qualname__, code)
             globs = fn.__globals__
             for name in sorted(names):
-                self.keep("object", _global_reader(name), globs)
+                self.keep("object", watched.global_reader(name), globs)
                 if name in globs:
                     self.put("global", name)
                     self.visit(globs[name])
         self.visit(fn.__defaults__)
         self.visit(fn.__kwdefaults__)
         for cell in fn.__closure__ or ():
-            self.keep("object", _CELL, cell)
+            self.keep("object", watched.CELL, cell)
             try:
                 value = cell.cell_contents
             except ValueError:  # an empty cell (a name assigned later)
@@ -313,7 +312,7 @@ class _Hasher:
         self.put("class", cls.__module__, cls.__qualname__, library or "")
         if library is not None:
             return
-        self.keep("items", _ENTRIES, cls.__dict__)
+        self.keep("items", watched.ENTRIES, cls.__dict__)
         for base in cls.__mro__[1:]:
             self.visit(base)
         for name, value in sorted(vars(cls).items()):
@@ -338,13 +337,13 @@ class _Hasher:
         versioned = not frozen and isinstance(obj, Versioned)
         self.put("instance")
         if versioned:
-            self.keep("value", _DEFINITION_VERSION, obj)
+            self.keep("value", watched.DEFINITION_VERSION, obj)
         elif not frozen:
-            self.keep("object", _CLASS, obj)
+            self.keep("object", watched.CLASS, obj)
         self.visit(cls)
         if state is not None:
             if not frozen and not versioned:
-                self.keep("items", _ENTRIES, state)
+                self.keep("items", watched.ENTRIES, state)
             copy = dict(state)  # a copy: the state itself is watched (or its counter)
             if versioned:
                 copy.pop("_definition_version", None)  # not what defines it
@@ -354,193 +353,12 @@ class _Hasher:
             finally:
                 self.stack.pop()
         if slots and not frozen and not versioned:
-            self.keep("items", _slots_reader(tuple(slots)), obj)
+            self.keep("items", watched.slots_reader(tuple(slots)), obj)
         for s in slots:
             if s in ("__dict__", "__weakref__"):
                 continue
             self.put("slot", s)
             self.visit(getattr(obj, s, "<unset>"))
-
-
-_MISSING = object()
-
-
-def _bytes_digest(a: np.ndarray) -> bytes:
-    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).digest()
-
-
-# Readers of what can change in place, C-level where possible (the check runs on every call).
-
-
-#: what a writable array holds, by two C calls: its layout and its bytes
-_ARRAY_LAYOUT = operator.attrgetter("shape", "strides", "dtype")
-_ARRAY_BYTES = np.ndarray.tobytes
-
-
-_ALL = operator.itemgetter(slice(None))
-
-
-def _entries(mapping: Any) -> tuple[Any, ...]:
-    """A dict's (or mapping proxy's) keys, then its values: one watched entry for both."""
-    return (*mapping, *mapping.values())
-
-
-_ENTRIES = _entries
-
-
-def _values_reader(mapping: Any) -> Any:
-    """A dict's (mapping proxy's) values view by the type's C method (``methodcaller`` looks
-    the method up on each call: eight times slower)."""
-    values = getattr(type(mapping), "values", None)
-    return values if isinstance(values, types.MethodDescriptorType) else _VALUES
-
-
-_VALUES = operator.methodcaller("values")
-
-
-@functools.cache
-def _global_reader(name: str) -> Any:
-    """``globals.get(name)``, one reader per name, so that a global seen twice is watched once."""
-    return operator.methodcaller("get", name, _MISSING)
-
-
-#: what can be assigned on a function (``__closure__`` is read-only; its cells are watched)
-_FUNCTION_STATE = operator.attrgetter("__code__", "__defaults__", "__kwdefaults__")
-_CELL = operator.attrgetter("cell_contents")  # an empty cell raises: the check then fails
-_CLASS = operator.attrgetter("__class__")
-_DEFINITION_VERSION = operator.attrgetter("_definition_version")
-
-
-def _mutation_reader(backend: Any) -> Any:
-    return lambda x: (backend.mutation_count(x), tuple(x.shape))
-
-
-@functools.cache
-def _slots_reader(slots: tuple[str, ...]) -> Any:
-    return lambda obj: tuple(getattr(obj, s, _MISSING) for s in slots)
-
-
-class _Watch:
-    """What could change in place in a definition, with what it held when hashed.
-
-    ``object`` entries hold one object (compared by identity), ``items`` entries
-    a sequence of objects (identities compared), ``value`` entries a value
-    compared by ``==`` (an array's bytes, a tensor's version counter).  The
-    objects seen are kept alive, so an identity is never reused.
-
-    :meth:`unchanged` runs on every derivative call, so it compares everything
-    in a few C-level passes (``map`` over the readers, ``operator.is_`` over
-    the flattened identities) with no Python frame per entry: a dict or a
-    list is iterated as it is (its keys, its items) and a dict's values
-    through its view, none copied.
-    """
-
-    def __init__(self) -> None:
-        self.objects: list[tuple[Any, Any, Any]] = []
-        self.items: list[tuple[Any, Any, tuple[Any, ...]]] = []
-        self.values: list[tuple[Any, Any, Any]] = []
-        self._kept: set[tuple[int, int]] = set()
-        # the flat form unchanged() compares (built by keep)
-        self._object_reads: list[Any] = []
-        self._object_objs: list[Any] = []
-        self._object_seen: list[Any] = []
-        self._iterables: list[Any] = []  # iterated as they are (a dict: its keys; a list)
-        self._item_reads: list[Any] = []  # read, then iterated (a dict's values view, ...)
-        self._item_objs: list[Any] = []
-        # what each held when hashed (the check compares with these, never with a later read)
-        self._iterable_seen: list[tuple[Any, ...]] = []
-        self._item_seen: list[tuple[Any, ...]] = []
-        self._value_reads: list[Any] = []
-        self._value_objs: list[Any] = []
-        self._value_seen: list[Any] = []
-        self._fast: tuple[Any, ...] | None = None
-
-    def keep(self, kind: str, read: Any, obj: Any) -> None:
-        key = (id(read), id(obj))  # both kept alive by the entry: the ids stay theirs
-        if key in self._kept:  # the same thing reached twice (a function named by two closures)
-            return
-        self._kept.add(key)
-        self._fast = None
-        try:
-            seen = read(obj)
-        except ValueError:  # an empty cell: watched as changed until it is filled
-            seen = _MISSING
-        if kind == "object":
-            self.objects.append((read, obj, seen))
-            self._object_reads.append(read)
-            self._object_objs.append(obj)
-            self._object_seen.append(seen)
-        elif kind == "items":
-            seen = tuple(seen)
-            self.items.append((read, obj, seen))
-            if read is _ENTRIES:  # a dict or mapping proxy: its keys, then its values view
-                half = len(seen) // 2
-                self._iterables.append(obj)
-                self._iterable_seen.append(seen[:half])
-                self._item_reads.append(_values_reader(obj))
-                self._item_objs.append(obj)
-                self._item_seen.append(seen[half:])
-            elif read is _ALL:  # a list: its items
-                self._iterables.append(obj)
-                self._iterable_seen.append(seen)
-            else:
-                self._item_reads.append(read)
-                self._item_objs.append(obj)
-                self._item_seen.append(seen)
-        else:
-            self.values.append((read, obj, seen))
-            self._value_reads.append(read)
-            self._value_objs.append(obj)
-            self._value_seen.append(seen)
-
-    def _compile(self) -> tuple[Any, ...]:
-        # what was seen, flat, in the order unchanged() reads it
-        flat = (*self._object_seen, *itertools.chain(*self._iterable_seen, *self._item_seen))
-        self._fast = fast = (
-            tuple(self._object_reads),
-            tuple(self._object_objs),
-            tuple(self._iterables),
-            tuple(map(len, self._iterable_seen)),
-            tuple(self._item_reads),
-            tuple(self._item_objs),
-            flat,
-            tuple(self._value_reads),
-            tuple(self._value_objs),
-            tuple(self._value_seen),
-        )
-        return fast
-
-    def unchanged(self) -> bool:
-        """Whether everything watched holds what it held when hashed.
-
-        C-level iterators, no Python frame per entry (the check runs on every
-        derivative call): the lengths of the lists and dicts first, then every
-        object watched by identity in one flat pass (a dict's keys, then its
-        values through its view), then the values (bytes, version counters) by
-        ``==``.
-        """
-        fast = self._fast
-        if fast is None:
-            fast = self._compile()
-        o_reads, o_objs, iterables, lengths, i_reads, i_objs, flat, v_reads, v_objs, v_seen = fast
-        call = operator.call
-        try:  # empty passes skipped: each costs a call even with nothing to compare
-            if lengths and tuple(map(len, iterables)) != lengths:
-                return False
-            read = map(call, i_reads, i_objs)
-            now = (
-                itertools.chain(map(call, o_reads, o_objs), *iterables, *read)
-                if o_reads
-                else itertools.chain(*iterables, *read)
-            )
-            return all(map(operator.is_, now, flat)) and (
-                not v_reads or tuple(map(call, v_reads, v_objs)) == v_seen
-            )
-        except (ValueError, AttributeError, RuntimeError):  # an empty cell, an attribute
-            return False  # deleted, a dict changed size while iterated
-
-    def __len__(self) -> int:
-        return len(self.objects) + len(self.items) + len(self.values)
 
 
 def _is_builtin(obj: Any) -> bool:
@@ -684,10 +502,10 @@ class Identity:
 
     def __init__(self) -> None:
         self.value: str | None = None
-        self._watch: _Watch | None = None
+        self._watch: watched.Watch | None = None
 
     @property
-    def watch(self) -> _Watch | None:
+    def watch(self) -> watched.Watch | None:
         """What the last traversal watches (None before the first or for an opaque one)."""
         return self._watch
 
@@ -696,7 +514,7 @@ class Identity:
         watch = self._watch
         if watch is not None and watch.unchanged():
             return self.value
-        watch = _Watch()
+        watch = watched.Watch()
         h = _Hasher(watch)
         try:
             h.visit(problem)
