@@ -207,6 +207,20 @@ class EAM:
                 "defined there"
             )
 
+    def hessian(
+        self,
+        positions: np.ndarray,
+        cell: np.ndarray,
+        pbc: np.ndarray,
+        symbols: Any = None,
+        *,
+        sparse: bool = False,
+        evaluator: SiteEvaluator | None = None,
+    ) -> Any:
+        """The exact Hessian ``(3N, 3N)`` (CSR with ``sparse``) from :func:`eam_hessian`."""
+        h = eam_hessian(self, positions, cell, pbc, symbols, evaluator=evaluator)
+        return h.sparse() if sparse else h.toarray()
+
     def densities(self, r: np.ndarray, inside: np.ndarray, codes: np.ndarray,
                   table: SiteTable) -> np.ndarray:  # fmt: skip
         """:math:`\\rho_i` of each atom (numpy) from the distances ``r`` ``(N, K)``."""

@@ -45,7 +45,7 @@ import scipy.sparse
 
 from simdiff.core.derivatives import cached_derivatives
 from simdiff.core.problem import Problem
-from simdiff.errors import InputError, NeighbourListError, ShapeError
+from simdiff.errors import InputError, NeighbourListError, NonFiniteError, ShapeError
 from simdiff.pes.geometry import Cell, ClusterInfo, check_masses
 from simdiff.pes.manybody.table import SiteTable, site_table
 
@@ -145,6 +145,7 @@ class SiteEnergy:
         self.version = 0
         self.__name__ = f"{type(potential).__name__.lower()}_sites"
         self._defined = np.asarray(positions, dtype=np.float64).copy()
+        self._evaluators: dict[str, SiteEvaluator] = {}
         self._set_table(self._defined)
 
     def _set_table(self, pos: np.ndarray) -> None:
@@ -173,6 +174,71 @@ class SiteEnergy:
         """What defines the energy: the potential, cell, elements, start geometry and skin."""
         return {"potential": self.potential, "cell": self.cell, "codes": self.codes,
                 "positions": self._defined, "skin": self.skin, "follow": self.follow}  # fmt: skip
+
+    # ------------------------------------------------------------------ structured Hessian
+    def structured_hessian(
+        self,
+        x: np.ndarray,
+        backend: str,
+        dtype: Any,
+        *,
+        check_finite: bool = True,
+        sparse: bool = False,
+        compile: bool | str = False,
+        expected_calls: int | None = None,
+    ) -> Any:
+        """The exact Hessian at ``x`` (``(n,)`` or ``(B, n)``) from the potential's structure.
+
+        What :func:`simdiff.hessian` runs for this energy (the protocol of
+        :class:`simdiff.core.structure.StructuredHessian`): the potential's own
+        factored Hessian where it has one (EAM: ``hessian``, pair blocks and
+        one rank-one term per atom), else one dense ``3K x 3K`` block per atom
+        by Hessian-vector products (:meth:`SiteEvaluator.hessian`).  ``dtype``,
+        ``compile`` and ``expected_calls`` are accepted for the protocol; the
+        pieces are computed in float64 by the evaluator's compiled derivative.
+        """
+        del dtype, compile, expected_calls
+        xs = np.asarray(x, dtype=np.float64)
+        points = xs.reshape(-1, self.n_particles, 3)
+        if sparse and points.shape[0] != 1:
+            raise ShapeError(f"sparse=True needs one point; got {points.shape[0]}")
+        matrix = np.zeros((3, 3)) if self.cell is None else self.cell.matrix
+        pbc = np.zeros(3, dtype=bool) if self.cell is None else self.cell.pbc
+        elements = getattr(self.potential, "elements", None)
+        symbols = None if elements is None else [elements[c] for c in self.codes]
+        own = getattr(self.potential, "hessian", None)
+        if backend not in self._evaluators:
+            self._evaluators[backend] = SiteEvaluator(self.potential, skin=self.skin,
+                                                      backend=backend)  # fmt: skip
+        evaluator = self._evaluators[backend]
+        out = []
+        for pos in points:
+            if callable(own):
+                h = own(pos, matrix, pbc, symbols, sparse=sparse, evaluator=evaluator)
+            else:
+                h = evaluator.hessian(pos, matrix, pbc, symbols, sparse=sparse)
+            values = h.data if sparse else h
+            if check_finite and not np.isfinite(values).all():
+                raise NonFiniteError(f"the Hessian of {self.__name__} is not finite here")
+            out.append(h)
+        if sparse:
+            return out[0]
+        return out[0] if xs.ndim == 1 else np.stack(out)
+
+    def structured_cache_info(
+        self, backend: str, dtype: Any, compile: bool | str = False
+    ) -> list[dict[str, Any]]:
+        """Records of the compiled derivatives behind :meth:`structured_hessian` (one per shape)."""
+        del dtype, compile
+        evaluator = self._evaluators.get(backend)
+        if evaluator is None:
+            return []
+        return [rec for p in evaluator._problems.values()
+                for rec in cached_derivatives(p, backend).cache_info()]  # fmt: skip
+
+    def dense_hessian_bytes(self, n: int) -> int:
+        """Intermediates of the dense AD Hessian: ``n`` tangents through the ``N K`` slots."""
+        return int(n) * self.n_particles * self.table.width * 3 * 8 * 16
 
     def check_points(self, xs: np.ndarray) -> bool:
         """Rebuild the table where an atom left the skin, check the ranges; True if rebuilt.
