@@ -109,9 +109,7 @@ def _spec(problem: Problem) -> ParamSpec:
 
 def _derivatives(problem: Problem, config: Config) -> Derivatives:
     """The problem's shared :class:`~simdiff.Derivatives` for ``config``."""
-    return cached_derivatives(problem, config.backend, dtype=config.dtype,
-                              check_finite=config.check_finite,
-                              compile=config.compile)  # fmt: skip
+    return cached_derivatives(problem, config=config)
 
 
 def check_bounds(bounds: Any, x0: np.ndarray, what: str, spec: Any = None) -> np.ndarray | None:

@@ -46,13 +46,7 @@ def derivatives(problem: Problem, config: Config) -> Derivatives:
     The public functions build ``config`` once from their keywords (``backend=``,
     ``compile=``); nothing below them takes a loose flag.
     """
-    return cached_derivatives(
-        problem,
-        config.backend,
-        dtype=config.dtype,
-        check_finite=config.check_finite,
-        compile=config.compile,
-    )
+    return cached_derivatives(problem, config=config)
 
 
 def spec_of(problem: Problem) -> ParamSpec:

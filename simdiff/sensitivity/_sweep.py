@@ -166,12 +166,11 @@ def _derivatives_for(spec: Problem | str, config: Config) -> Derivatives:
 
     From the problem's own cache: a Problem scattered to dask workers is one
     object per worker, so its cache serves every chunk there; a string spec is
-    resolved once per worker.
+    resolved once per worker.  ``config.expected_calls`` (the sweep's chunks)
+    is announced to it.
     """
     problem = spec if isinstance(spec, Problem) else _resolve_spec(spec)
-    return cached_derivatives(problem, config.backend, dtype=config.dtype,
-                              check_finite=config.check_finite,
-                              compile=config.compile)  # fmt: skip
+    return cached_derivatives(problem, config=config)
 
 
 # --------------------------------------------------------------------------- one chunk
@@ -230,7 +229,7 @@ def _compute_chunk(
     announced to it (``expected_calls``).
     """
     backend = str(config.backend)
-    d = _derivatives_for(spec, config).expect_calls(config.expected_calls)
+    d = _derivatives_for(spec, config)
     k = points.shape[0]
     padded = points if k == size else np.concatenate([points, np.repeat(points[-1:], size - k, 0)])
     messages: dict[int, str] = {}
