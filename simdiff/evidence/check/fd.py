@@ -21,7 +21,7 @@ import scipy.differentiate as sd
 from simdiff.backends import get_backend
 from simdiff.core.derivatives import Derivatives
 from simdiff.core.problem import Problem
-from simdiff.errors import NonFiniteError
+from simdiff.errors import NonFiniteError, SolverError, StabilityError
 
 __all__ = ["FD_CHUNK", "FiniteDifferences", "batched", "default_fd_step", "numpy_vectorized"]
 
@@ -98,15 +98,43 @@ def _line(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, v: np.ndarray):
     return g
 
 
-def default_fd_step(problem: Problem, x: np.ndarray) -> float:
-    """SciPy's initial step: ``problem.check_options.fd_step`` or ``0.1 * max(1, max |x|)``.
+def _scaled(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, h: np.ndarray):
+    """``z -> f(x + h * z)`` with scipy's layout: the coordinates scaled by their own steps,
+    so that one scalar step of SciPy's is a step of ``h_i`` in each element."""
 
-    ``scipy.differentiate`` starts at 0.5 by default, which sends a simulator
-    (an ODE rollout, say) far from where it is well behaved; the extrapolation
-    then shrinks the step by 2 per iteration.
+    def g(z: np.ndarray) -> np.ndarray:
+        shape = (-1,) + (1,) * (z.ndim - 1)
+        return f(x.reshape(shape) + h.reshape(shape) * z)
+
+    return g
+
+
+def default_fd_step(problem: Problem, x: np.ndarray) -> float | np.ndarray:
+    """SciPy's initial step: ``problem.check_options.fd_step``, or one per element of ``x``.
+
+    The default is ``h = 0.1 * max(1, max |x|)`` (scipy.differentiate starts
+    at 0.5, which sends a simulator, an ODE rollout say, far from where it is
+    well behaved; its extrapolation then shrinks the step by 2 per
+    iteration), capped for each element at half its own size,
+    ``h_i = min(h, |x_i| / 2)`` (``h`` where ``x_i = 0``): no perturbed
+    point leaves ``[x_i / 2, 3 x_i / 2]``, so a rate constant of 0.075 beside
+    one of 1.5 is never pushed to zero or below.
+
+    Examples
+    --------
+    >>> import numpy as np, simdiff
+    >>> p = simdiff.Problem(lambda x, ops: ops.sum(x), x0=np.ones(3))
+    >>> default_fd_step(p, np.array([1.5, 0.075, 0.0]))
+    array([0.15  , 0.0375, 0.15  ])
     """
     step = problem.check_options.fd_step
-    return float(step) if step is not None else 0.1 * max(1.0, float(np.max(np.abs(x))))
+    if step is not None:
+        return float(step)
+    x = np.abs(np.asarray(x, dtype=np.float64))
+    h = 0.1 * max(1.0, float(np.max(x, initial=0.0)))
+    if x.ndim == 0 or x.size == 0 or np.all((x == 0) | (x >= 2 * h)):
+        return h  # no element needs its own step: the scalar SciPy takes
+    return np.where(x > 0, np.minimum(h, x / 2), h)
 
 
 class FiniteDifferences:
@@ -118,45 +146,69 @@ class FiniteDifferences:
     by 10, twice at most.
     """
 
-    def __init__(self, step: float = 0.5) -> None:
-        self.step = float(step)
+    def __init__(self, step: float | np.ndarray = 0.5) -> None:
+        #: The initial step: one number, or one per element of the point.
+        self.step: float | np.ndarray = (
+            float(step) if np.ndim(step) == 0 else np.asarray(step, dtype=np.float64)
+        )
+        #: The initial step of the last reference computed (after any shrinking).
+        self.used_step: float | np.ndarray = self.step
 
-    def _retry(self, run: Callable[[float], Any]) -> FDReference:
+    def _retry(self, run: Callable[[Any], Any], step: Any = None) -> FDReference:
+        """Run ``run(step)``; where a perturbed evaluation fails (non-finite, or the
+        simulator refuses the point), again with the step divided by 10, twice at most."""
+        step = self.step if step is None else step
         for k in range(3):
+            h = step / 10.0**k
             try:
                 with np.errstate(all="ignore"):
-                    df, err, status = run(self.step / 10.0**k)
-            except NonFiniteError:
-                # an AD derivative differenced (FD of the AD gradient) refuses a point the
-                # largest step reached: the same as a non-finite value, a smaller step
+                    df, err, status = run(h)
+            except (NonFiniteError, SolverError, StabilityError):
+                # a perturbed point the simulator refuses (an AD derivative differenced
+                # refuses a non-finite point; a solve that blows up raises): the same as a
+                # non-finite value, a smaller step
                 if k == 2:
                     raise
                 continue
             df, err = np.asarray(df), np.asarray(err)
             if np.all(np.isfinite(df)):
                 break
+        self.used_step = h
         return df, err, np.isin(np.asarray(status), CONVERGED)
 
     def jacobian(self, f: Callable, x: np.ndarray) -> FDReference:
-        def run(h: float) -> tuple[Any, Any, Any]:
-            res = sd.jacobian(f, x, initial_step=h)
-            return res.df, res.error, res.status
+        def run(h: Any) -> tuple[Any, Any, Any]:
+            if np.ndim(h) == 0:
+                res = sd.jacobian(f, x, initial_step=h)
+                return res.df, res.error, res.status
+            # per-element steps: differentiate in z, x = x0 + h * z, with one step of 1
+            res = sd.jacobian(_scaled(f, x, h), np.zeros_like(x), initial_step=1.0)
+            return res.df / h, res.error / h, res.status
 
         return self._retry(run)
 
     def hessian(self, f: Callable, x: np.ndarray) -> FDReference:
-        def run(h: float) -> tuple[Any, Any, Any]:
-            res = sd.hessian(f, x, initial_step=h)
-            return res.ddf, res.error, res.status
+        def run(h: Any) -> tuple[Any, Any, Any]:
+            if np.ndim(h) == 0:
+                res = sd.hessian(f, x, initial_step=h)
+                return res.ddf, res.error, res.status
+            hh = np.outer(h, h)
+            res = sd.hessian(_scaled(f, x, h), np.zeros_like(x), initial_step=1.0)
+            return res.ddf / hh, res.error / hh, res.status
 
         return self._retry(run)
 
     def direction(self, f: Callable, x: np.ndarray, v: np.ndarray) -> FDReference:
         """Directional derivative of ``f`` at ``x`` along ``v``, its error estimate and status."""
-        scale = max(1.0, float(np.max(np.abs(v), initial=0.0)))
+        av = np.abs(np.asarray(v, dtype=np.float64))
+        if np.ndim(self.step) == 0:
+            step = float(self.step) / max(1.0, float(np.max(av, initial=0.0)))
+        else:  # per-element steps: no element moves further than its own step
+            moved = av > 0
+            step = float(np.min(np.asarray(self.step)[moved] / av[moved])) if moved.any() else 0.1
 
         def run(h: float) -> tuple[Any, Any, Any]:
-            res = sd.jacobian(_line(f, x, v), np.zeros(1), initial_step=h / scale)
+            res = sd.jacobian(_line(f, x, v), np.zeros(1), initial_step=h)
             return res.df[..., 0], res.error[..., 0], res.status[..., 0]
 
-        return self._retry(run)
+        return self._retry(run, step)

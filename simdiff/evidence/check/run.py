@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from simdiff._log import get_logger
 from simdiff.backends import AD_BACKENDS
 from simdiff.core.derivatives import Derivatives
 from simdiff.core.problem import Problem, validate_exact
@@ -74,6 +76,8 @@ __all__ = [
     "rtols",
     "tolerance",
 ]
+
+_log = get_logger(__name__)
 
 #: Derivatives :func:`check` knows; ``derivative`` means nested directional
 #: derivatives of the orders in ``orders`` (and Taylor mode where available).
@@ -167,11 +171,13 @@ class CheckResult:
         return {"pass": 0, "fail": 1}.get(self.verdict, 2)
 
     def counts(self) -> dict[str, int]:
-        """Elements passed, failed and inconclusive, summed over the entries."""
+        """Elements passed, failed and inconclusive, summed over the entries, and the entries
+        that raised or gave a non-finite result (``n_errors``: they have no elements)."""
         return {
             "n_pass": sum(e.n_pass for e in self.entries),
             "n_fail": sum(e.n_fail for e in self.entries),
             "n_inconclusive": sum(e.n_inconclusive for e in self.entries),
+            "n_errors": sum(e.verdict == "error" for e in self.entries),
         }
 
     def failures(self) -> list[CheckEntry]:
@@ -194,6 +200,8 @@ class CheckResult:
             f"; elements: {k['n_pass']} pass, {k['n_fail']} fail, "
             f"{k['n_inconclusive']} inconclusive"
         )
+        if k["n_errors"]:
+            head += f"; {k['n_errors']} entries raised or were not finite (see 'error' below)"
         rows = [
             ("derivative", "backend", "reference", "max abs", "max rel", "fd err", "gap", "tol",
              "resol", "p/f/i", "verdict")
@@ -474,6 +482,17 @@ def check(
             rounding: Callable[[], Any] | None = None) -> None:  # fmt: skip
         entry = CheckEntry(label, b, ref)
         result.entries.append(entry)
+        started = time.perf_counter()
+        try:
+            _compare_entry(entry, got, refv, rtol, plan_scale, gap, rounding)
+        finally:
+            _log.info(
+                "check %s: %s on %s against %s: %s (%.1f s; %d entries so far)",
+                problem.name, label, b, ref, entry.verdict, time.perf_counter() - started,
+                len(result.entries),
+            )  # fmt: skip
+
+    def _compare_entry(entry, got, refv, rtol, plan_scale, gap, rounding) -> None:
         try:
             r = refv()
             values, err, conv = r if isinstance(r, tuple) else (r, None, None)

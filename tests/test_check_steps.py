@@ -1,0 +1,63 @@
+"""check's finite-difference step: relative to each parameter, inside the domain.
+
+The user's problem of issue 64: Lotka-Volterra with named rates of very different sizes
+(beta = 0.1, delta = 0.075 beside gamma = 1.5).  One absolute step for all (0.15) pushed
+beta and delta below zero and the solve blew up; per-element steps keep every perturbed
+point beside its own parameter, and ``simdiff.check`` passes with its defaults.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import simdiff
+from simdiff.evidence.check.fd import FiniteDifferences, default_fd_step
+from simdiff.ode import ODEProblem
+
+
+def lv(t, y, p, ops):
+    return ops.stack(
+        [p["alpha"] * y[0] - p["beta"] * y[0] * y[1], p["delta"] * y[0] * y[1] - p["gamma"] * y[1]]
+    )
+
+
+PROB = ODEProblem(
+    lv, [10.0, 5.0], (0.0, 6.0), {"alpha": 1.0, "beta": 0.1, "gamma": 1.5, "delta": 0.075},
+    save_at=np.linspace(1, 6, 6), rtol=1e-8, atol=1e-10,
+    observable=lambda ys, ops: ops.sum(ys[:, 0] * ys[:, 1]) / 100, name="my_lv",
+)  # fmt: skip
+
+
+def test_the_default_step_is_relative_to_each_element() -> None:
+    x = PROB.x0
+    h = default_fd_step(PROB, x)
+    np.testing.assert_allclose(h, np.minimum(0.15, x / 2), rtol=1e-15)
+    assert np.all(x - h >= x / 2)  # no rate pushed to zero or below
+    assert default_fd_step(PROB, np.array([1.0, 2.0])) == 0.2  # one scalar where none is small
+    p = simdiff.Problem(
+        lambda x, ops: ops.sum(x), x0=np.zeros(2), check_options=simdiff.CheckOptions(fd_step=2)
+    )
+    assert default_fd_step(p, np.zeros(2)) == 2.0
+
+
+def test_a_direction_moves_no_element_beyond_its_step() -> None:
+    fd = FiniteDifferences(np.array([0.1, 0.01]))
+    seen = []
+
+    def f(pts):
+        seen.append(np.asarray(pts))
+        return np.sum(np.asarray(pts) ** 2, axis=0)
+
+    x, v = np.array([1.0, 0.1]), np.array([1.0, 1.0])
+    d, _err, _ok = fd.direction(f, x, v)
+    assert d == pytest.approx(2 * x @ v, rel=1e-8)
+    moved = np.max(
+        np.abs(np.concatenate([s.reshape(2, -1) for s in seen], axis=1) - x[:, None]), axis=1
+    )
+    assert np.all(moved <= np.array([0.1, 0.01]) * (1 + 1e-12))
+
+
+def test_the_users_lv_check_passes_with_defaults() -> None:
+    r = simdiff.check(PROB, derivatives=("grad",), backends=("jax",))
+    assert r.passed, str(r)
