@@ -61,3 +61,21 @@ def test_a_direction_moves_no_element_beyond_its_step() -> None:
 def test_the_users_lv_check_passes_with_defaults() -> None:
     r = simdiff.check(PROB, derivatives=("grad",), backends=("jax",))
     assert r.passed, str(r)
+
+
+def test_the_hessian_reference_stays_inside_a_positive_domain() -> None:
+    """A simulator that refuses a non-positive rate (raises, like a solve that blows up): the
+    default step keeps every perturbed point positive, and the Hessian is right."""
+    x = np.array([1.5, 0.075])
+    problem = simdiff.Problem(lambda x, ops: ops.sum(ops.log(x)), x0=x)
+
+    def f(pts):
+        pts = np.asarray(pts)
+        if np.any(pts <= 0):
+            raise simdiff.SolverError(f"rate out of domain: {pts.min()}")
+        return np.sum(np.log(pts), axis=0)
+
+    fd = FiniteDifferences(default_fd_step(problem, x))
+    ddf, _err, ok = fd.hessian(f, x)
+    np.testing.assert_allclose(ddf, np.diag(-1 / x**2), rtol=1e-6, atol=1e-6)
+    assert ok[0, 0] and ok[1, 1]
