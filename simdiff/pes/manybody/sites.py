@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
+from simdiff.core.cache import RecentlyUsed
 from simdiff.core.derivatives import cached_derivatives
 from simdiff.core.problem import Problem
 from simdiff.errors import InputError, NeighbourListError, NonFiniteError, ShapeError
@@ -390,6 +391,11 @@ class StrainedSites:
         return ops.sum(w * self.potential.site_energies(strained, ops, centre, neighbours))
 
 
+#: Evaluator problems by ``(potential, atoms, slots)``: calculators and Hessians of one
+#: potential on cells of one shape share their compiled derivatives.
+SHARED: RecentlyUsed[tuple[Any, int, int], Problem] = RecentlyUsed(16)
+
+
 class SiteEvaluator:
     """Energy, forces, stress, per-atom energies, Hessian and phonons of Atoms-like input.
 
@@ -449,9 +455,16 @@ class SiteEvaluator:
 
     def _problem(self, n: int, k: int, d: np.ndarray) -> Problem:
         if (n, k) not in self._problems:
-            fn = StrainedSites(self.potential, n, k)
-            y0 = fn.pack(d, self.centre, self.neighbours)  # a point where the energy is defined
-            self._problems[(n, k)] = Problem(fn, y0, name=f"{fn.__name__}{n}x{k}")
+
+            def build() -> Problem:
+                fn = StrainedSites(self.potential, n, k)
+                y0 = fn.pack(d, self.centre, self.neighbours)  # where the energy is defined
+                return Problem(fn, y0, name=f"{fn.__name__}{n}x{k}")
+
+            try:  # evaluators of one potential share the problem (its compiled derivatives)
+                self._problems[(n, k)] = SHARED.get((self.potential, n, k), build)
+            except TypeError:  # an unhashable potential: a problem of its own
+                self._problems[(n, k)] = build()
         return self._problems[(n, k)]
 
     def _point(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray,
