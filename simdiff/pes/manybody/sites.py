@@ -207,17 +207,13 @@ class SiteEnergy:
         pbc = np.zeros(3, dtype=bool) if self.cell is None else self.cell.pbc
         elements = getattr(self.potential, "elements", None)
         symbols = None if elements is None else [elements[c] for c in self.codes]
-        own = getattr(self.potential, "hessian", None)
         if backend not in self._evaluators:
             self._evaluators[backend] = SiteEvaluator(self.potential, skin=self.skin,
                                                       backend=backend)  # fmt: skip
         evaluator = self._evaluators[backend]
         out = []
         for pos in points:
-            if callable(own):
-                h = own(pos, matrix, pbc, symbols, sparse=sparse, evaluator=evaluator)
-            else:
-                h = evaluator.hessian(pos, matrix, pbc, symbols, sparse=sparse)
+            h = evaluator.hessian(pos, matrix, pbc, symbols, sparse=sparse)
             values = h.data if sparse else h
             if check_finite and not np.isfinite(values).all():
                 raise NonFiniteError(f"the Hessian of {self.__name__} is not finite here")
@@ -520,6 +516,18 @@ class SiteEvaluator:
     def hessian(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray, symbols: Any = None,
                 *, sparse: bool = False) -> Any:  # fmt: skip
         """The exact Hessian in the positions, ``(3N, 3N)`` (``scipy.sparse`` CSR with ``sparse``).
+
+        The potential's own factored Hessian where it has one (a ``hessian``
+        method: EAM's pair blocks and rank-one terms), else :meth:`block_hessian`.
+        """
+        own = getattr(self.potential, "hessian", None)
+        if callable(own):
+            return own(pos, cell, pbc, symbols, sparse=sparse, evaluator=self)
+        return self.block_hessian(pos, cell, pbc, symbols, sparse=sparse)
+
+    def block_hessian(self, pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray,
+                      symbols: Any = None, *, sparse: bool = False) -> Any:  # fmt: skip
+        """The exact Hessian from one dense block per atom, ``(3N, 3N)`` (CSR with ``sparse``).
 
         :math:`H = \\sum_i A_i^T H_i A_i` with :math:`H_i` the site blocks
         (:meth:`site_hessians`) and :math:`A_i` the map from positions to atom
