@@ -18,6 +18,7 @@ sequences and dataclass fields in order.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from simdiff.backends import backend_of
+from simdiff.backends._pytrees import register_node
 from simdiff.core import trees
 from simdiff.core.labelled import Labelled
 from simdiff.core.trees import is_tree
@@ -445,7 +447,7 @@ class TreeFunction:
         self.__name__ = str(getattr(fn, "__name__", "fn"))
 
     def __call__(self, x: Any, ops: Any) -> Any:
-        return self.fn(self.spec.unflatten(x, ops), ops)
+        return self.fn(_named(self.spec.unflatten(x, ops), self.__name__), ops)
 
     def __fingerprint__(self) -> dict[str, Any]:
         return {"fn": self.fn, "spec": self.spec.key}
@@ -462,7 +464,49 @@ class TreeRhs:
         self.__name__ = str(getattr(rhs, "__name__", "rhs"))
 
     def __call__(self, t: Any, y: Any, p: Any, ops: Any) -> Any:
-        return self.rhs(t, y, self.spec.unflatten(p, ops), ops)
+        return self.rhs(t, y, _named(self.spec.unflatten(p, ops), self.__name__), ops)
+
+
+class ParamDict(dict):
+    """The parameters a problem's function receives when given as a dict: a plain dict whose
+    missing keys raise :class:`~simdiff.errors.NotFoundError` (a ``KeyError`` too) naming the
+    key, the function that read it, a close name where there is one and all the names; a
+    pytree node like ``dict`` for JAX and torch."""
+
+    __slots__ = ("reader",)
+
+    def __missing__(self, key: Any) -> Any:
+        close = [k for k in self if isinstance(k, str) and isinstance(key, str) and _close(k, key)]
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise NotFoundError(
+            f"{self.reader} reads the parameter {key!r}, which the problem's parameters do "
+            f"not have{hint}; they are {list(self)}"
+        )
+
+
+def _close(a: str, b: str) -> bool:
+    """Whether two names are alike (one edit or a swap of neighbours: "detla", "delta")."""
+    return difflib.SequenceMatcher(None, a, b).ratio() >= 0.75
+
+
+def _named(tree: Any, reader: str) -> Any:
+    """``tree`` as a :class:`ParamDict` where it is a dict (registered as a pytree node)."""
+    if type(tree) is not dict:
+        return tree
+    register_node(
+        ParamDict,
+        lambda d: (tuple(d[k] for k in sorted(d)), (tuple(sorted(d)), d.reader)),
+        _param_dict,
+    )
+    out = ParamDict(tree)
+    out.reader = reader
+    return out
+
+
+def _param_dict(aux: tuple[tuple[Any, ...], str], children: Any) -> ParamDict:
+    out = ParamDict(zip(aux[0], children, strict=True))
+    out.reader = aux[1]
+    return out
 
     def __fingerprint__(self) -> dict[str, Any]:
         return {"rhs": self.rhs, "spec": self.spec.key}
