@@ -463,7 +463,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", help="list this run's entries")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.set_defaults(fn=cmd_show, frameworks=False)
+    p = sub.add_parser("cache", help="simdiff's persistent compilation caches: where, or clear")
+    p.add_argument("action", choices=("info", "clear"), help="info: the directory; clear: empty it")
+    p.set_defaults(fn=cmd_cache, frameworks=False)
     return ap
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    """``simdiff cache info|clear``: the compilation cache directory, or empty it."""
+    from simdiff.backends._caches import cache_dir, clear_persistent_caches
+
+    if args.action == "clear":
+        removed = clear_persistent_caches()
+        print(f"removed {', '.join(removed)}" if removed else f"nothing to remove in {cache_dir()}")
+    else:
+        print(cache_dir())
+    return 0
 
 
 def _refuse_unknown_leading_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:

@@ -128,3 +128,16 @@ def test_clear_removes_the_directories(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SIMDIFF_CACHE_DIR", str(cache))
     assert caches.clear_persistent_caches() == [str(cache / "jax")]
     assert not (cache / "jax").exists()
+
+
+def test_the_cache_command(tmp_path: Path, monkeypatch, capsys) -> None:
+    from simdiff.cli import main
+
+    cache = tmp_path / "c"
+    (cache / "inductor").mkdir(parents=True)
+    monkeypatch.setenv("SIMDIFF_CACHE_DIR", str(cache))
+    assert main(["cache", "info"]) == 0
+    assert capsys.readouterr().out.strip() == str(cache)
+    assert main(["cache", "clear"]) == 0
+    assert capsys.readouterr().out.strip() == f"removed {cache / 'inductor'}"
+    assert not (cache / "inductor").exists()
