@@ -88,8 +88,8 @@ def _chunked_ops(K: int, cpp_wrapper: bool) -> Any:
 @contextlib.contextmanager
 def _traced_loop_with_fused_tableau() -> Iterator[None]:
     """The driver's traced loop on torch; tableau products as broadcast sums when compiled."""
-    import simdiff.ode.solvers.driver as driver
     import simdiff.ode.solvers.dopri5 as dopri5
+    import simdiff.ode.solvers.driver as driver
     import simdiff.ode.solvers.rk as rk
 
     eager, weighted = driver.drive_eager, rk.weighted
