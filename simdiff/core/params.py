@@ -474,6 +474,7 @@ class ParamDict(dict):
     pytree node like ``dict`` for JAX and torch."""
 
     __slots__ = ("reader",)
+    reader: str
 
     def __missing__(self, key: Any) -> Any:
         close = [k for k in self if isinstance(k, str) and isinstance(key, str) and _close(k, key)]
