@@ -7,6 +7,7 @@ import pytest
 import scipy.integrate
 
 import problems
+import problems.ode
 import simdiff
 from simdiff.errors import InputError, SolverError
 from simdiff.ode import ODEProblem, make_solver
@@ -164,3 +165,41 @@ def test_a_stiffer_point_than_x0_says_to_use_a_stiff_solver(backend: str, kind: 
     assert "dopri5: max_steps=200 exhausted at t=" in msg
     assert "|lambda_max(df/dy)| = 1e+04" in msg and "solver='auto' chose dopri5 at x0" in msg
     assert "pass solver='rodas5p'" in msg
+
+
+#: (name, rhs, y0, span, params, stiff) for the tolerance sweep of issue 64.
+_SWEEP = [
+    ("robertson", problems.ode.robertson_rhs, np.array([1.0, 0.0, 0.0]), (0.0, 40.0),
+     np.log(problems.ode.ROBERTSON_K), True),
+    ("hires", problems.ode.hires_log_rhs, problems.ode.HIRES_Y0, (0.0, problems.ode.HIRES_T),
+     np.log(problems.ode.HIRES_K), True),
+    ("lotka_volterra", problems.ode.lotka_volterra_rhs, problems.ode.LV_Y0, (0.0, 10.0),
+     problems.ode.LV_PARAMS, False),
+    ("lorenz63", problems.ode.lorenz_rhs, np.array([1.0, 1.0, 1.0]), (0.0, 20.0),
+     np.array([10.0, 28.0, 8.0 / 3.0]), False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("atol", [1e-8, 1e-12])
+@pytest.mark.parametrize("rtol", [1e-4, 1e-6, 1e-8, 1e-10])
+@pytest.mark.parametrize("case", _SWEEP, ids=[c[0] for c in _SWEEP])
+def test_the_choice_holds_at_every_tolerance(case, rtol: float, atol: float) -> None:
+    """Stiff for Robertson and HIRES, explicit for Lotka-Volterra and Lorenz, at rtol 1e-4 to
+    1e-10 and atol 1e-8 and 1e-12: at tight tolerances the pilot runs out of steps before
+    Hairer's test can tell, and the stability bound where it stopped decides."""
+    _name, rhs, y0, (t0, t1), p, stiff = case
+    solver, choice = choose_solver(rhs, y0, t0, t1, p, rtol=rtol, atol=atol)
+    assert choice.stiff is stiff, choice.reason
+    assert solver.stiff is stiff
+
+
+def test_a_failed_explicit_choice_never_suggests_auto_again() -> None:
+    from simdiff.ode.solvers._base import status_message
+    from simdiff.ode.solvers.dopri5 import Dopri5
+
+    note = "; solver='auto' chose dopri5 at x0 (not stiff: ...)"
+    msg = status_message(1, 0.5, 1.0, np.zeros(2), Dopri5(), note=note)
+    assert "solver='auto'" not in msg.replace(note, "")
+    assert "rodas5p" in msg
+    plain = status_message(1, 0.5, 1.0, np.zeros(2), Dopri5())
+    assert "or solver='auto'" in plain

@@ -19,7 +19,14 @@ unlimited ones in between, the rule of Hairer's code, make the problem stiff.
 
 The pilot stops at the verdict, at the end of the interval (the explicit
 method solved the problem within the pilot: it is not stiff), or after
-:data:`PILOT_STEPS` attempted steps (not stiff so far).  It runs once, at
+:data:`PILOT_STEPS` attempted steps.  A pilot that ran out of steps before it
+could tell (at tight tolerances the steps stay limited by accuracy for long,
+and a system such as Robertson's turns stiff after ``t0``) decides from where
+it stopped: the spectral radius ``rho`` of ``df/dy`` there bounds the stable
+explicit step by ``s / rho``, so the rest of the interval needs at least
+``rho (t1 - t) / s`` explicit steps for stability alone; more than the
+``max_steps`` left makes the problem stiff (an explicit solver could not
+finish), fewer leaves it not stiff.  It runs once, at
 construction, at the problem's ``x0``: the same numbers for every backend,
 so JAX, torch and numpy run the same solver, which is part of the problem's
 fingerprint.  A point evaluated later that is much stiffer than ``x0`` keeps
@@ -62,7 +69,7 @@ __all__ = [
 ]
 
 #: Attempted pilot steps at most (capped by ``max_steps``).
-PILOT_STEPS = 200
+PILOT_STEPS = 1000
 #: ``h * rho`` above which a Dormand–Prince step counts as limited by stability
 #: (Hairer's DOPRI5: 3.25, just inside the real stability interval 3.3066).
 LIMITED = 3.25
@@ -127,12 +134,12 @@ class SolverChoice:
 
 def _pilot(
     rhs: Rhs, y0: np.ndarray, t0: float, t1: float, p: np.ndarray, explicit: Dopri5
-) -> tuple[bool, list[float], int, int, float]:
+) -> tuple[bool, list[float], int, int, float, np.ndarray]:
     """Hairer's stiffness test on Dormand–Prince steps from ``(t0, y0)`` in numpy.
 
-    Returns ``(stiff, ratios, limited, attempts, t)``: the verdict, ``h rho / s``
-    of each accepted step, how many were limited, the attempted steps and
-    the time reached.
+    Returns ``(stiff, ratios, limited, attempts, t, y)``: the verdict,
+    ``h rho / s`` of each accepted step, how many were limited, the attempted
+    steps, the time reached and the state there.
     """
     ops = NumpyOps()
     s = real_stability_interval(DOPRI5)
@@ -180,15 +187,14 @@ def _pilot(
                 stiff_count += 1
                 unlimited_run = 0
                 if stiff_count >= STIFF_AFTER:
-                    t = t + h_try
-                    return True, ratios, limited, attempts, t
+                    return True, ratios, limited, attempts, t + h_try, y_new
             else:
                 unlimited_run += 1
                 if unlimited_run >= RESET_AFTER:
                     stiff_count = 0
             t = t1 if h_try >= remaining else t + h_try
             y, k1 = y_new, ks[6]
-    return False, ratios, limited, attempts, t
+    return False, ratios, limited, attempts, t, y
 
 
 def choose_solver(
@@ -225,7 +231,7 @@ def choose_solver(
     common = {k: v for k, v in options.items() if k in COMMON_OPTIONS}
     start = time.perf_counter()
     explicit = Dopri5(**common)
-    stiff, ratios, limited, attempts, t_reached = _pilot(rhs, y0, t0, t1, p, explicit)
+    stiff, ratios, limited, attempts, t_reached, y_end = _pilot(rhs, y0, t0, t1, p, explicit)
     ops = NumpyOps()
     s = real_stability_interval(DOPRI5)
     with np.errstate(all="ignore"):
@@ -233,16 +239,34 @@ def choose_solver(
             lambda y: np.asarray(rhs(np.float64(t0), y, p, ops), dtype=np.float64), y0
         )
     ratio = float(np.median(ratios[-STIFF_AFTER:])) if ratios else 0.0
+    undecided = ""
+    if not stiff and t_reached < t1:  # out of pilot steps before it could tell
+        with np.errstate(all="ignore"):
+            rho_end = rhs_spectral_radius(
+                lambda y: np.asarray(rhs(np.float64(t_reached), y, p, ops), dtype=np.float64),
+                y_end,
+            )
+        needed = float(rho_end * (t1 - t_reached) / s) if np.isfinite(rho_end) else 0.0
+        left = int(explicit.max_steps) - attempts
+        if needed > left:
+            stiff = True
+            undecided = (
+                f"stiff: the dopri5 pilot ran {attempts} attempted steps to t={t_reached:.6g} "
+                f"without a verdict; there |lambda_max(df/dy)| = {rho_end:.3g}, so the rest of "
+                f"the interval needs at least {needed:.3g} explicit steps for stability alone, "
+                f"more than the {left} of max_steps left"
+            )
     if stiff:
         loose = explicit.rtol >= LOOSE_RTOL
         solver: Solver = (Rodas3 if loose else Rodas5P)(**options)
         why = (
-            f"stiff: {limited} of {len(ratios)} accepted dopri5 pilot steps were limited by "
-            f"stability (h*rho > {LIMITED} of dopri5's {s:.4g}; median h*rho/s of the last "
-            f"{min(len(ratios), STIFF_AFTER)}: {ratio:.2f}) by t={t_reached:.6g}; "
-            f"{solver.name} at rtol={explicit.rtol:g} "
-            f"({'>=' if loose else '<'} {LOOSE_RTOL:g})"
-        )
+            undecided
+            or (
+                f"stiff: {limited} of {len(ratios)} accepted dopri5 pilot steps were limited by "
+                f"stability (h*rho > {LIMITED} of dopri5's {s:.4g}; median h*rho/s of the last "
+                f"{min(len(ratios), STIFF_AFTER)}: {ratio:.2f}) by t={t_reached:.6g}"
+            )
+        ) + f"; {solver.name} at rtol={explicit.rtol:g} ({'>=' if loose else '<'} {LOOSE_RTOL:g})"
     else:
         solver = explicit
         where = (

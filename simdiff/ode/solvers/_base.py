@@ -163,9 +163,10 @@ def status_message(
     state = np.array2string(np.asarray(y), precision=6, separator=", ")
     after = "" if steps is None else f" after {steps} attempted steps"
     if status == 1:
+        auto = "solver='auto' chose" in note  # never suggest the choice that just failed
         hint = (
             "the system may be stiff: try solver='rodas3' (loose rtol) or 'rodas5p' "
-            "(tight rtol), or solver='auto'"
+            "(tight rtol)" + ("" if auto else ", or solver='auto'")
             if not solver.stiff
             else "raise max_steps or loosen rtol/atol"
         )
