@@ -7,6 +7,9 @@ or :func:`muller_brown`, then use the derivative API (``simdiff.grad``,
 :func:`normal_modes`, :func:`cubic_force_constants`, :func:`find_minimum`,
 :func:`find_saddle`, :func:`stationary_index`.  :class:`NeighbourList` is a
 fixed-capacity neighbour list that follows the atoms inside ``jax.jit``.
+Many-body potentials (:mod:`simdiff.pes.manybody`): :func:`eam` (analytic, or
+funcfl/setfl files) and :func:`stillinger_weber`, as problems
+(:func:`manybody_problem`) or through the ASE calculator (``potential=``).
 """
 
 from simdiff.pes.cluster import PairTerm as PairTerm
@@ -22,6 +25,12 @@ from simdiff.pes.geometry import check_positions as check_positions
 from simdiff.pes.geometry import cluster_info as cluster_info
 from simdiff.pes.geometry import minimum_image as minimum_image
 from simdiff.pes.geometry import pair_index as pair_index
+from simdiff.pes.manybody import EAM as EAM
+from simdiff.pes.manybody import StillingerWeber as StillingerWeber
+from simdiff.pes.manybody import eam as eam
+from simdiff.pes.manybody import eam_hessian as eam_hessian
+from simdiff.pes.manybody import manybody_problem as manybody_problem
+from simdiff.pes.manybody import stillinger_weber as stillinger_weber
 from simdiff.pes.neighbours import NeighbourList as NeighbourList
 from simdiff.pes.neighbours import Neighbours as Neighbours
 from simdiff.pes.normal_modes import NormalModes as NormalModes

@@ -7,9 +7,10 @@ its parameters in those units (e.g. ``functools.partial(lennard_jones,
 epsilon=0.0104, sigma=3.40)`` for argon); masses come from the Atoms (amu).
 
 - :class:`SimdiffCalculator` gives ASE energies and forces (and exact
-  Hessians) from a simdiff problem, or, for a pair potential, energy, forces,
-  stress and per-atom energies on any cell ASE has (triclinic, slabs, cells
-  shorter than twice the cutoff).
+  Hessians) from a simdiff problem, or, for a pair potential or a many-body
+  potential (EAM, Stillinger-Weber: :mod:`simdiff.pes.manybody`), energy,
+  forces, stress and per-atom energies on any cell ASE has (triclinic, slabs,
+  cells shorter than twice the cutoff).
 - :func:`vibrations_data` hands the exact Hessian to
   :class:`ase.vibrations.VibrationsData`: frequencies, modes, zero-point energy
   and, through :mod:`ase.thermochemistry`, thermochemistry.
@@ -33,6 +34,7 @@ from simdiff.pes._ase_pairs import CellPairs, voigt_stress
 from simdiff.pes.cluster import PairTerm, cluster_problem
 from simdiff.pes.geometry import Cell, cluster_info
 from simdiff.pes.images import ImagePairEnergy
+from simdiff.pes.manybody.sites import SiteEvaluator, manybody_problem
 from simdiff.pes.potentials import PairPotential
 from simdiff.pes.terms import TermEnergy
 
@@ -191,8 +193,20 @@ class SimdiffCalculator(Calculator):
         Gives ``energy``, ``free_energy``, ``forces``, ``stress`` (exact, the
         strain derivative of the energy) and ``energies`` (per atom).  A
         periodic direction needs a cutoff (:func:`~simdiff.pes.smooth_cutoff`).
+    potential : EAM or StillingerWeber, optional
+        Instead of ``problem`` or ``pair``: a many-body site potential
+        (:func:`simdiff.pes.eam`, :func:`simdiff.pes.stillinger_weber`),
+        evaluated for whatever Atoms the calculator is given (any cell, as
+        with ``pair=``; the chemical symbols select the elements of an EAM
+        alloy).  Gives ``energy``, ``free_energy``, ``forces``, ``stress``
+        (exact) and ``energies`` (per atom: EAM's embedding energy plus half
+        its pair energies, Stillinger-Weber's half pair terms plus the angle
+        terms at the atom), and the exact Hessian
+        (:class:`~simdiff.pes.manybody.SiteEvaluator`).
     skin : float, optional
-        With ``pair=`` and a cutoff: the neighbour list holds the image pairs
+        With ``potential=``: the neighbour table's margin (default ``0.1 *
+        cutoff``; rebuilt when an atom has moved more than ``skin / 2`` or the
+        cell changed).  With ``pair=`` and a cutoff: the neighbour list holds the image pairs
         closer than ``r_cut + skin`` and is rebuilt when an atom has moved more
         than ``skin / 2``, or when a change of the cell could bring a pair
         outside it within ``r_cut`` (default ``0.1 * r_cut``).
@@ -236,18 +250,25 @@ class SimdiffCalculator(Calculator):
         problem: Problem | None = None,
         *,
         pair: PairPotential | None = None,
+        potential: Any = None,
         skin: float | None = None,
         backend: str = "jax",
         components: Any = None,
         **kwargs: Any,
     ) -> None:
-        if (problem is None) == (pair is None):
-            raise InputError("SimdiffCalculator needs exactly one of problem= and pair=")
+        if sum(x is not None for x in (problem, pair, potential)) != 1:
+            raise InputError(
+                "SimdiffCalculator needs exactly one of problem= and pair= (or, for a "
+                "many-body potential, potential=)"
+            )
         if problem is not None and not isinstance(problem, Problem):
             raise InputError(f"problem must be a simdiff.Problem; got {type(problem).__name__}")
         super().__init__(**kwargs)
         self.problem = problem
         self.pair = pair
+        self.potential = potential
+        self.sites = (None if potential is None
+                      else SiteEvaluator(potential, skin=skin, backend=backend))  # fmt: skip
         self.backend = backend
         self.components = None if components is None else np.asarray(components, dtype=np.int64)
         self._key: tuple | None = None
@@ -263,6 +284,12 @@ class SimdiffCalculator(Calculator):
     # ------------------------------------------------------------------ problem and point
     def problem_for(self, atoms: Atoms) -> Problem:
         """The simdiff problem this calculator evaluates for ``atoms``."""
+        if self.potential is not None:  # a new problem at these positions and cell
+            pos, cell, pbc, symbols = self._site_args(atoms)
+            skin = None if self.sites is None else self.sites.skin
+            return manybody_problem(self.potential, pos, cell=cell if pbc.any() else None,
+                                    pbc=pbc, symbols=symbols, masses=atoms.get_masses(),
+                                    skin=skin)  # fmt: skip
         if self.pair is None:
             assert self.problem is not None  # __init__ requires a problem or a pair
             return self.problem
@@ -305,6 +332,9 @@ class SimdiffCalculator(Calculator):
         super().calculate(atoms, properties, system_changes)
         atoms = self.atoms
         self.counts["energy_and_forces"] += 1
+        if self.sites is not None:
+            self._calculate_sites(atoms)
+            return
         if self.pairs is not None:
             cell = np.asarray(atoms.cell[:], dtype=np.float64)
             out = self.pairs.evaluate(atoms.get_positions(), cell, np.asarray(atoms.pbc))
@@ -365,12 +395,31 @@ class SimdiffCalculator(Calculator):
             self._problem_pairs = CellPairs(pair, skin=skin, backend=self.backend)
         return self._problem_pairs
 
+    def _site_args(self, atoms: Atoms) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+        """Positions, cell, periodicity and (for a potential of named elements) symbols."""
+        symbols = (None if getattr(self.potential, "elements", None) is None
+                   else atoms.get_chemical_symbols())  # fmt: skip
+        return (atoms.get_positions(), np.asarray(atoms.cell[:], dtype=np.float64),
+                np.asarray(atoms.pbc, dtype=bool), symbols)  # fmt: skip
+
+    def _calculate_sites(self, atoms: Atoms) -> None:
+        """Energy, forces, per-atom energies and stress of a site potential, one reverse pass."""
+        assert self.sites is not None
+        pos, cell, pbc, symbols = self._site_args(atoms)
+        out = self.sites.evaluate(pos, cell, pbc, symbols)
+        self.results = {"energy": out["energy"], "free_energy": out["energy"],
+                        "forces": out["forces"], "energies": out["energies"]}  # fmt: skip
+        if atoms.cell.rank == 3:
+            self.results["stress"] = voigt_stress(out["strain_derivative"], cell)
+
     def get_hessian(self, atoms: Atoms | None = None) -> np.ndarray:
         """The exact Hessian at ``atoms`` (default: the last ones), shape ``(3N, 3N)``, eV/Å²."""
         atoms = self.atoms if atoms is None else atoms
         if atoms is None:
             raise InputError("get_hessian needs Atoms (none given and none calculated yet)")
         self.counts["hessian"] += 1
+        if self.sites is not None:  # EAM's factored Hessian, else one block per atom
+            return np.asarray(self.sites.hessian(*self._site_args(atoms)))
         if self.pairs is not None:  # any cell: one block per image pair
             cell = np.asarray(atoms.cell[:], dtype=np.float64)
             return self.pairs.hessian(atoms.get_positions(), cell, np.asarray(atoms.pbc))
