@@ -24,13 +24,12 @@ import argparse
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 import simdiff
-from simdiff.evidence._timing import Summary, first_call, interleaved
+from simdiff.evidence._timing import Summary, first_call, interleaved, timed
 from simdiff.pes.manybody import (
     EAMHessian,
     eam,
@@ -128,14 +127,14 @@ def bench_md(path: Path, steps: int, warmup: int) -> dict:
             atoms.calc = SimdiffCalculator(potential=eam(path))
         dyn = VelocityVerlet(atoms, 2 * units.fs)
         trace: list[float] = []
-        start = time.perf_counter()
-        dyn.run(warmup)
-        first = time.perf_counter() - start
-        start = time.perf_counter()
-        for _ in range(steps):
-            dyn.run(1)
-            trace.append(atoms.get_potential_energy() + atoms.get_kinetic_energy())
-        per_step[name] = (time.perf_counter() - start) / steps
+        _, first = first_call(lambda dyn=dyn: dyn.run(warmup))
+
+        def md_steps(dyn=dyn, atoms=atoms, trace=trace) -> None:
+            for _ in range(steps):
+                dyn.run(1)
+                trace.append(atoms.get_potential_energy() + atoms.get_kinetic_energy())
+
+        per_step[name] = timed(md_steps) / steps
         energies[name] = np.array(trace)
         results[name] = {"warmup_s": first, "per_step_s": per_step[name]}
         print(json.dumps({"md": name, "warmup_s": first, "per_step_s": per_step[name]}))
