@@ -203,3 +203,28 @@ def test_ase_calculator_and_md(rattled: dict) -> None:
     # (measured 2.49e-3, 6.23e-4, 1.56e-4 eV at 1, 0.5, 0.25 fs)
     ratio = energy_error(1.0, 10) / energy_error(0.5, 20)
     assert 3.6 < ratio < 4.4
+
+
+def test_phonons_at_gamma_and_x_against_ase_finite_differences(tmp_path) -> None:
+    """Diamond silicon, 2 atoms per primitive cell: ASE's Phonons (central differences of the
+    calculator's forces, delta = 0.005 A, on a 2x2x2 supercell) against the exact phonons of
+    the per-atom Hessian blocks at Gamma and X, which are commensurate with that supercell (its
+    force constants fold exactly there), so they differ by the O(delta^2) error alone."""
+    from ase.build import bulk
+    from ase.phonons import Phonons
+
+    from simdiff.pes.ase_interface import SimdiffCalculator
+    from simdiff.pes.manybody.phonons import site_phonons
+
+    atoms = bulk("Si", "diamond", a=5.431)
+    ph = Phonons(atoms, SimdiffCalculator(potential=stillinger_weber()), supercell=(2, 2, 2),
+                 delta=0.005, name=str(tmp_path / "phonon"))  # fmt: skip
+    ph.run()
+    ph.read(acoustic=False, symmetrize=0)
+    q = np.array([[0.0, 0.0, 0.0], [0.5, 0.0, 0.5]])  # Gamma, X (primitive reciprocal basis)
+    ref = ph.band_structure(q)
+    exact = site_phonons(atoms, q, stillinger_weber()).energies
+    # measured: 7.0e-6 of the largest energy at delta = 0.005 A, 2.8e-5 at 0.01 (O(delta^2))
+    assert np.abs(exact - ref).max() < 3e-5 * np.abs(ref).max()
+    assert np.abs(exact[0, :3]).max() < 1e-9  # the acoustic modes at Gamma
+    assert np.abs(exact[0, 3:]).min() > 0.05  # the optical ones do not vanish (eV)
