@@ -41,7 +41,16 @@ def test_the_default_step_is_relative_to_each_element() -> None:
     assert default_fd_step(p, np.zeros(2)) == 2.0
 
 
-def test_a_direction_moves_no_element_beyond_its_step() -> None:
+def test_a_field_crossing_zero_keeps_the_scalar_step() -> None:
+    """Elements far below the scale (a field near a zero crossing) are no scale of their own."""
+    x = np.array([1.0, -0.5, 1e-6, 0.0, 0.3])
+    p = simdiff.Problem(lambda x, ops: ops.sum(x), x0=x)
+    assert default_fd_step(p, x) == pytest.approx(0.1, rel=1e-15)
+    x = np.array([2.0, 0.08, 1e-6])
+    np.testing.assert_allclose(default_fd_step(p, x), [0.2, 0.04, 0.2], rtol=1e-15)
+
+
+def test_a_direction_takes_one_step_for_the_line() -> None:
     fd = FiniteDifferences(np.array([0.1, 0.01]))
     seen = []
 
@@ -49,13 +58,11 @@ def test_a_direction_moves_no_element_beyond_its_step() -> None:
         seen.append(np.asarray(pts))
         return np.sum(np.asarray(pts) ** 2, axis=0)
 
-    x, v = np.array([1.0, 0.1]), np.array([1.0, 1.0])
+    x, v = np.array([1.0, 0.1]), np.array([1.0, 2.0])
     d, _err, _ok = fd.direction(f, x, v)
     assert d == pytest.approx(2 * x @ v, rel=1e-8)
-    moved = np.max(
-        np.abs(np.concatenate([s.reshape(2, -1) for s in seen], axis=1) - x[:, None]), axis=1
-    )
-    assert np.all(moved <= np.array([0.1, 0.01]) * (1 + 1e-12))
+    moved = np.concatenate([s.reshape(2, -1) for s in seen], axis=1) - x[:, None]
+    assert np.max(np.abs(moved[1])) == pytest.approx(0.1, rel=1e-12)  # 0.1 / max|v| along v
 
 
 def test_the_users_lv_check_passes_with_defaults() -> None:

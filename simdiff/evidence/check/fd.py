@@ -116,9 +116,12 @@ def default_fd_step(problem: Problem, x: np.ndarray) -> float | np.ndarray:
     at 0.5, which sends a simulator, an ODE rollout say, far from where it is
     well behaved; its extrapolation then shrinks the step by 2 per
     iteration), capped for each element at half its own size,
-    ``h_i = min(h, |x_i| / 2)`` (``h`` where ``x_i = 0``): no perturbed
-    point leaves ``[x_i / 2, 3 x_i / 2]``, so a rate constant of 0.075 beside
-    one of 1.5 is never pushed to zero or below.
+    ``h_i = min(h, |x_i| / 2)``: no perturbed point leaves
+    ``[x_i / 2, 3 x_i / 2]``, so a rate constant of 0.075 beside one of 1.5
+    is never pushed to zero or below.  Elements below ``h / 10`` (zero, or a
+    field's values near a zero crossing, whose own size is no scale) keep
+    ``h``.  Along a direction the scalar ``h`` is used (see
+    :meth:`FiniteDifferences.direction`).
 
     Examples
     --------
@@ -132,9 +135,10 @@ def default_fd_step(problem: Problem, x: np.ndarray) -> float | np.ndarray:
         return float(step)
     x = np.abs(np.asarray(x, dtype=np.float64))
     h = 0.1 * max(1.0, float(np.max(x, initial=0.0)))
-    if x.ndim == 0 or x.size == 0 or np.all((x == 0) | (x >= 2 * h)):
+    own = x >= 0.1 * h  # elements of their own scale; smaller ones (a field crossing 0) take h
+    if x.ndim == 0 or x.size == 0 or np.all(~own | (x >= 2 * h)):
         return h  # no element needs its own step: the scalar SciPy takes
-    return np.where(x > 0, np.minimum(h, x / 2), h)
+    return np.where(own, np.minimum(h, x / 2), h)
 
 
 class FiniteDifferences:
@@ -201,11 +205,11 @@ class FiniteDifferences:
     def direction(self, f: Callable, x: np.ndarray, v: np.ndarray) -> FDReference:
         """Directional derivative of ``f`` at ``x`` along ``v``, its error estimate and status."""
         av = np.abs(np.asarray(v, dtype=np.float64))
-        if np.ndim(self.step) == 0:
-            step = float(self.step) / max(1.0, float(np.max(av, initial=0.0)))
-        else:  # per-element steps: no element moves further than its own step
-            moved = av > 0
-            step = float(np.min(np.asarray(self.step)[moved] / av[moved])) if moved.any() else 0.1
+        # one step for the line: per-element steps would let the smallest element set it
+        # (a field of 128 values near zero: a step at rounding level); a point the
+        # simulator refuses shrinks it (:meth:`_retry`)
+        h = float(np.max(self.step)) if np.ndim(self.step) else float(self.step)
+        step = h / max(1.0, float(np.max(av, initial=0.0)))
 
         def run(h: float) -> tuple[Any, Any, Any]:
             res = sd.jacobian(_line(f, x, v), np.zeros(1), initial_step=h)
